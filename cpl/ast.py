@@ -23,7 +23,7 @@ NOPOS = Pos(0, 0, 0, 0)
 
 
 def _pos() -> Pos:
-    return field(default=NOPOS, compare=False, repr=False)  # type: ignore[return-value]
+    return field(default=NOPOS, compare=False, repr=False)
 
 
 # ---- expressions ---------------------------------------------------------------------------------

@@ -7,8 +7,11 @@ Errors from every stage are collected; if there is any, one `CompileError` carri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from cpl import ast
+from cpl.ast import Pos
 from cpl.errors import CompileError, Diagnostic, Diagnostics
 from cpl.parser import MAX_EXPR_DEPTH, expr_depth, parse
 from cpl.passes import PASSES
@@ -26,12 +29,18 @@ def compile_script(source: str, filename: str = "<script>") -> Compiled:
     """Compile a script or raise `CompileError` with every error found."""
     diags = Diagnostics()
     script = parse(source, diags)
-    _check_depth(script, diags)
+    too_deep = _too_deep(script, diags)
     planner = Planner(diags)
     for stmt in script.statements:
+        if id(stmt) in too_deep:  # planning it would recurse too deep; its error is reported
+            if isinstance(stmt, ast.Insert):
+                planner.failed.add(stmt.target.lower())
+            continue
         planner.statement(stmt)
-    if not diags.has_errors and not any(not s.is_source for s in planner.streams.values()) and not any(
-        n.op == "Materialize" for n in planner.nodes
+    if (
+        not diags.has_errors
+        and not any(not s.is_source for s in planner.streams.values())
+        and not any(n.op == "Materialize" for n in planner.nodes)
     ):
         diags.error("the script has no INSERT INTO ... SELECT statement: there is nothing to run")
     if diags.has_errors:
@@ -42,6 +51,7 @@ def compile_script(source: str, filename: str = "<script>") -> Compiled:
         stores={s.name: s for s in planner.stores.values()},
         queries={q.name: q for q in planner.queries.values()},
         tables={t.name: t for t in planner.tables.values()},
+        stream_lines={s.name: s.line for s in planner.streams.values()},
     )
     for p in PASSES:
         graph = p(graph)
@@ -52,34 +62,33 @@ def compile_script(source: str, filename: str = "<script>") -> Compiled:
     return Compiled(graph, diags.sorted())
 
 
-def _line_pos(line: int):  # type: ignore[no-untyped-def]
-    from cpl.ast import Pos
-
+def _line_pos(line: int) -> Pos:
     return Pos(line, 1, line, 1)
 
 
-def _check_depth(script, diags: Diagnostics) -> None:  # type: ignore[no-untyped-def]
-    from cpl import ast
+def _expressions(node: object) -> Iterator[ast.Expr]:
+    """The top-level expressions anywhere in a statement (select items, WHERE, windows, ...)."""
+    for v in vars(node).values():
+        items = v if isinstance(v, tuple) else (v,)
+        for x in items:
+            if isinstance(x, ast.Expr):
+                yield x
+            elif hasattr(x, "__dataclass_fields__") and not isinstance(x, ast.Pos):
+                yield from _expressions(x)
 
-    def exprs(node: object) -> list[ast.Expr]:
-        out: list[ast.Expr] = []
-        for v in vars(node).values():
-            if isinstance(v, ast.Expr):
-                out.append(v)
-            elif isinstance(v, tuple):
-                for x in v:
-                    if isinstance(x, ast.Expr):
-                        out.append(x)
-                    elif hasattr(x, "__dataclass_fields__"):
-                        out.extend(exprs(x))
-            elif hasattr(v, "__dataclass_fields__") and not isinstance(v, ast.Pos):
-                out.extend(exprs(v))
-        return out
 
+def _too_deep(script: ast.Script, diags: Diagnostics) -> set[int]:
+    """Statements with expressions deep enough to exhaust the recursive passes that follow."""
+    bad: set[int] = set()
     for stmt in script.statements:
-        for e in exprs(stmt):
+        for e in _expressions(stmt):
             if expr_depth(e) > MAX_EXPR_DEPTH:
-                diags.error(f"expression is nested more than {MAX_EXPR_DEPTH} levels deep; split it", e.pos)  # type: ignore[attr-defined]
+                diags.error(
+                    f"expression is nested more than {MAX_EXPR_DEPTH} levels deep; split it",
+                    getattr(e, "pos", ast.NOPOS),
+                )
+                bad.add(id(stmt))
+    return bad
 
 
 def stream_port(graph: Graph, stream: str) -> Port:

@@ -32,7 +32,7 @@ MAX_INT = 2**63 - 1
 @cache
 def _lark() -> Lark:
     grammar = resources.files("cpl").joinpath("cpl.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=False)
+    return Lark(grammar, parser="lalr", lexer="basic", propagate_positions=True, maybe_placeholders=False)
 
 
 class CplSyntaxError(Exception):
@@ -103,10 +103,7 @@ def split_statements(source: str) -> Iterator[Chunk]:
 
 def _blank(text: str) -> bool:
     """True when a chunk holds only white space and comments."""
-    for tok in _comment_free(text):
-        if not tok.isspace():
-            return False
-    return True
+    return all(ch.isspace() for ch in _comment_free(text))
 
 
 def _comment_free(text: str) -> Iterator[str]:
@@ -125,13 +122,12 @@ def _comment_free(text: str) -> Iterator[str]:
 
 # ---- tree → AST -----------------------------------------------------------------------------------
 
-KEYWORD_TOKENS = {
-    t for t in (
-        "CREATE STREAMSCHEMA WITH BY WATERMARK AS TUPLE TIME BATCH SIZE ADVANCE START STOP DATASTORE TYPE "
-        "SQLQUERY ON CACHE ROWS TTL TABLE PRIMARY KEY IN INSERT INTO SELECT FROM WHERE GROUP HAVING SQL "
-        "RETURNS OUTER AND OR NOT IS NULL BETWEEN LIKE CASE WHEN THEN ELSE END CAST WINDOW DISTINCT TIMESTAMP"
-    ).split()
-}
+KEYWORD_TOKENS = frozenset(
+    """CREATE STREAMSCHEMA WITH BY WATERMARK AS TUPLE TIME BATCH SIZE ADVANCE START STOP DATASTORE TYPE
+    SQLQUERY ON CACHE ROWS TTL TABLE PRIMARY KEY IN INSERT INTO SELECT FROM WHERE GROUP HAVING SQL
+    RETURNS OUTER AND OR NOT IS NULL BETWEEN LIKE CASE WHEN THEN ELSE END CAST WINDOW DISTINCT
+    TIMESTAMP""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -317,7 +313,9 @@ class _ToAst(Transformer[Token, Any]):
         on_sqls = [i for i in items if isinstance(i, ast.OnSql)]
         if len(on_sqls) > 1:
             raise CplSyntaxError("a statement takes one ON SQL clause", on_sqls[1].pos)
-        return ast.Select(sel, sources, where, group, having, on_sqls[0] if on_sqls else None, self._pos(meta))
+        return ast.Select(
+            sel, sources, where, group, having, on_sqls[0] if on_sqls else None, self._pos(meta)
+        )
 
     def select_list(self, meta: Any, children: list[Any]) -> tuple[ast.SelectItem, ...]:
         return tuple(children)
@@ -391,9 +389,9 @@ class _ToAst(Transformer[Token, Any]):
         op = str(children[0])
         if op == "||":
             raise CplSyntaxError("'||' needs a left operand", self._tpos(children[0]))
+        arg: ast.Expr = children[1]
         if op == "+":
-            return children[1]  # type: ignore[no-any-return]
-        arg = children[1]
+            return arg
         # Fold a minus into a numeric literal so that -9223372036854775808 is representable.
         if isinstance(arg, ast.Literal) and arg.kind in ("int", "decimal"):
             value = -arg.value if arg.kind == "int" else "-" + str(arg.value)  # type: ignore[operator]
@@ -518,14 +516,19 @@ def _expected(names: set[str]) -> str:
     if "a name" in texts and len(texts) > 8:
         return ""
     if len(texts) > 8:
-        texts = texts[:8] + ["..."]
+        texts = [*texts[:8], "..."]
     return "; expected " + (texts[0] if len(texts) == 1 else "one of " + ", ".join(texts))
 
 
 def _syntax_error(exc: UnexpectedInput, chunk: Chunk, to_abs: _ToAst) -> CplSyntaxError:
     if isinstance(exc, UnexpectedCharacters):
         line, col = to_abs._abs(exc.line, exc.column)
-        return CplSyntaxError(f"unexpected character {exc.char!r}", Pos(line, col, line, col + 1))
+        pos = Pos(line, col, line, col + 1)
+        if exc.char == "'":
+            return CplSyntaxError("string literal is not closed: a ' is missing", pos)
+        if exc.char == '"':
+            return CplSyntaxError('quoted name is not closed: a " is missing', pos)
+        return CplSyntaxError(f"unexpected character {exc.char!r}", pos)
     if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
         tok = exc.token
         pos = to_abs._tpos(tok)
@@ -578,7 +581,9 @@ def parse_statement(chunk: Chunk, diags: Diagnostics) -> ast.Statement | None:
     deep = _tree_too_deep(tree)
     if deep is not None:
         line, col = to_ast._abs(deep.line, deep.col)
-        diags.error(f"expression is nested too deeply (limit {MAX_TREE_DEPTH} levels)", Pos(line, col, line, col + 1))
+        diags.error(
+            f"expression is nested too deeply (limit {MAX_TREE_DEPTH} levels)", Pos(line, col, line, col + 1)
+        )
         return None
     try:
         stmt: ast.Statement = to_ast.transform(tree)
@@ -599,7 +604,10 @@ def parse(source: str, diags: Diagnostics) -> ast.Script:
     statements: list[ast.Statement] = []
     for count, chunk in enumerate(split_statements(source)):
         if count >= MAX_STATEMENTS:
-            diags.error(f"script has more than {MAX_STATEMENTS} statements", Pos(chunk.line, chunk.col, chunk.line, chunk.col + 1))
+            diags.error(
+                f"script has more than {MAX_STATEMENTS} statements",
+                Pos(chunk.line, chunk.col, chunk.line, chunk.col + 1),
+            )
             break
         if _blank(chunk.text):
             continue

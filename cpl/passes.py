@@ -7,9 +7,13 @@ from dataclasses import replace
 from operators import graph as g
 
 
-def _rewire(nodes: list[g.Node], streams: dict[str, g.Port], moved: dict[g.Port, g.Port]) -> tuple[list[g.Node], dict[str, g.Port]]:
+def _rewire(
+    nodes: list[g.Node], streams: dict[str, g.Port], moved: dict[g.Port, g.Port]
+) -> tuple[list[g.Node], dict[str, g.Port]]:
     out = [
-        replace(n, inputs=tuple(moved.get(p, p) for p in n.inputs)) if any(p in moved for p in n.inputs) else n
+        replace(n, inputs=tuple(moved.get(p, p) for p in n.inputs))
+        if any(p in moved for p in n.inputs)
+        else n
         for n in nodes
     ]
     return out, {name: moved.get(p, p) for name, p in streams.items()}
@@ -65,7 +69,7 @@ def add_sinks(graph: g.Graph) -> g.Graph:
         nodes.append(
             g.Sink(
                 id=f"sink:{name}",
-                line=producer.line,
+                line=graph.stream_lines.get(name, producer.line),
                 inputs=(port,),
                 stream=name,
                 input_schema=producer.schema,

@@ -158,7 +158,9 @@ class Planner:
                     stmt.timestamp_pos,
                 )
             if fd.type.kind != TIMESTAMP:
-                raise PlanError(f"TIMESTAMP BY needs a timestamp field; '{fd.name}' is {fd.type}", stmt.timestamp_pos)
+                raise PlanError(
+                    f"TIMESTAMP BY needs a timestamp field; '{fd.name}' is {fd.type}", stmt.timestamp_pos
+                )
             event_time = fd.name
             # Without WATERMARK, events may not arrive out of order at all: a delay of zero.
             watermark = self.duration_ms(stmt.watermark) if stmt.watermark else 0
@@ -189,25 +191,34 @@ class Planner:
         self._declared("data store", stmt.name, stmt.pos)
         kind = STORE_TYPES.get(stmt.type)
         if kind is None:
-            raise PlanError(f"unknown data store type '{stmt.type}'; use postgresql, sqlite or redis", stmt.type_pos)
+            raise PlanError(
+                f"unknown data store type '{stmt.type}'; use postgresql, sqlite or redis", stmt.type_pos
+            )
         self.stores[stmt.name.lower()] = g.DataStore(stmt.name, kind)
 
     def _store(self, name: str, pos: ast.Pos) -> g.DataStore:
         store = self.stores.get(name.lower())
         if store is None:
-            raise PlanError(f"unknown data store '{name}'; declare it with CREATE DATASTORE {name} TYPE ...", pos)
+            raise PlanError(
+                f"unknown data store '{name}'; declare it with CREATE DATASTORE {name} TYPE ...", pos
+            )
         return store
 
     def create_sqlquery(self, stmt: ast.CreateSqlQuery) -> None:
         self._declared("SQL query", stmt.name, stmt.pos)
         store = self._store(stmt.store, stmt.store_pos)
         if store.type not in SQL_STORE_TYPES:
-            raise PlanError(f"data store '{store.name}' is {store.type}; SQL queries need postgresql or sqlite", stmt.store_pos)
+            raise PlanError(
+                f"data store '{store.name}' is {store.type}; SQL queries need postgresql or sqlite",
+                stmt.store_pos,
+            )
         info = analyze(stmt.text)
         if info.statements == 0:
             raise PlanError("the SQL text is empty", stmt.text_pos)
         if info.statements > 1:
-            raise PlanError("the SQL text holds more than one statement; a SQLQUERY runs exactly one", stmt.text_pos)
+            raise PlanError(
+                "the SQL text holds more than one statement; a SQLQUERY runs exactly one", stmt.text_pos
+            )
         if info.kind not in ("select", "insert", "update", "delete"):
             raise PlanError(
                 f"a SQLQUERY runs SELECT, INSERT, UPDATE or DELETE, not {info.kind.upper() or 'this text'}",
@@ -246,7 +257,9 @@ class Planner:
             if k not in schema:
                 raise PlanError(f"primary key column '{k}' is not a column of '{stmt.name}'", stmt.pos)
         if store.type == "redis" and not keys:
-            raise PlanError(f"table '{stmt.name}' is in redis, which keys rows by primary key: declare one", stmt.pos)
+            raise PlanError(
+                f"table '{stmt.name}' is in redis, which keys rows by primary key: declare one", stmt.pos
+            )
         ttl = None
         if stmt.ttl is not None:
             if store.type != "redis":
@@ -287,7 +300,9 @@ class Planner:
         if item.stream.lower() in self.failed:
             raise _Skip()
         if item.stream.lower() == target.lower():
-            raise PlanError(f"statement reads its own output '{target}': streams cannot form a cycle", item.pos)
+            raise PlanError(
+                f"statement reads its own output '{target}': streams cannot form a cycle", item.pos
+            )
         raise PlanError(
             f"unknown stream '{item.stream}'; declare it with CREATE STREAMSCHEMA or produce it in an earlier statement",
             item.pos,
@@ -305,11 +320,16 @@ class Planner:
         if stmt.into_table:
             table = self.tables.get(stmt.target.lower())
             if table is None:
-                raise PlanError(f"unknown table '{stmt.target}'; declare it with CREATE TABLE ... IN store", stmt.target_pos)
+                raise PlanError(
+                    f"unknown table '{stmt.target}'; declare it with CREATE TABLE ... IN store",
+                    stmt.target_pos,
+                )
         else:
             self._check_new_stream(stmt.target, stmt.target_pos)
             if stmt.target.lower() in self.tables:
-                raise PlanError(f"'{stmt.target}' is a table: write INSERT INTO TABLE {stmt.target}", stmt.target_pos)
+                raise PlanError(
+                    f"'{stmt.target}' is a table: write INSERT INTO TABLE {stmt.target}", stmt.target_pos
+                )
         streams = [self.input_stream(i, stmt.target) for i in sel.sources]
         windowed = [i for i in sel.sources if i.window is not None]
         line = stmt.pos.line
@@ -327,7 +347,9 @@ class Planner:
         if table is not None:
             self.materialize(stmt, table, out)
         else:
-            self.streams[stmt.target.lower()] = Stream(stmt.target, out.port, out.schema, out.event_time, line, False)
+            self.streams[stmt.target.lower()] = Stream(
+                stmt.target, out.port, out.schema, out.event_time, line, False
+            )
 
     def qualifiers(self, item: ast.FromItem) -> frozenset[str]:
         names = {item.stream.lower()}
@@ -362,8 +384,10 @@ class Planner:
             quals = self.qualifiers(sel.sources[0])
         scope = Scope([Input(cur.schema, quals)])
         cur, scope = self.where_and_sql(sel, cur, scope, line)
-        if sel.group_by or sel.having is not None or any(
-            i.expr is not None and contains_aggregate(i.expr) for i in sel.items
+        if (
+            sel.group_by
+            or sel.having is not None
+            or any(i.expr is not None and contains_aggregate(i.expr) for i in sel.items)
         ):
             pos = sel.group_by[0].pos if sel.group_by else sel.pos  # type: ignore[attr-defined]
             raise PlanError(
@@ -413,7 +437,10 @@ class Planner:
     def on_sql(self, on: ast.OnSql, cur: Planned, scope: Scope, line: int) -> tuple[Planned, Scope]:
         query = self.queries.get(on.query.lower())
         if query is None:
-            raise PlanError(f"unknown SQL query '{on.query}'; declare it with CREATE SQLQUERY {on.query} ON store AS '...'", on.pos)
+            raise PlanError(
+                f"unknown SQL query '{on.query}'; declare it with CREATE SQLQUERY {on.query} ON store AS '...'",
+                on.pos,
+            )
         names = on.names
         if len(names) < query.param_count:
             raise PlanError(
@@ -421,7 +448,14 @@ class Planner:
                 on.pos,
             )
         checker = Checker(scope)
-        args = tuple(checker.check(ast.Name(n, on.pos)) for n in names[: query.param_count])
+        try:
+            args = tuple(checker.check(ast.Name(n, on.pos)) for n in names[: query.param_count])
+        except TypeCheckError as err:
+            raise PlanError(
+                f"{err.message} ('{query.name}' has {query.param_count} parameter(s), so the first "
+                f"{query.param_count} name(s) after the alias are input fields and the rest name its result)",
+                on.pos,
+            ) from None
         outs = names[query.param_count :]
         for o in outs:
             if len(o) != 1:
@@ -429,18 +463,24 @@ class Planner:
         out_names = [o[0] for o in outs]
         for n in out_names:
             if n in cur.schema:
-                raise PlanError(f"ON SQL output '{n}' has the name of an input field; choose another name", on.pos)
+                raise PlanError(
+                    f"ON SQL output '{n}' has the name of an input field; choose another name", on.pos
+                )
         alias = on.alias
         if query.is_read:
             if not out_names:
-                raise PlanError(f"ON SQL with the SELECT '{query.name}' needs names for its result columns", on.pos)
+                raise PlanError(
+                    f"ON SQL with the SELECT '{query.name}' needs names for its result columns", on.pos
+                )
             if query.returns is not None and len(query.returns) != len(out_names):
                 raise PlanError(
                     f"'{query.name}' RETURNS {len(query.returns)} column(s) but ON SQL names {len(out_names)}",
                     on.pos,
                 )
             # Without RETURNS the result columns are read as text (docs/language.md).
-            types = [f.type for f in query.returns] if query.returns is not None else [T_STRING] * len(out_names)
+            types = (
+                [f.type for f in query.returns] if query.returns is not None else [T_STRING] * len(out_names)
+            )
             result = tuple(Field(n, t) for n, t in zip(out_names, types, strict=True))
             try:
                 Schema(result)
@@ -529,7 +569,9 @@ class Planner:
         if isinstance(item.window, str):
             found = self.windows.get(item.window.lower())
             if found is None:
-                raise PlanError(f"unknown window '{item.window}'; declare it with CREATE WINDOW", item.window_pos)
+                raise PlanError(
+                    f"unknown window '{item.window}'; declare it with CREATE WINDOW", item.window_pos
+                )
             return self.window(found[0], scope, item.window)
         assert isinstance(item.window, ast.WindowSpec)
         return self.window(item.window, scope)
@@ -541,7 +583,8 @@ class Planner:
         window = self.resolve_window(item, scope)
         if window.kind == "time" and stream.event_time is None:
             raise PlanError(
-                f"a TIME window needs event time: declare '{stream.name}' with TIMESTAMP BY <field>", item.window_pos
+                f"a TIME window needs event time: declare '{stream.name}' with TIMESTAMP BY <field>",
+                item.window_pos,
             )
         cur, scope = self.where_and_sql(sel, cur, scope, line)
         if window.kind == "batch":  # its conditions read the events reaching the Aggregate
@@ -555,7 +598,9 @@ class Planner:
             value = plain.check(k)
             keys.append(value)
             base = k.parts[-1] if isinstance(k, ast.Name) else f"key{len(keys)}"
-            key_names.append(base if base.lower() not in {n.lower() for n in key_names} else f"{base}_{len(keys)}")
+            key_names.append(
+                base if base.lower() not in {n.lower() for n in key_names} else f"{base}_{len(keys)}"
+            )
         checker = AggregateChecker(scope, keys, key_names)
         items = self.select_items(sel, checker, None)
         having = checker.check_bool(sel.having, "HAVING") if sel.having is not None else None
@@ -583,7 +628,10 @@ class Planner:
         left, right = streams
         lq, rq = self.qualifiers(left_item), self.qualifiers(right_item)
         if lq & rq:
-            raise PlanError("both sides of the join have the same name; give one an alias: FROM s AS a ..., s AS b ...", right_item.pos)
+            raise PlanError(
+                "both sides of the join have the same name; give one an alias: FROM s AS a ..., s AS b ...",
+                right_item.pos,
+            )
         scope = Scope([Input(left.schema, lq, 0), Input(right.schema, rq, 1)])
         windows = []
         for item, s in ((left_item, left), (right_item, right)):
@@ -594,10 +642,15 @@ class Planner:
                     item.window_pos,
                 )
             if s.event_time is None:
-                raise PlanError(f"a join needs event time: declare '{s.name}' with TIMESTAMP BY <field>", item.pos)
+                raise PlanError(
+                    f"a join needs event time: declare '{s.name}' with TIMESTAMP BY <field>", item.pos
+                )
             windows.append(w)
         if sel.on_sql is not None:
-            raise PlanError("ON SQL cannot be used in a join; enrich the joined stream in a following statement", sel.on_sql.pos)
+            raise PlanError(
+                "ON SQL cannot be used in a join; enrich the joined stream in a following statement",
+                sel.on_sql.pos,
+            )
         if sel.group_by or sel.having is not None:
             raise PlanError("a join cannot GROUP BY; aggregate its output in a following statement", sel.pos)
         predicate: ir.Expr = ir.Lit(ir.T_BOOLEAN, True)
@@ -606,15 +659,13 @@ class Planner:
             predicate = checker.check_bool(sel.where, "the join condition")
         star: list[g.NamedExpr] = []
         for side, s in enumerate((left, right)):
-            star.extend(
-                g.NamedExpr(f.name, ir.Col(f.type, i, f.name, side)) for i, f in enumerate(s.schema)
-            )
+            star.extend(g.NamedExpr(f.name, ir.Col(f.type, i, f.name, side)) for i, f in enumerate(s.schema))
         items: list[g.NamedExpr] = []
-        for item in sel.items:
-            if item.expr is None:
+        for sel_item in sel.items:
+            if sel_item.expr is None:
                 items.extend(star)
                 continue
-            items.extend(self.select_items(ast.Select((item,), sel.sources), checker, None))
+            items.extend(self.select_items(ast.Select((sel_item,), sel.sources), checker, None))
         seen: dict[str, int] = {}
         for ne in items:
             if ne.name.lower() in seen:
@@ -653,10 +704,16 @@ class Planner:
                     stmt.select.pos,
                 )
             if common_type(col.type, f.type) is None:
-                raise PlanError(f"column '{table.name}.{col.name}' is {col.type}, but the statement gives {f.type}", stmt.select.pos)
+                raise PlanError(
+                    f"column '{table.name}.{col.name}' is {col.type}, but the statement gives {f.type}",
+                    stmt.select.pos,
+                )
         for col in table.columns:
             if col.name not in out.schema and not col.nullable:
-                raise PlanError(f"the statement gives no value for the required column '{table.name}.{col.name}'", stmt.select.pos)
+                raise PlanError(
+                    f"the statement gives no value for the required column '{table.name}.{col.name}'",
+                    stmt.select.pos,
+                )
         self.add(
             g.Materialize(
                 id=self.next_id(),

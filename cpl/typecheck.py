@@ -58,7 +58,9 @@ def resolve_type(t: ast.TypeName) -> DataType:
         p = t.args[0] if t.args else 38
         s = t.args[1] if len(t.args) > 1 else 0
         if not 1 <= p <= 38 or s > p:
-            raise TypeCheckError(f"decimal({p}, {s}) is out of range: precision 1..38, scale <= precision", t.pos)
+            raise TypeCheckError(
+                f"decimal({p}, {s}) is out of range: precision 1..38, scale <= precision", t.pos
+            )
         return DataType(DECIMAL, precision=p, scale=s)
     if t.args:
         raise TypeCheckError(f"type {kind} takes no length or precision", t.pos)
@@ -95,12 +97,16 @@ class Scope:
             owners = [i for i in self.inputs if q in i.qualifiers]
             if not owners:
                 known = sorted({q for i in self.inputs for q in i.qualifiers})
-                raise TypeCheckError(f"unknown stream or alias '{parts[0]}'; known here: {', '.join(known)}", name.pos)
+                raise TypeCheckError(
+                    f"unknown stream or alias '{parts[0]}'; known here: {', '.join(known)}", name.pos
+                )
             for inp in owners:
                 fd = inp.schema.get(f)
                 if fd is not None:
                     return self._col(inp, fd.name, parts[0])
-            raise TypeCheckError(f"'{parts[0]}' has no field '{f}'; its fields: {_fields(owners[0].schema)}", name.pos)
+            raise TypeCheckError(
+                f"'{parts[0]}' has no field '{f}'; its fields: {_fields(owners[0].schema)}", name.pos
+            )
         f = parts[0]
         hits = [(i, i.schema.get(f)) for i in self.inputs if i.schema.get(f) is not None]
         if not hits:
@@ -169,7 +175,9 @@ class Checker:
         if e.kind == "timestamp":
             ts = parse_timestamp(str(e.value))
             if ts is None:
-                raise TypeCheckError(f"'{e.value}' is not a timestamp; write e.g. '2026-01-31 12:00:00'", e.pos)
+                raise TypeCheckError(
+                    f"'{e.value}' is not a timestamp; write e.g. '2026-01-31 12:00:00'", e.pos
+                )
             return ir.Lit(T_TIMESTAMP, ts)
         return ir.Lit(T_NULL, None)
 
@@ -224,7 +232,9 @@ class Checker:
         arg, high = _coerce_timestamp_literals(arg, high)
         for b in (low, high):
             if common_type(arg.type, b.type) is None:
-                raise TypeCheckError(f"BETWEEN bounds must be comparable with {arg.type}, not {b.type}", e.pos)
+                raise TypeCheckError(
+                    f"BETWEEN bounds must be comparable with {arg.type}, not {b.type}", e.pos
+                )
         return ir.Between(T_BOOLEAN, arg, low, high, e.negated)
 
     def _inlist(self, e: ast.InList) -> ir.Expr:
@@ -234,7 +244,9 @@ class Checker:
             x = self.check(item)
             arg, x = _coerce_timestamp_literals(arg, x)
             if common_type(arg.type, x.type) is None:
-                raise TypeCheckError(f"IN list item of type {x.type} cannot be compared with {arg.type}", _pos(item))
+                raise TypeCheckError(
+                    f"IN list item of type {x.type} cannot be compared with {arg.type}", _pos(item)
+                )
             items.append(x)
         return ir.InList(T_BOOLEAN, arg, tuple(items), e.negated)
 
@@ -276,7 +288,7 @@ class Checker:
         arg = self.check(e.arg)
         to = resolve_type(e.to)
         src = arg.type.kind
-        if src == TIMESTAMP and to.kind in NUMERIC_KINDS + ("boolean",) or (
+        if (src == TIMESTAMP and to.kind in (*NUMERIC_KINDS, "boolean")) or (
             to.kind == TIMESTAMP and (src in NUMERIC_KINDS or src == "boolean")
         ):
             raise TypeCheckError(
@@ -302,8 +314,16 @@ class Checker:
             raise TypeCheckError(f"{e.name}() does not take * or DISTINCT", e.pos)
         n = len(e.args)
         if n < fn.min_args or (fn.max_args is not None and n > fn.max_args):
-            want = str(fn.min_args) if fn.max_args == fn.min_args else f"{fn.min_args} or more" if fn.max_args is None else f"{fn.min_args} to {fn.max_args}"
-            raise TypeCheckError(f"{fn.name}() takes {want} argument{'s' if want != '1' else ''}, not {n}", e.pos)
+            want = (
+                str(fn.min_args)
+                if fn.max_args == fn.min_args
+                else f"{fn.min_args} or more"
+                if fn.max_args is None
+                else f"{fn.min_args} to {fn.max_args}"
+            )
+            raise TypeCheckError(
+                f"{fn.name}() takes {want} argument{'s' if want != '1' else ''}, not {n}", e.pos
+            )
         args = tuple(self.check(a) for a in e.args)
         try:
             t = fn.result([a.type for a in args])
@@ -362,7 +382,9 @@ def aggregate_type(func: str, arg: DataType | None, pos: ast.Pos) -> DataType:
     if not (arg.is_numeric or arg.is_null):
         raise TypeCheckError(f"{func}() needs a numeric argument, not {arg}", pos)
     if func == "avg":
-        return DataType(DECIMAL, precision=38, scale=max(arg.scale or 0, 6)) if arg.kind == DECIMAL else T_DOUBLE
+        return (
+            DataType(DECIMAL, precision=38, scale=max(arg.scale or 0, 6)) if arg.kind == DECIMAL else T_DOUBLE
+        )
     # sum widens integers so that totals do not overflow, as SQL engines do
     if arg.kind in (INTEGER, BIGINT):
         return T_BIGINT
@@ -396,7 +418,8 @@ class AggregateChecker(Checker):
                 return value
             if isinstance(e, ast.Name):
                 raise TypeCheckError(
-                    f"field '{'.'.join(e.parts)}' must appear in GROUP BY or inside an aggregate function", e.pos
+                    f"field '{'.'.join(e.parts)}' must appear in GROUP BY or inside an aggregate function",
+                    e.pos,
                 )
         return self._check(e)
 

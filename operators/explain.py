@@ -73,9 +73,13 @@ def _mermaid_label(n: Node) -> str:
         detail = detail[:57] + "..."
     text = f"{n.op}<br/>{detail}" if detail else n.op
     # Mermaid labels are quoted; escape what would end the quote or start markup.
-    return text.replace('"', "#quot;").replace("<br/>", "\u0000").replace("<", "#lt;").replace(
-        ">", "#gt;"
-    ).replace("\u0000", "<br/>")
+    return (
+        text.replace('"', "#quot;")
+        .replace("<br/>", "\u0000")
+        .replace("<", "#lt;")
+        .replace(">", "#gt;")
+        .replace("\u0000", "<br/>")
+    )
 
 
 def to_mermaid(graph: Graph) -> str:

@@ -420,6 +420,8 @@ class Graph:
     stores: dict[str, DataStore] = field(default_factory=dict)
     queries: dict[str, SqlQuery] = field(default_factory=dict)
     tables: dict[str, Table] = field(default_factory=dict)
+    # The script line of the statement (or declaration) that produces each named stream.
+    stream_lines: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()

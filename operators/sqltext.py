@@ -67,7 +67,7 @@ _FIRST_WORD = re.compile(r"\s*\(?\s*([A-Za-z]+)")
 
 
 def analyze(text: str) -> SqlText:
-    params, semis, blanked = _scan(text)
+    params, _semis, blanked = _scan(text)
     pieces = [p for p in blanked.split(";") if p.strip()]
     m = _FIRST_WORD.match(blanked)
     kind = m.group(1).lower() if m else ""

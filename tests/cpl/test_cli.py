@@ -1,0 +1,70 @@
+"""`cep check` and `cep explain`, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from deployer.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+BILLING = str(ROOT / "examples" / "billing.cpl")
+
+
+def test_check_valid_script_exits_0() -> None:
+    result = CliRunner().invoke(cli, ["check", BILLING])
+    assert result.exit_code == 0, result.output
+    assert "ok (2 input streams, 4 operators)" in result.output
+
+
+def test_check_reports_every_error_with_position(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.cpl"
+    bad.write_text(
+        "CREATE STREAMSCHEMA s WITH a integer;\n"
+        "INSERT INTO x SELECT b FROM s;\n"
+        "INSERT INTO y SELECT a FROM nowhere;\n"
+    )
+    result = CliRunner().invoke(cli, ["check", str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:2:22: error: unknown field 'b'" in result.output
+    assert f"{bad}:3:29: error: unknown stream 'nowhere'" in result.output
+    assert "2 errors found" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_check_missing_file_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["check", "/no/such/script.cpl"])
+    assert result.exit_code == 2
+    assert "no such script: /no/such/script.cpl" in result.output
+
+
+def test_explain_json_has_nodes_and_edges() -> None:
+    result = CliRunner().invoke(cli, ["explain", BILLING, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    ops = [n["op"] for n in doc["nodes"]]
+    assert ops == ["Source", "Source", "Union", "Filter", "Map", "Aggregate", "Sink"]
+    agg = doc["nodes"][5]
+    assert agg["params"]["window"] == "TIME SIZE 1 DAY ADVANCE 1 DAY"
+    assert agg["schema"] == [{"name": "idcaller", "type": "integer"}, {"name": "total", "type": "bigint"}]
+    assert agg["line"] == 12
+    assert {"from": "n1", "port": 0, "to": "n3"} in doc["edges"]
+
+
+def test_explain_mermaid_is_a_flowchart() -> None:
+    result = CliRunner().invoke(cli, ["explain", BILLING, "--format", "mermaid"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0] == "flowchart LR"
+    assert '    n3["Union"]' in lines
+    assert "    n5 -->|costs| n6" in lines
+
+
+def test_console_script_is_installed() -> None:
+    cep = shutil.which("cep") or str(Path(ROOT / ".venv" / "bin" / "cep"))
+    out = subprocess.run([cep, "explain", BILLING], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("n1 = Source()  -- line 4\n")
