@@ -67,7 +67,7 @@ def _friendly(fn: F) -> F:
             ctx = click.get_current_context()
             if ctx.find_root().params.get("debug"):
                 raise
-            click.echo(f"error: {err}", err=True)
+            click.echo(f"error: {err or type(err).__name__} (run with --debug for details)", err=True)
             raise SystemExit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -172,9 +172,7 @@ def run(
         checkpoint=checkpoint,
         master=master,
     )
-    stats = run_script(request)
-    if stats.dead_lettered:
-        raise SystemExit(3) if stats.fatal else None
+    run_script(request)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

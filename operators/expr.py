@@ -8,7 +8,7 @@ is ever turned back into text for an engine to parse: `to_cpl` exists for people
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -55,7 +55,7 @@ class Col(Expr):
     index: int
     name: str
     side: int = 0
-    qualifier: str | None = None  # for display only
+    qualifier: str | None = field(default=None, compare=False)  # for display only
 
     def to_cpl(self) -> str:
         return f"{self.qualifier}.{self.name}" if self.qualifier else self.name

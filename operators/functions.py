@@ -20,6 +20,7 @@ from operators.types import (
     T_TIMESTAMP,
     DataType,
     common_type,
+    wider_numeric,
 )
 
 
@@ -67,6 +68,11 @@ def _same(name: str) -> TypeRule:
     return rule
 
 
+def _mod(args: list[DataType]) -> DataType:
+    _numeric("mod")(args)
+    return wider_numeric(args[0], args[1])
+
+
 def _concat(args: list[DataType]) -> DataType:
     return T_STRING
 
@@ -109,7 +115,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("ceil", 1, 1, _numeric("ceil", T_BIGINT)),
         Function("sqrt", 1, 1, _numeric("sqrt", DataType(DOUBLE))),
         Function("power", 2, 2, _numeric("power", DataType(DOUBLE))),
-        Function("mod", 2, 2, _numeric("mod")),
+        Function("mod", 2, 2, _mod),
         Function("lower", 1, 1, _string("lower", T_STRING)),
         Function("upper", 1, 1, _string("upper", T_STRING)),
         Function("trim", 1, 1, _string("trim", T_STRING)),

@@ -1,0 +1,255 @@
+"""TUPLE and BATCH window aggregates on Spark: per-key ordered state with transformWithStateInPandas.
+
+Spark has no count-based or condition-based windows, so each group keeps its window in state (a
+ListState of the events currently in it) and processes its new events in arrival (`__seq`) order.
+The work is vectorised per key: a micro-batch's events for a key are sorted once, the windows they
+complete are found with index arithmetic, and the aggregates over all those windows are computed
+with numpy reductions over a (windows x size) matrix, not with a Python loop per event.
+
+Order: events of one micro-batch are ordered by their arrival position; across micro-batches, a
+later batch's events come after an earlier one's. (The reference executor orders by event time
+within the watermark; for input that is in event-time order per source the two agree.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from deployer.spark_expr import ExprCompiler, col_name, spark_type
+from operators import expr as ir
+from operators import graph as g
+
+if TYPE_CHECKING:
+    from deployer.spark_plan import SparkGraph
+
+
+def _reduce(func: str, values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce each row of a (windows x size) matrix with SQL null semantics; returns values, is-null."""
+    n_valid = valid.sum(axis=1)
+    if func == "count":
+        return n_valid, np.zeros(len(values), dtype=bool)
+    empty = n_valid == 0
+    if values.dtype == object:  # decimals and strings: exact Python reductions per window
+        out: list[Any] = []
+        for row, ok in zip(values, valid, strict=True):
+            xs = [v for v, k in zip(row, ok, strict=True) if k]
+            if not xs:
+                out.append(None)
+            elif func == "sum":
+                out.append(sum(xs))
+            elif func == "avg":
+                out.append(sum(xs) / len(xs))
+            else:
+                out.append(min(xs) if func == "min" else max(xs))
+        return np.array(out, dtype=object), empty
+    if func in ("sum", "avg"):
+        total = np.where(valid, values, 0).sum(axis=1)
+        if func == "sum":
+            return total, empty
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total / np.maximum(n_valid, 1), empty
+    if func == "min":
+        return np.where(valid, values, np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).max).min(
+            axis=1
+        ), empty
+    return np.where(valid, values, -np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).min).max(
+        axis=1
+    ), empty
+
+
+class WindowProcessor(StatefulProcessor):
+    """State per group: the events in its open window (`buf`) and, for TUPLE, events still to skip."""
+
+    def __init__(
+        self,
+        kind: str,
+        size: int,
+        advance: int,
+        aggs: list[tuple[str, str | None]],
+        buf_schema: T.StructType,
+        out_columns: list[str],
+    ):
+        self.kind = kind
+        self.size = size
+        self.advance = advance
+        self.aggs = aggs  # (function, value column or None for count(*))
+        self.buf_schema = buf_schema
+        self.value_columns = [f.name for f in buf_schema.fields]
+        self.out_columns = out_columns
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.buf = handle.getListState("buf", self.buf_schema)
+        self.meta = handle.getValueState(
+            "meta",
+            T.StructType([T.StructField("skip", T.LongType()), T.StructField("open", T.BooleanType())]),
+        )
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+    ) -> Iterator[pd.DataFrame]:
+        new = pd.concat(list(rows), ignore_index=True).sort_values("__seq", kind="stable")
+        old = pd.DataFrame(list(self.buf.get()), columns=self.value_columns) if self.buf.exists() else None
+        meta = self.meta.get() if self.meta.exists() else None
+        skip = int(meta[0]) if meta else 0
+        is_open = bool(meta[1]) if meta else False
+        if self.kind == "tuple":
+            events, windows, rest, skip = self._tuple(old, new[self.value_columns], skip)
+        else:
+            events, windows, rest, is_open = self._batch(old, new, is_open)
+        # Keep the window's remaining events; ListState.put takes a list of tuples (DESIGN.md pitfalls).
+        self.buf.clear()
+        if len(rest):
+            self.buf.put([tuple(r) for r in rest.itertuples(index=False, name=None)])
+        self.meta.update((skip, is_open))
+        if windows:
+            yield self._aggregate(key, events, windows)
+
+    def _tuple(
+        self, old: pd.DataFrame | None, new: pd.DataFrame, skip: int
+    ) -> tuple[pd.DataFrame, list[np.ndarray], pd.DataFrame, int]:
+        dropped = min(skip, len(new))
+        new = new.iloc[dropped:]
+        skip -= dropped
+        events = (
+            pd.concat([old, new], ignore_index=True)
+            if old is not None and len(old)
+            else new.reset_index(drop=True)
+        )
+        n = len(events)
+        fired = 0 if n < self.size else (n - self.size) // self.advance + 1
+        starts = np.arange(fired) * self.advance
+        windows = [starts[:, None] + np.arange(self.size)[None, :]] if fired else []
+        cut = fired * self.advance
+        if cut > n:  # ADVANCE > SIZE: the rest of the advance is taken from future events
+            skip += cut - n
+            cut = n
+        return events, windows, events.iloc[cut:], skip
+
+    def _batch(
+        self, old: pd.DataFrame | None, new: pd.DataFrame, is_open: bool
+    ) -> tuple[pd.DataFrame, list[np.ndarray], pd.DataFrame, bool]:
+        start = new["__start"].fillna(False).to_numpy(dtype=bool)
+        stop = new["__stop"].fillna(False).to_numpy(dtype=bool)
+        vals = new[self.value_columns]
+        base = 0 if old is None else len(old)
+        events = (
+            pd.concat([old, vals], ignore_index=True)
+            if old is not None and len(old)
+            else vals.reset_index(drop=True)
+        )
+        windows: list[np.ndarray] = []
+        i, n = 0, len(new)
+        open_at = 0 if is_open else -1  # index into `events` where the open window starts
+        # A loop over window boundaries (starts and stops), not over events.
+        while i < n:
+            if open_at < 0:
+                nxt = np.flatnonzero(start[i:])
+                if not len(nxt):
+                    break
+                i += int(nxt[0])
+                open_at = base + i
+                i += 1  # STOP is not tested on the event that opens the window
+                if i >= n:
+                    break
+            close = np.flatnonzero(stop[i:])
+            if not len(close):
+                break
+            i += int(close[0])
+            windows.append(np.arange(open_at, base + i + 1))
+            open_at = -1
+            i += 1
+        rest = events.iloc[open_at:] if open_at >= 0 else events.iloc[0:0]
+        return events, windows, rest, open_at >= 0
+
+    def _aggregate(self, key: Any, events: pd.DataFrame, windows: list[np.ndarray]) -> pd.DataFrame:
+        mats = [w if w.ndim == 2 else w[None, :] for w in windows]  # each: (windows x events) indices
+        n_win = sum(m.shape[0] for m in mats)
+        out: dict[str, Any] = {}
+        keys = key if isinstance(key, tuple) else (key,)
+        for i, k in enumerate(keys):
+            out[f"_k{i}"] = [k] * n_win
+        for j, (func, column) in enumerate(self.aggs):
+            if column is None:
+                out[f"_a{j}"] = [m.shape[1] for m in mats for _ in range(m.shape[0])]
+                continue
+            series = events[column]
+            valid_all = series.notna().to_numpy()
+            values_all = (
+                series.to_numpy(dtype=object) if series.dtype == object else series.fillna(0).to_numpy()
+            )
+            results: list[Any] = []
+            for idx in mats:
+                vals, null = _reduce(func, values_all[idx], valid_all[idx])
+                results.extend(None if z else v for v, z in zip(vals.tolist(), null.tolist(), strict=True))
+            out[f"_a{j}"] = results
+        return pd.DataFrame(out, columns=self.out_columns)
+
+    def close(self) -> None:
+        pass
+
+
+def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
+    from deployer.spark_plan import SEQ, finish_aggregate
+
+    df = sg.input(node)
+    c = ExprCompiler()
+    keys = [c.compile(k.expr).cast(spark_type(k.expr.type)).alias(f"_k{i}") for i, k in enumerate(node.keys)]
+    values = []
+    aggs: list[tuple[str, str | None]] = []
+    value_fields = []
+    for j, a in enumerate(node.aggs):
+        agg = a.expr
+        assert isinstance(agg, ir.Agg)
+        if agg.arg is None:
+            aggs.append(("count", None))
+            continue
+        t = spark_type(agg.type) if agg.func in ("sum", "avg") else spark_type(agg.arg.type)
+        values.append(c.compile(agg.arg).cast(t).alias(f"_v{j}"))
+        value_fields.append(T.StructField(f"_v{j}", t))
+        aggs.append((agg.func, f"_v{j}"))
+    extra = []
+    if node.window.kind == "batch":
+        assert node.window.start is not None and node.window.stop is not None
+        extra = [c.compile(node.window.start).alias("__start"), c.compile(node.window.stop).alias("__stop")]
+    df = sg.split_errors(node, df, c.errors, len(node.input_schema))
+    if not keys:  # one global group
+        keys = [F.lit(0).alias("_k0")]
+        key_fields = [T.StructField("_k0", T.IntegerType())]
+    else:
+        key_fields = [T.StructField(f"_k{i}", spark_type(k.expr.type)) for i, k in enumerate(node.keys)]
+    buf_schema = T.StructType([*value_fields, T.StructField(SEQ, T.StringType())])
+    out_fields = [
+        *key_fields,
+        *[T.StructField(f"_a{j}", spark_type(a.expr.type)) for j, a in enumerate(node.aggs)],
+    ]
+    out_schema = T.StructType(out_fields)
+    prepared = df.select(*keys, *values, *extra, F.col(SEQ))
+    processor = WindowProcessor(
+        node.window.kind,
+        node.window.size,
+        node.window.advance,
+        aggs,
+        buf_schema,
+        [f.name for f in out_fields],
+    )
+    result = prepared.groupBy(*[F.col(f.name) for f in key_fields]).transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode="None",
+    )
+    nk = len(node.keys)
+    row = result.select(
+        *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],
+        *[F.col(f"_a{j}").alias(col_name(nk + j)) for j in range(len(node.aggs))],
+        F.to_json(F.struct(*[F.col(f.name) for f in key_fields])).alias(SEQ),
+    )
+    return finish_aggregate(sg, node, row)

@@ -1,0 +1,62 @@
+"""Errors raised by the store layer.
+
+Every message names the store and shows its URL in redacted form only: credentials never appear in
+logs, plans or errors. Database messages are passed through `scrub` as well, in case a driver ever
+echoes part of a connection string back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import quote
+
+
+class StoreError(Exception):
+    """A data store could not do what was asked. `store` is the CPL name of the store, if known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        store: str | None = None,
+        url: str | None = None,
+        sqlstate: str | None = None,
+    ) -> None:
+        self.store = store
+        self.url = url  # always the redacted form
+        self.sqlstate = sqlstate
+        self.detail = message
+        where = ""
+        if store is not None:
+            where = f"store {store}" + (f" ({url})" if url else "") + ": "
+        super().__init__(where + message)
+
+
+class StoreConfigError(StoreError):
+    """A URL or binding is malformed, missing, or of the wrong kind for the declared store."""
+
+
+class StoreConnectError(StoreError):
+    """The server could not be reached or refused the connection."""
+
+
+class StoreQueryError(StoreError):
+    """The database rejected a statement of a batch (bad SQL, constraint, timeout...)."""
+
+
+class StoreSchemaError(StoreError):
+    """A declared table does not match the table that already exists in the store."""
+
+
+class StoreUnsupportedError(StoreError):
+    """The operation does not exist for this kind of store (e.g. SQL against Redis)."""
+
+
+def scrub(text: str, secrets: Iterable[str | None]) -> str:
+    """`text` with every occurrence of each secret (raw and percent-encoded) replaced by `***`."""
+    for secret in secrets:
+        if not secret:
+            continue
+        for form in {secret, quote(secret, safe=""), quote(secret)}:
+            text = text.replace(form, "***")
+    return text

@@ -1,0 +1,135 @@
+"""CPL table declarations as SQLAlchemy tables, and the check against a table that already exists.
+
+Names: CPL identifiers are case-insensitive, and so are unquoted SQL identifiers, so a plain name
+(letters, digits, underscore) is stored lower-case: `CREATE TABLE Daily_Bill (IdCaller ...)` becomes
+the table `daily_bill` with the column `idcaller`, which the user's SQL can then name in any case
+without quotes. Any other name (it must have been double-quoted in CPL) is kept exactly.
+
+An existing table is never altered: when its columns (names and types) or its primary key differ
+from the declaration, materialization is refused with both definitions in the message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from operators.graph import Table
+from operators.types import BIGINT, BOOLEAN, CHAR, DECIMAL, DOUBLE, INTEGER, TIMESTAMP, VARCHAR, DataType
+from stores.errors import StoreSchemaError
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def stored_name(name: str) -> str:
+    return name.lower() if _PLAIN.match(name) else name
+
+
+def sa_type(t: DataType) -> sa.types.TypeEngine[Any]:
+    if t.kind == BOOLEAN:
+        return sa.Boolean()
+    if t.kind == INTEGER:
+        return sa.Integer()
+    if t.kind == BIGINT:
+        return sa.BigInteger()
+    if t.kind == DOUBLE:
+        return sa.Double()
+    if t.kind == DECIMAL:
+        return sa.Numeric(t.precision, t.scale)
+    if t.kind in (CHAR, VARCHAR):
+        return sa.String(t.length)
+    if t.kind == TIMESTAMP:
+        return sa.DateTime(timezone=True)
+    raise TypeError(f"no SQL column type for CPL type {t}")
+
+
+def sa_table(table: Table, metadata: sa.MetaData | None = None) -> sa.Table:
+    pk = {stored_name(k) for k in table.primary_key}
+    columns = [
+        # autoincrement=False: an integer primary key must stay a plain integer, not SERIAL.
+        sa.Column(stored_name(f.name), sa_type(f.type), nullable=stored_name(f.name) not in pk,
+                  autoincrement=False)
+        for f in table.columns
+    ]
+    args: list[Any] = [*columns]
+    if table.primary_key:
+        args.append(sa.PrimaryKeyConstraint(*(stored_name(k) for k in table.primary_key)))
+    return sa.Table(stored_name(table.name), metadata or sa.MetaData(), *args)
+
+
+def canonical_type(t: sa.types.TypeEngine[Any], dialect: str) -> str:
+    """A comparable spelling of a column type, the same for a declared and a reflected column."""
+    if isinstance(t, sa.Boolean):
+        return "boolean"
+    if isinstance(t, sa.BigInteger):
+        return "bigint"
+    if isinstance(t, sa.SmallInteger):
+        return "smallint"
+    if isinstance(t, sa.Integer):
+        return "integer"
+    if isinstance(t, sa.Double):
+        return "double"
+    if isinstance(t, sa.REAL):
+        return "real"
+    if isinstance(t, sa.Float):
+        return "double" if t.precision is None or t.precision > 24 else "real"
+    if isinstance(t, sa.Numeric):
+        if t.precision is None:
+            return "decimal"
+        return f"decimal({t.precision}, {t.scale or 0})"
+    if isinstance(t, sa.CHAR):
+        return f"char({t.length})" if t.length else "char"
+    if isinstance(t, sa.Text):
+        return "text"
+    if isinstance(t, sa.String):
+        return f"varchar({t.length})" if t.length else "varchar"
+    if isinstance(t, sa.DateTime):
+        # SQLite keeps no time zone in its DATETIME text; stored values are UTC there.
+        return "timestamp with time zone" if t.timezone and dialect != "sqlite" else "timestamp"
+    return type(t).__name__.lower()
+
+
+@dataclass(frozen=True)
+class Shape:
+    columns: tuple[tuple[str, str], ...]  # (name, canonical type), in table order
+    primary_key: tuple[str, ...]
+
+    def describe(self) -> str:
+        cols = ", ".join(f"{n} {t}" for n, t in self.columns)
+        pk = f" PRIMARY KEY ({', '.join(self.primary_key)})" if self.primary_key else ""
+        return f"({cols}){pk}"
+
+    def same_as(self, other: Shape) -> bool:
+        # Column order and primary-key column order do not change what an upsert does.
+        return dict(self.columns) == dict(other.columns) and set(self.primary_key) == set(other.primary_key)
+
+
+def declared_shape(t: sa.Table, dialect: str) -> Shape:
+    return Shape(
+        tuple((c.name, canonical_type(c.type, dialect)) for c in t.columns),
+        tuple(c.name for c in t.primary_key.columns),
+    )
+
+
+def existing_shape(conn: sa.Connection, name: str) -> Shape | None:
+    """The shape of the table `name` in the connection's default schema, or None if there is none."""
+    insp = sa.inspect(conn)
+    if not insp.has_table(name):
+        return None
+    dialect = conn.dialect.name
+    cols = tuple((c["name"], canonical_type(c["type"], dialect)) for c in insp.get_columns(name))
+    pk = tuple(insp.get_pk_constraint(name).get("constrained_columns") or ())
+    return Shape(cols, pk)
+
+
+def schema_mismatch(t: sa.Table, have: Shape, want: Shape, store: str, url: object) -> StoreSchemaError:
+    return StoreSchemaError(
+        f"table {t.name} already exists with a different definition and is never altered:\n"
+        f"  existing: {have.describe()}\n  declared: {want.describe()}\n"
+        f"drop or rename the existing table, or change the CREATE TABLE to match it",
+        store=store,
+        url=str(url),
+    )

@@ -1,0 +1,155 @@
+"""`SqlStore`: ReadSQL, UpdateSQL and Materialize against one SQL data store (Postgres or SQLite).
+
+Per-event semantics, batched execution (DESIGN.md decisions 4 and 5):
+
+- `read(query, params)` returns, for each parameter tuple, the rows its SELECT returns.
+  Postgres: one round trip per batch (stores/lateral.py), in a read-only transaction.
+  SQLite: one execution per event; it runs in-process, so there is no round trip to save.
+- `update(query, params)` executes the statement once per tuple, in order, in one transaction, and
+  returns each execution's affected-row count.
+- `materialize(table, columns, rows)` creates the table when missing, refuses one that differs from
+  the declaration (stores/schema.py), then upserts by primary key or appends.
+
+Event values only ever reach SQL as bound parameters. The backends live in sql_pg.py and
+sql_sqlite.py; this module holds what they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from operators.graph import SqlQuery, Table
+from stores.errors import StoreError, StoreQueryError
+from stores.schema import sa_table, stored_name
+from stores.urls import StoreURL
+
+Row = tuple[Any, ...]
+
+DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
+
+
+class _Backend(Protocol):
+    def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]: ...
+    def update(self, query: SqlQuery, params: Sequence[Row]) -> list[int]: ...
+    def materialize(self, table: Table, columns: Sequence[str], rows: Sequence[Row]) -> None: ...
+    def close(self) -> None: ...
+
+
+class SqlStore:
+    """One SQL data store. Connections are opened lazily, on first use."""
+
+    def __init__(self, url: StoreURL, name: str | None = None, statement_timeout_ms: int | None = None) -> None:
+        self.url = url
+        self.name = name or url.redacted()
+        timeout = statement_timeout_ms or url.statement_timeout_ms or DEFAULT_STATEMENT_TIMEOUT_MS
+        self.statement_timeout_ms = timeout
+        self._backend: _Backend
+        if url.kind == "postgresql":
+            from stores.sql_pg import PostgresBackend
+
+            self._backend = PostgresBackend(url, self.name, timeout)
+        elif url.kind == "sqlite":
+            from stores.sql_sqlite import SqliteBackend
+
+            self._backend = SqliteBackend(url, self.name, timeout)
+        else:
+            raise StoreError(f"{url.kind} is not a SQL store", store=self.name, url=url.redacted())
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.name!r}, {self.url.redacted()!r})"
+
+    def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]:
+        if not query.is_read:
+            raise self.error(f"query {query.name} is a {query.kind.upper()}, not a SELECT: use update()")
+        check_params(self, query, params)
+        return self._backend.read(query, params)
+
+    def update(self, query: SqlQuery, params: Sequence[Row]) -> list[int]:
+        if query.is_read:
+            raise self.error(f"query {query.name} is a SELECT: use read()")
+        check_params(self, query, params)
+        return self._backend.update(query, params)
+
+    def materialize(self, table: Table, columns: Sequence[str], rows: Sequence[Row]) -> None:
+        self._backend.materialize(table, columns, rows)
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def error(self, message: str) -> StoreError:
+        return StoreQueryError(message, store=self.name, url=self.url.redacted())
+
+
+def check_params(store: SqlStore, query: SqlQuery, params: Sequence[Row]) -> None:
+    for i, p in enumerate(params):
+        if len(p) != query.param_count:
+            raise store.error(
+                f"query {query.name} takes {query.param_count} parameter(s), event {i} of the batch has {len(p)}"
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# Materialize: the INSERT (upsert or append) for a table and a list of columns
+
+
+@dataclass(frozen=True)
+class MaterializePlan:
+    table: sa.Table
+    sql: str  # positional placeholders of the target driver (%s for psycopg, ? for sqlite3)
+    order: tuple[int, ...]  # for each placeholder, the index of the value in a row
+
+
+def materialize_plan(table: Table, columns: Sequence[str], dialect: str) -> MaterializePlan:
+    """Compile the statement with SQLAlchemy's dialect-specific INSERT ... ON CONFLICT.
+
+    The statement is compiled once and executed with the driver's executemany, so SQLAlchemy's
+    per-row processing is not on the hot path. Duplicate keys within one batch are fine: each row
+    is its own statement, so the last one wins, as if the events had arrived one by one.
+    """
+    t = sa_table(table)
+    names = [stored_name(c) for c in columns]
+    unknown = [c for c, n in zip(columns, names, strict=True) if n not in t.c]
+    if unknown:
+        raise ValueError(f"table {table.name} has no column(s) {', '.join(unknown)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"columns {list(columns)} name a column twice")
+    pk = [c.name for c in t.primary_key.columns]
+    missing = [k for k in pk if k not in names]
+    if missing:
+        raise ValueError(f"rows for table {table.name} lack its primary key column(s) {', '.join(missing)}")
+
+    values: dict[Any, Any] = {t.c[n]: sa.bindparam(f"p{i}") for i, n in enumerate(names)}
+    d: sa.Dialect
+    if dialect == "postgresql":
+        d = postgresql.psycopg.dialect(paramstyle="format")
+        pg = postgresql.insert(t).values(values)
+        stmt: sa.Insert = pg
+        if pk:
+            rest = [n for n in names if n not in pk]
+            stmt = (
+                pg.on_conflict_do_update(index_elements=pk, set_={n: pg.excluded[n] for n in rest})
+                if rest
+                else pg.on_conflict_do_nothing(index_elements=pk)
+            )
+    else:
+        d = sqlite.pysqlite.dialect()
+        lite = sqlite.insert(t).values(values)
+        stmt = lite
+        if pk:
+            rest = [n for n in names if n not in pk]
+            stmt = (
+                lite.on_conflict_do_update(index_elements=pk, set_={n: lite.excluded[n] for n in rest})
+                if rest
+                else lite.on_conflict_do_nothing(index_elements=pk)
+            )
+    compiled = stmt.compile(dialect=d)
+    positions = compiled.positiontup or []
+    order = tuple(int(name[1:]) for name in positions)
+    if sorted(order) != list(range(len(names))):  # pragma: no cover - guards a SQLAlchemy change
+        raise RuntimeError(f"unexpected bind parameters {positions} for {names}")
+    return MaterializePlan(t, str(compiled), order)

@@ -1,0 +1,372 @@
+"""Data store URLs: parsing, normalising, redaction, and binding CPL stores to URLs.
+
+A script names its stores (`CREATE DATASTORE crm TYPE postgresql`); where they live comes from
+configuration (DESIGN.md decision 7). Accepted spellings:
+
+    postgresql://user:pass@host:port/db?sslmode=require     (also postgres://, postgresql+psycopg://)
+    sqlite:///relative/path.db   sqlite:////absolute/path.db   sqlite:///:memory:
+    redis://[[user]:pass@]host:port/db   rediss://...  (TLS)
+
+Query options understood by every kind:
+
+    password_file=/path      the password is the file's content (one trailing newline dropped); the
+                             file must not be readable by group or others (like ~/.pgpass)
+    statement_timeout_ms=N   per-statement timeout for SQL stores (default 30 s)
+
+Other query options of a postgresql URL (sslmode, connect_timeout, application_name, options, host
+for a Unix socket ...) are passed to libpq unchanged; `password=` is taken as the password.
+
+A `StoreURL` prints (`str`, `repr`, `redacted()`) with the password replaced by `***`; only
+`libpq_conninfo()`, `sqlalchemy_url()` and `redis_kwargs()` hand the password to a driver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+
+import sqlalchemy as sa
+from psycopg.conninfo import make_conninfo
+
+from operators.graph import DataStore
+from stores.errors import StoreConfigError
+
+KINDS = ("postgresql", "sqlite", "redis")
+
+_SCHEMES = {
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "postgresql+psycopg": "postgresql",
+    "postgresql+psycopg2": "postgresql",  # accepted for convenience; psycopg 3 is what connects
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite",
+    "redis": "redis",
+    "rediss": "redis",
+}
+_OUR_OPTIONS = ("password_file", "statement_timeout_ms")
+
+
+@dataclass(frozen=True, repr=False)
+class StoreURL:
+    kind: str  # "postgresql" | "sqlite" | "redis"
+    host: str | None = None
+    port: int | None = None
+    database: str | None = None  # postgres: db name; sqlite: file path or ":memory:"; redis: db number
+    username: str | None = None
+    password: str | None = field(default=None, compare=False)
+    options: tuple[tuple[str, str], ...] = ()  # driver options passed through (postgresql only)
+    password_file: str | None = None
+    tls: bool = False  # rediss://
+    statement_timeout_ms: int | None = None
+    # Where the binding came from ("--store", "env CEP_STORE_X_URL", "embedded default"); display only.
+    origin: str = field(default="", compare=False)
+
+    # -- parsing ---------------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: str, origin: str = "") -> StoreURL:
+        return parse_store_url(text, origin)
+
+    # -- display ---------------------------------------------------------------------------------
+
+    def redacted(self) -> str:
+        """The normalised URL with any password shown as `***`."""
+        return self._render(redact=True)
+
+    def __str__(self) -> str:
+        return self.redacted()
+
+    def __repr__(self) -> str:
+        return f"StoreURL({self.redacted()!r})"
+
+    @property
+    def is_memory(self) -> bool:
+        return self.kind == "sqlite" and self.database in (None, "", ":memory:")
+
+    def _render(self, redact: bool) -> str:
+        opts = list(self.options)
+        if self.password_file:
+            opts.append(("password_file", self.password_file))
+        if self.statement_timeout_ms is not None:
+            opts.append(("statement_timeout_ms", str(self.statement_timeout_ms)))
+        query = ("?" + urlencode(opts)) if opts else ""
+        if self.kind == "sqlite":
+            return f"sqlite:///{self.database or ':memory:'}{query}"
+        scheme = "rediss" if self.tls else self.kind
+        userinfo = quote(self.username or "", safe="")
+        if self.password is not None and not self.password_file:
+            userinfo += ":" + ("***" if redact else quote(self.password, safe=""))
+        host = self.host or ""
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        netloc = (userinfo + "@" if userinfo else "") + host + (f":{self.port}" if self.port else "")
+        path = "/" + quote(self.database, safe="") if self.database else ""
+        return f"{scheme}://{netloc}{path}{query}"
+
+    # -- conversions for drivers (these carry the password) ---------------------------------------
+
+    def libpq_conninfo(self) -> str:
+        """A libpq connection string for psycopg."""
+        self._expect("postgresql")
+        params: dict[str, Any] = dict(self.options)
+        for key, value in (
+            ("host", self.host),
+            ("port", self.port),
+            ("dbname", self.database),
+            ("user", self.username),
+            ("password", self.password),
+        ):
+            if value is not None:
+                params[key] = value
+        return make_conninfo("", **params)
+
+    def sqlalchemy_url(self) -> sa.URL:
+        """A SQLAlchemy URL (postgresql+psycopg or sqlite); its own str() also hides the password."""
+        if self.kind == "postgresql":
+            return sa.URL.create(
+                "postgresql+psycopg",
+                username=self.username,
+                password=self.password,
+                host=self.host,
+                port=self.port,
+                database=self.database,
+                query=dict(self.options),
+            )
+        self._expect("sqlite")
+        return sa.URL.create("sqlite", database=None if self.is_memory else self.database)
+
+    def redis_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `redis.Redis` / `redis.ConnectionPool`."""
+        self._expect("redis")
+        kwargs: dict[str, Any] = {
+            "host": self.host or "localhost",
+            "port": self.port or 6379,
+            "db": int(self.database or 0),
+            "username": self.username,
+            "password": self.password,
+        }
+        if self.tls:
+            from redis.connection import SSLConnection
+
+            kwargs["connection_class"] = SSLConnection
+        return kwargs
+
+    def _expect(self, kind: str) -> None:
+        if self.kind != kind:
+            raise StoreConfigError(f"{self.redacted()} is a {self.kind} URL, not {kind}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+_USERINFO = re.compile(r"(?P<scheme>^[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:@/]*):(?P<pw>.*)@", re.S)
+_PW_OPTION = re.compile(r"(password=)[^&\s]*", re.I)
+
+
+def redact_text(text: str) -> str:
+    """Best-effort redaction of a raw, possibly malformed URL, for error messages about it."""
+    m = _USERINFO.match(text)
+    if m:
+        text = f"{m['scheme']}{m['user']}:***@" + text[m.end() :]
+    return _PW_OPTION.sub(r"\1***", text)
+
+
+def parse_store_url(text: str, origin: str = "") -> StoreURL:
+    shown = redact_text(text.strip())
+
+    def fail(why: str) -> StoreConfigError:
+        return StoreConfigError(f"invalid data store URL {shown}: {why}")
+
+    text = text.strip()
+    if "://" not in text:
+        raise fail("expected scheme://..., e.g. postgresql://user@host:5432/db")
+    scheme_text = text.split("://", 1)[0].lower()
+    kind = _SCHEMES.get(scheme_text)
+    if kind is None:
+        known = ", ".join(sorted(_SCHEMES))
+        raise fail(f"unknown scheme {scheme_text!r} (known: {known})")
+    try:
+        parts = urlsplit(text)
+        if "," in parts.netloc:
+            raise fail("several hosts in one URL are not supported")
+        port = parts.port
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if parts.fragment:
+        raise fail("fragments (#...) are not allowed")
+
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in options:
+            raise fail(f"option {key} given twice")
+        options[key] = value
+
+    password = unquote(parts.password) if parts.password is not None else None
+    if "password" in options:
+        if password is not None:
+            raise fail("password given both in the URL and as ?password=")
+        password = options.pop("password")
+
+    password_file = options.pop("password_file", None)
+    if password_file is not None:
+        if password is not None:
+            raise fail("give either a password or ?password_file=, not both")
+        password = read_password_file(password_file)
+
+    timeout: int | None = None
+    if "statement_timeout_ms" in options:
+        raw = options.pop("statement_timeout_ms")
+        if not raw.isdigit() or int(raw) <= 0:
+            raise fail(f"statement_timeout_ms must be a positive integer, not {raw!r}")
+        timeout = int(raw)
+
+    common: dict[str, Any] = {"password_file": password_file, "statement_timeout_ms": timeout}
+    if kind == "sqlite":
+        if parts.netloc:
+            raise fail("a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs/path.db")
+        if options:
+            raise fail(f"unsupported sqlite option(s): {', '.join(sorted(options))}")
+        path = unquote(parts.path[1:]) if parts.path.startswith("/") else unquote(parts.path)
+        return StoreURL("sqlite", database=path or ":memory:", origin=origin, **common)
+
+    username = unquote(parts.username) if parts.username else None
+    host = parts.hostname  # lower-cased, brackets of an IPv6 literal removed
+    database = unquote(parts.path[1:]) if len(parts.path) > 1 else None
+    if database is not None and "/" in database:
+        raise fail(f"database name {database!r} contains '/'")
+
+    if kind == "redis":
+        if options:
+            raise fail(f"unsupported redis option(s): {', '.join(sorted(options))}")
+        if database is not None and not database.isdigit():
+            raise fail(f"a redis database is a number, not {database!r}")
+        return StoreURL(
+            "redis",
+            host=host,
+            port=port,
+            database=database or "0",
+            username=username,
+            password=password,
+            tls=scheme_text == "rediss",
+            origin=origin,
+            **common,
+        )
+
+    return StoreURL(
+        "postgresql",
+        host=host,
+        port=port,
+        database=database,
+        username=username,
+        password=password,
+        options=tuple(sorted(options.items())),
+        origin=origin,
+        **common,
+    )
+
+
+def read_password_file(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise StoreConfigError(f"password file {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreConfigError(f"password file {path} is not a regular file")
+    if st.st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        raise StoreConfigError(
+            f"password file {path} is readable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            f"restrict it with: chmod 600 {path}"
+        )
+    try:
+        with open(path, encoding="utf-8") as f:
+            content = f.read()
+    except OSError as e:
+        raise StoreConfigError(f"password file {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise StoreConfigError(f"password file {path} is not UTF-8 text") from None
+    password = content[:-2] if content.endswith("\r\n") else content.removesuffix("\n")
+    if not password:
+        raise StoreConfigError(f"password file {path} is empty")
+    return password
+
+
+# ---------------------------------------------------------------------------------------------
+# Binding declared stores to URLs
+
+
+def env_var_for(name: str) -> str:
+    """`CEP_STORE_<NAME>_URL`: the name upper-cased, characters other than A-Z, 0-9 and _ as `_`."""
+    return "CEP_STORE_" + re.sub(r"[^A-Z0-9_]", "_", name.upper()) + "_URL"
+
+
+def default_sqlite_path(default_dir: Path, name: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.\-]", lambda m: f"%{ord(m.group()):02X}", name)
+    return Path(default_dir).resolve() / f"{safe}.sqlite3"
+
+
+def resolve_bindings(
+    declared: Mapping[str, DataStore],
+    cli: Mapping[str, str],
+    env: Mapping[str, str],
+    default_dir: Path,
+) -> dict[str, StoreURL]:
+    """The URL each declared store is bound to, keyed like `declared`.
+
+    Precedence: `--store NAME=URL` (`cli`, names matched case-insensitively) > the environment
+    variable `CEP_STORE_<NAME>_URL` > the embedded default. The embedded default is a SQLite file
+    `default_dir/<name>.sqlite3` for stores declared `postgresql` or `sqlite`, so a script runs with
+    no server at all; a `redis` store has no default and must be bound. A URL of another kind than
+    the declaration is refused, except that a store declared `postgresql` may be bound to SQLite
+    (that is what the embedded default does; the user's SQL must then be valid SQLite, too).
+
+    All problems are collected and raised together in one `StoreConfigError`.
+    """
+    by_lower = {ds.name.lower(): key for key, ds in declared.items()}
+    problems: list[str] = []
+    cli_urls: dict[str, tuple[str, str]] = {}
+    for name, text in cli.items():
+        key = by_lower.get(name.lower())
+        if key is None:
+            known = ", ".join(sorted(ds.name for ds in declared.values())) or "none"
+            problems.append(f"--store {name}=...: no data store {name} is declared (declared: {known})")
+        else:
+            cli_urls[key] = (name, text)
+
+    out: dict[str, StoreURL] = {}
+    for key, ds in declared.items():
+        var = env_var_for(ds.name)
+        url: StoreURL
+        try:
+            if key in cli_urls:
+                url = parse_store_url(cli_urls[key][1], origin="--store")
+            elif env.get(var):
+                url = parse_store_url(env[var], origin=f"env {var}")
+            elif ds.type in ("postgresql", "sqlite"):
+                path = default_sqlite_path(default_dir, ds.name)
+                url = StoreURL("sqlite", database=str(path), origin="embedded default")
+            else:
+                problems.append(
+                    f"data store {ds.name} (TYPE {ds.type}) is not bound to a URL and has no embedded "
+                    f"default: set {var}=redis://host:6379/0 or pass --store {ds.name}=redis://host:6379/0"
+                )
+                continue
+        except StoreConfigError as e:
+            problems.append(f"data store {ds.name}: {e}")
+            continue
+        if url.kind != ds.type and not (ds.type == "postgresql" and url.kind == "sqlite"):
+            problems.append(
+                f"data store {ds.name} is declared TYPE {ds.type} but bound to {url.redacted()} "
+                f"(a {url.kind} URL, from {url.origin})"
+            )
+            continue
+        out[key] = url
+    if problems:
+        raise StoreConfigError("\n".join(problems))
+    return out

@@ -1,0 +1,161 @@
+"""Values crossing the store boundary: Python objects in, driver-ready values out, and back.
+
+Events carry int, float, Decimal, str, bool, aware UTC datetime or None (stores/api.py). Each store
+needs them in a slightly different shape:
+
+- Postgres, batched reads: one array per parameter, whose element type is chosen from the Python
+  values (see `pg_array_type`); psycopg binds the arrays.
+- SQLite: the stdlib driver has no Decimal and its datetime adapters are deprecated, so timestamps
+  become UTC text in the layout SQLAlchemy uses for DateTime on SQLite and Decimals become text
+  (which numeric column affinity turns back into a number).
+- Redis: every value is a string (`redis_text`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from operators.types import (
+    BIGINT,
+    BOOLEAN,
+    CHAR,
+    DECIMAL,
+    DOUBLE,
+    INTEGER,
+    TIMESTAMP,
+    VARCHAR,
+    DataType,
+)
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def as_utc(value: datetime) -> datetime:
+    """An aware UTC datetime; a naive one is taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# Postgres: the element type of each parameter array of a batched read
+
+
+def pg_array_type(values: list[Any]) -> tuple[str | None, list[Any]]:
+    """The Postgres element type for one parameter's values across a batch, and the values to bind.
+
+    Strongly typed Python values give the type psycopg itself would send for a single event: bool →
+    boolean, int → bigint (numeric beyond 64 bits), float → double precision, Decimal → numeric,
+    datetime → timestamp with time zone (naive taken as UTC). A mix of numbers widens to the type
+    that holds them all (any float → double precision, else any Decimal → numeric).
+
+    None as the type means "let the server decide": the values are all str (psycopg sends a str as
+    an untyped literal, so Postgres infers its type from the query, e.g. integer for `idcaller = ?`)
+    or all None. The caller then asks the server what the parameter's type is in the user's query.
+    """
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds or kinds == {str}:
+        return None, values
+    if kinds == {bool}:
+        return "boolean", values
+    if kinds <= {datetime}:
+        return "timestamp with time zone", [None if v is None else as_utc(v) for v in values]
+    if bool in kinds or str in kinds or not kinds <= {int, float, Decimal}:
+        names = ", ".join(sorted(k.__name__ for k in kinds))
+        raise TypeError(f"values of incompatible types ({names}) for one parameter")
+    if float in kinds:
+        return "double precision", [None if v is None else float(v) for v in values]
+    if Decimal in kinds:
+        return "numeric", [v if v is None or isinstance(v, Decimal) else Decimal(v) for v in values]
+    lo, hi = _INT64
+    if all(v is None or lo <= v <= hi for v in values):
+        return "bigint", values
+    return "numeric", [None if v is None else Decimal(v) for v in values]
+
+
+def pg_value(value: Any) -> Any:
+    """A value for psycopg: naive datetimes are taken as UTC; the rest binds as it is."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# SQLite
+
+SQLITE_TIMESTAMP = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's DateTime storage format on SQLite
+
+
+def sqlite_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return as_utc(value).strftime(SQLITE_TIMESTAMP)
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Redis
+
+
+def redis_text(value: Any) -> str:
+    """The string stored in a Redis hash field for a non-None value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return as_utc(value).isoformat()
+    if isinstance(value, float):
+        return repr(value)  # shortest text that reads back to the same double
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Results: from what a driver returned to the CPL type a query declared (RETURNS)
+
+
+def from_db(value: Any, t: DataType) -> Any:
+    """Coerce a value read from a store to the Python type of CPL type `t` (None stays None).
+
+    Postgres already returns the right types; this matters for SQLite, which returns timestamps as
+    text, booleans as integers and decimals as floats. Values that do not convert are returned as
+    they are, for the caller's type checks to report.
+    """
+    if value is None:
+        return None
+    try:
+        if t.kind == TIMESTAMP:
+            if isinstance(value, str):
+                return as_utc(datetime.fromisoformat(value))
+            return as_utc(value) if isinstance(value, datetime) else value
+        if t.kind == BOOLEAN:
+            if isinstance(value, str):
+                return {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}.get(
+                    value.lower(), value
+                )
+            return bool(value) if isinstance(value, int) else value
+        if t.kind in (INTEGER, BIGINT):
+            if isinstance(value, bool):
+                return int(value)
+            if isinstance(value, float | Decimal) and value == int(value):
+                return int(value)
+            return int(value) if isinstance(value, str) else value
+        if t.kind == DOUBLE:
+            return float(value) if isinstance(value, int | Decimal | str) and not isinstance(value, bool) else value
+        if t.kind == DECIMAL:
+            if isinstance(value, int | float | str) and not isinstance(value, bool):
+                return Decimal(str(value))
+            return value
+        if t.kind in (CHAR, VARCHAR):
+            return value if isinstance(value, str) else str(value)
+    except (ValueError, ArithmeticError):
+        return value
+    return value
+
+
+def normalize_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Datetimes as aware UTC; everything else unchanged."""
+    if any(isinstance(v, datetime) for v in row):
+        return tuple(as_utc(v) if isinstance(v, datetime) else v for v in row)
+    return row

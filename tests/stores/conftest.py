@@ -1,0 +1,27 @@
+"""Fixtures for the store tests: one SQL store per backend (SQLite file, real Postgres database).
+
+`sql_backend` parametrizes a test over both backends; the Postgres case carries the `postgres`
+marker, so `-m "not postgres"` still runs the SQLite half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from store_helpers import Backend
+
+from stores.sql import SqlStore
+from stores.urls import parse_store_url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        url = parse_store_url(f"sqlite:///{tmp_path / 'crm.sqlite3'}")
+    else:
+        url = parse_store_url(request.getfixturevalue("pg_db"))
+    store = SqlStore(url, "crm")
+    yield Backend(request.param, url, store)
+    store.close()
