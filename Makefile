@@ -25,5 +25,14 @@ fmt: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --select I --fix .
 
-demo: venv  # filled in by the compiler/executor work
-	$(VENV)/bin/cep --help
+# The main job on the embedded defaults: generated CDR files in, Spark in local mode, the `crm` data
+# store an embedded SQLite file (no server). See README.md.
+DEMO := out/demo
+demo: venv
+	rm -rf $(DEMO)
+	$(VENV)/bin/python bench/cdr.py events $(DEMO)/in --events 20000 --days 3
+	$(VENV)/bin/python bench/cdr.py plans sqlite:///$(DEMO)/data/crm.sqlite3
+	CEP_DATA_DIR=$(DEMO)/data $(VENV)/bin/cep run examples/daily_bill.cpl \
+		--source cdr1=file:$(DEMO)/in/cdr1 --source cdr2=file:$(DEMO)/in/cdr2 \
+		--sink priced=file:$(DEMO)/out --until-idle
+	$(VENV)/bin/python examples/show_table.py sqlite:///$(DEMO)/data/crm.sqlite3 daily_bill

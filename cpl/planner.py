@@ -24,6 +24,7 @@ from cpl.typecheck import (
     TypeCheckError,
     agg_name,
     contains_aggregate,
+    place_window_bounds,
     resolve_type,
 )
 from operators import expr as ir
@@ -601,9 +602,12 @@ class Planner:
             key_names.append(
                 base if base.lower() not in {n.lower() for n in key_names} else f"{base}_{len(keys)}"
             )
-        checker = AggregateChecker(scope, keys, key_names)
+        checker = AggregateChecker(scope, keys, key_names, window.kind)
         items = self.select_items(sel, checker, None)
         having = checker.check_bool(sel.having, "HAVING") if sel.having is not None else None
+        width = len(keys) + len(checker.aggs)
+        items = [g.NamedExpr(i.name, place_window_bounds(i.expr, width)) for i in items]
+        having = place_window_bounds(having, width) if having is not None else None
         if not checker.aggs:
             raise PlanError(
                 "a statement that reads a stream WINDOW must compute aggregates (count, sum, avg, min, max)",

@@ -9,13 +9,15 @@ aggregated row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from cpl import ast
 from operators import expr as ir
 from operators.functions import FunctionTypeError, lookup
+from operators.graph import WINDOW_END, WINDOW_START
 from operators.types import (
     BIGINT,
     DECIMAL,
@@ -134,6 +136,7 @@ def _fields(schema: Schema) -> str:
 
 
 _ARITH = {"+", "-", "*", "/", "%"}
+WINDOW_BOUNDS = {"window_start": WINDOW_START, "window_end": WINDOW_END}
 _COMPARE = {"=", "<>", "<", "<=", ">", ">="}
 
 
@@ -301,6 +304,10 @@ class Checker:
         return ir.Cast(to, arg)
 
     def _call(self, e: ast.Call) -> ir.Expr:
+        if e.name in WINDOW_BOUNDS:
+            raise TypeCheckError(
+                f"{e.name}() is only allowed in SELECT or HAVING of a statement that reads a TIME window", e.pos
+            )
         if e.name in ir.AGGREGATE_FUNCTIONS:
             raise TypeCheckError(
                 f"aggregate function {e.name}() is only allowed in SELECT or HAVING of a statement "
@@ -394,8 +401,9 @@ def aggregate_type(func: str, arg: DataType | None, pos: ast.Pos) -> DataType:
 class AggregateChecker(Checker):
     """Checks SELECT/HAVING of an aggregate statement over the row (group keys ++ aggregates)."""
 
-    def __init__(self, scope: Scope, keys: list[ir.Expr], key_names: list[str]):
+    def __init__(self, scope: Scope, keys: list[ir.Expr], key_names: list[str], window_kind: str = "time"):
         super().__init__(scope)
+        self.window_kind = window_kind
         self.keys = keys
         self.key_names = key_names
         self.aggs: list[ir.Agg] = []
@@ -409,6 +417,13 @@ class AggregateChecker(Checker):
     def check(self, e: ast.Expr) -> ir.Expr:
         if isinstance(e, ast.Call) and e.name in ir.AGGREGATE_FUNCTIONS:
             return self._aggregate(e)
+        if isinstance(e, ast.Call) and e.name in WINDOW_BOUNDS:
+            if self.window_kind != "time":
+                raise TypeCheckError(f"{e.name}() is only defined for TIME windows", e.pos)
+            if e.args or e.star:
+                raise TypeCheckError(f"{e.name}() takes no arguments", e.pos)
+            # The index is fixed once all aggregates are known: see `place_window_bounds`.
+            return ir.Col(T_TIMESTAMP, -1, WINDOW_BOUNDS[e.name])
         if not _has_aggregate(e):
             value = self.plain.check(e)
             if value in self.keys:
@@ -441,6 +456,25 @@ class AggregateChecker(Checker):
         return ir.Col(agg.type, i, agg_name(i - len(self.keys)))
 
 
+def place_window_bounds(e: ir.Expr, row_width: int) -> ir.Expr:
+    """Point window_start()/window_end() at their place in the aggregated row, after the aggregates."""
+    if isinstance(e, ir.Col) and e.index == -1:
+        return replace(e, index=row_width + (0 if e.name == WINDOW_START else 1))
+    changes: dict[str, Any] = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, ir.Expr):
+            changes[f.name] = place_window_bounds(v, row_width)
+        elif isinstance(v, tuple) and v and all(isinstance(x, ir.Expr | tuple) for x in v):
+            changes[f.name] = tuple(
+                place_window_bounds(x, row_width)
+                if isinstance(x, ir.Expr)
+                else tuple(place_window_bounds(y, row_width) for y in x)
+                for x in v
+            )
+    return replace(e, **changes) if changes else e
+
+
 def agg_name(i: int) -> str:
     """The name of the i-th aggregate in the aggregated row; not a valid CPL name, so no clash."""
     return f"$agg{i}"
@@ -450,7 +484,8 @@ def _has_aggregate(e: ast.Expr) -> bool:
     stack: list[ast.Expr] = [e]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.Call) and node.name in ir.AGGREGATE_FUNCTIONS:
+        # window_start()/window_end() read the aggregated row, as aggregate calls do
+        if isinstance(node, ast.Call) and (node.name in ir.AGGREGATE_FUNCTIONS or node.name in WINDOW_BOUNDS):
             return True
         stack.extend(ast.expr_children(node))
     return False

@@ -90,11 +90,9 @@ Handler = Callable[[SparkGraph, g.Node], None]
 
 def _source(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.Source)
-    df = sg.sources[node.stream]
-    if node.event_time is not None:
-        ts = col_name(node.schema.position(node.event_time))
-        df = df.withWatermark(ts, f"{node.watermark_ms or 0} milliseconds")
-    sg.ports[g.Port(node.id)] = df
+    # The watermark is declared where a stateful operator needs it (`watermarked`), not here: Spark
+    # allows one definition per lineage, and Python operators (mapInArrow) on the way would hide it.
+    sg.ports[g.Port(node.id)] = sg.sources[node.stream]
 
 
 def project(c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_") -> list[Column]:
@@ -174,7 +172,7 @@ def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame) -> DataF
     if node.having is not None:
         row = row.filter(c.compile(node.having))
     cols = project(c, node.projections)
-    width = len(node.keys) + len(node.aggs)
+    width = len(node.row_schema)
     row = sg.split_errors(node, row, c.errors, width)
     return row.select(*cols, SEQ)
 
@@ -186,7 +184,7 @@ def _aggregate(sg: SparkGraph, node: g.Node) -> None:
 
         sg.ports[g.Port(node.id)] = count_or_batch_aggregate(sg, node)
         return
-    df = sg.input(node)
+    df = watermarked(sg, node)
     ts_index = sg.event_time_index(node.inputs[0])
     assert ts_index is not None, "the compiler guarantees event time for TIME windows"
     c = ExprCompiler()
@@ -204,9 +202,12 @@ def _aggregate(sg: SparkGraph, node: g.Node) -> None:
     ).alias("_w")
     grouped = df.groupBy(window, *keys).agg(*aggs)
     nk = len(node.keys)
+    na = len(node.aggs)
     row = grouped.select(
         *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],
-        *[F.col(f"_a{j}").alias(col_name(nk + j)) for j in range(len(node.aggs))],
+        *[F.col(f"_a{j}").alias(col_name(nk + j)) for j in range(na)],
+        F.col("_w.start").alias(col_name(nk + na)),  # window_start(), window_end()
+        F.col("_w.end").alias(col_name(nk + na + 1)),
         # an aggregate's output sorts by window end, then by group
         F.concat(
             F.date_format(F.col("_w.end"), "yyyyMMddHHmmssSSSSSS"),
@@ -218,8 +219,8 @@ def _aggregate(sg: SparkGraph, node: g.Node) -> None:
 
 def _join(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.Join)
-    left = sg.input(node, 0)
-    right = sg.input(node, 1)
+    left = watermarked(sg, node, 0)
+    right = watermarked(sg, node, 1)
     right = right.select(
         *[F.col(col_name(i)).alias(col_name(i, 1)) for i in range(len(node.right_schema))],
         F.col(SEQ).alias("__rseq"),
@@ -239,6 +240,31 @@ def _join(sg: SparkGraph, node: g.Node) -> None:
     sg.ports[g.Port(node.id)] = joined.select(
         *[F.col(f"_o{i}").alias(col_name(i)) for i in range(len(cols))], SEQ
     )
+
+
+def upstream_delay(graph: g.Graph, node: g.Node) -> int:
+    """The largest WATERMARK delay among the sources a node reads from."""
+    delays = [0]
+    todo = list(node.inputs)
+    while todo:
+        n = graph.node(todo.pop().node)
+        if isinstance(n, g.Source):
+            delays.append(n.watermark_ms or 0)
+        todo.extend(n.inputs)
+    return max(delays)
+
+
+def watermarked(sg: SparkGraph, consumer: g.Node, input_index: int = 0) -> DataFrame:
+    """The input of a stateful operator with the event-time watermark declared on it: max event time
+    minus the largest WATERMARK delay of the sources it comes from (0 when none was declared)."""
+    port = consumer.inputs[input_index]
+    df = sg.port(port)
+    ts_index = sg.event_time_index(port)
+    if ts_index is None:
+        return df
+    producer = sg.graph.node(port.node)
+    delay = upstream_delay(sg.graph, producer) if not isinstance(producer, g.Source) else producer.watermark_ms or 0
+    return df.withWatermark(col_name(ts_index), f"{delay} milliseconds")
 
 
 def _readsql(sg: SparkGraph, node: g.Node) -> None:

@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from operators.expr import Agg, Expr
-from operators.types import T_BIGINT, Field, Schema
+from operators.types import T_BIGINT, T_TIMESTAMP, Field, Schema
+
+# Names of the window bounds in an Aggregate's row; not valid CPL names, so they cannot clash.
+WINDOW_START = "$window_start"
+WINDOW_END = "$window_end"
 
 # ---------------------------------------------------------------------------------------------
 # Declarations a graph refers to: windows, data stores, SQL variables and tables.
@@ -224,7 +228,8 @@ class Aggregate(Node):
     """Per group, a window over the input; when it is full, emit the aggregates, then slide.
 
     `keys` and `aggs` are evaluated over input events. `having` and `projections` are evaluated over
-    the aggregated row: the key values followed by the aggregate values, in that order.
+    the aggregated row: the key values, then the aggregate values, then, for a TIME window, the
+    window's start and end (what `window_start()` and `window_end()` read), in that order.
     """
 
     input_schema: Schema
@@ -246,7 +251,10 @@ class Aggregate(Node):
     @property
     def row_schema(self) -> Schema:
         """The schema of the aggregated row that `having` and `projections` read."""
-        return _schema_of(self.keys + self.aggs)
+        fields = _schema_of(self.keys + self.aggs).fields
+        if self.window.kind == "time":
+            fields += (Field(WINDOW_START, T_TIMESTAMP, False), Field(WINDOW_END, T_TIMESTAMP, False))
+        return Schema(fields)
 
     def params(self) -> dict[str, object]:
         p: dict[str, object] = {
@@ -262,7 +270,7 @@ class Aggregate(Node):
         """Show `sum(cost)` where the aggregated row has its placeholder name, for people reading plans."""
         for a in reversed(self.aggs):  # $agg10 before $agg1
             text = text.replace(a.name, a.expr.to_cpl())
-        return text
+        return text.replace(WINDOW_START, "window_start()").replace(WINDOW_END, "window_end()")
 
 
 @dataclass(frozen=True, kw_only=True)

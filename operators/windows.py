@@ -40,7 +40,7 @@ from operators import graph as g
 from operators.evaluate import compile_expr, compile_predicate
 from operators.runtime import EVAL_ERRORS, Event, Operator, Runtime
 from operators.types import BIGINT, DECIMAL, DOUBLE, INTEGER
-from operators.values import DECIMAL_CONTEXT, check_int, quantize
+from operators.values import DECIMAL_CONTEXT, check_int, from_micros, quantize
 
 Key = tuple[Any, ...]
 Values = tuple[Any, ...]  # one event's aggregate arguments (True for count(*))
@@ -280,10 +280,10 @@ class AggregateOp(Operator):
                     state = self.batches.close(key)
                     self._output(key, state)
 
-    def _output(self, key: Key, state: list[Any]) -> None:
+    def _output(self, key: Key, state: list[Any], bounds: Event = ()) -> None:
         row: Event = key
         try:
-            row = key + self.aggs.result(state)
+            row = key + self.aggs.result(state) + bounds
             if self.having is not None and not self.having(row):
                 self.rt.stats.count_filtered(self.node.id)
                 return
@@ -295,8 +295,9 @@ class AggregateOp(Operator):
 
     def _fire(self, until: int) -> None:
         assert self.times is not None
-        for _, key, state in self.times.fire(until):
-            self._output(key, state)
+        for start, key, state in self.times.fire(until):
+            # window_start() and window_end() read these, after the aggregates (see graph.Aggregate)
+            self._output(key, state, (from_micros(start), from_micros(start + self.times.size)))
 
     def watermark(self, i: int, wm: int) -> None:
         # The output has no event time, so the watermark stops here; it only closes windows.
