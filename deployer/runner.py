@@ -70,7 +70,8 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
         summary = RunSummary(
             "local",
             sum(stats.events_in.values()),
-            sum(stats.events_out.values()),
+            # events written to the requested sinks (not every intermediate stream)
+            sum(n for name, n in stats.events_out.items() if name.lower() in {k.lower() for k in req.sinks}),
             sum(stats.dead_lettered.values()),
             sum(stats.late.values()),
         )
