@@ -175,6 +175,18 @@ def run(
     run_script(request)
 
 
+from deployer import service_cli  # noqa: E402  (the catalog and service commands)
+
+cli.add_command(service_cli.db)
+cli.add_command(service_cli.deploy)
+cli.add_command(service_cli.ls)
+cli.add_command(service_cli.status)
+cli.add_command(service_cli.stop)
+cli.add_command(service_cli.start)
+cli.add_command(service_cli.undeploy)
+cli.add_command(service_cli.serve)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     cli.main(args=list(argv) if argv is not None else None, prog_name="cep")
 

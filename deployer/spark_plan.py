@@ -5,10 +5,33 @@ Every port of the graph becomes a streaming DataFrame whose columns are named by
 native Spark (DESIGN.md decision 3); TUPLE and BATCH windows use per-key ordered state
 (`deployer.spark_state`); ReadSQL/UpdateSQL run in Arrow batches against the stores
 (`deployer.spark_sql`). Terminal nodes (Sink, Materialize) are turned into streaming queries by
-`deployer.spark_run`.
+`deployer.spark_run`. The reference executor (`operators.executor`) defines what each operator
+means; tests/deployer compares the two on the same input.
 
-Rows that fail an expression (division by zero, a bad CAST) are split off into dead-letter
-DataFrames with the reason, as the reference executor does.
+Rows that fail an expression (division by zero, a bad CAST, integer overflow) are split off into
+dead-letter DataFrames with the reason and the event, as the reference executor does.
+
+Order. Every row carries `__seq`, a string that sorts in the order the reference executor
+processes rows: arrival position for source events (file, then line), prefixed by the input's
+index after a Union (the reference breaks event-time ties input by input), the completing event's
+(event time, arrival) for TUPLE/BATCH results, (window end, first event) for TIME results. Sinks
+write each micro-batch sorted by event time, then `__seq`.
+
+Watermarks and time. The watermark is declared at the input of each stateful operator, as max
+event time less the largest WATERMARK of the sources behind it (after a Union: of all of them),
+except after a Join, whose output carries the watermark Spark propagates. A TIME window fires when
+that watermark reaches its end, so at the end of a bounded input it fires iff max event time -
+WATERMARK >= end, the reference executor's rule. Known differences, by design:
+
+- Late events (behind the watermark on arrival) are dead-lettered by the reference executor at
+  the source; Spark drops them only in stateful operators (a TIME window drops an event when all
+  its windows have closed), and stateless outputs keep them.
+- Sources with different WATERMARK delays merged by a Union: Spark uses the largest delay for the
+  merged stream, the reference each source's own, so Spark may close windows later (and at the
+  end of the input, fire fewer).
+- A TIME window over a Join's output: at the end of the input the reference closes windows up to
+  the later of the join inputs' final times, Spark up to the earlier one less the join's bound.
+- Out-of-order input across micro-batches for TUPLE/BATCH windows (see `deployer.spark_state`).
 """
 
 from __future__ import annotations
@@ -20,7 +43,7 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from deployer.spark_expr import ExprCompiler, col_name, error_column, spark_type
+from deployer.spark_expr import ExprCompiler, Message, col_name, error_column, spark_type
 from operators import expr as ir
 from operators import graph as g
 
@@ -33,11 +56,19 @@ SEQ = "__seq"
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """Rows that failed in node `node` (script line `line`): `reason` and the event as JSON."""
+    """Rows that failed in node `node` (script line `line`) of operator `stage` ("Map", ...): a
+    DataFrame of `reason` and `event`, a struct of the failed event's values (as the reference
+    executor's dead letters carry them); `stream` names the source stream for a Source node."""
 
     node: str
     line: int
     df: DataFrame
+    stage: str = "operator"
+    stream: str | None = None
+    # Computed from its sources by stateless operators only: it can share a query with the other
+    # such dead letters (`deployer.spark_run`), where re-running stateful operators or data store
+    # calls in another query would cost state, or repeat side effects.
+    stateless: bool = False
 
 
 @dataclass
@@ -49,6 +80,9 @@ class SparkGraph:
     stores_config: object = None  # passed to ReadSQL/UpdateSQL executors (see deployer.spark_sql)
     ports: dict[g.Port, DataFrame] = field(default_factory=dict)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    # Source streams whose frames already dead-lettered the events without event time
+    # (`deployer.spark_io.file_source` does, in the query that writes its rejected records).
+    timed_sources: set[str] = field(default_factory=set)
 
     def port(self, port: g.Port) -> DataFrame:
         if port not in self.ports:
@@ -67,22 +101,49 @@ class SparkGraph:
         return producer.schema.position(producer.event_time)
 
     def split_errors(
-        self, node: g.Node, df: DataFrame, errors: list[tuple[Column, str]], width: int
+        self,
+        node: g.Node,
+        df: DataFrame,
+        errors: list[tuple[Column, Message]],
+        width: int | list[Column],
+        *,
+        on_input: bool = False,
     ) -> DataFrame:
-        """Route rows with an error to a dead letter; return the others without the error column."""
+        """Route rows with an error to a dead letter; return the others without the error column.
+
+        The dead letter's event is the first `width` columns (`_0`, `_1`, ...), or the given ones.
+        `on_input`: the rows are the node's input (an Aggregate's events), not its results."""
         err = error_column(errors)
         if err is None:
             return df
         df = df.withColumn(ERR, err)
-        payload = F.to_json(F.struct(*[F.col(col_name(i)) for i in range(width)]))
+        fields = [F.col(col_name(i)) for i in range(width)] if isinstance(width, int) else width
+        payload = F.struct(*[f.alias(f"_{i}") for i, f in enumerate(fields)])
+        stream = node.stream if isinstance(node, g.Source) else None
         self.dead_letters.append(
             DeadLetter(
                 node.id,
                 node.line,
                 df.filter(F.col(ERR).isNotNull()).select(F.col(ERR).alias("reason"), payload.alias("event")),
+                node.op,
+                stream,
+                _stateless(self.graph, node, on_input),
             )
         )
         return df.filter(F.col(ERR).isNull()).drop(ERR)
+
+
+_STATELESS = (g.Source, g.Map, g.Filter, g.MultiFilter, g.Union)
+
+
+def _stateless(graph: g.Graph, node: g.Node, on_input: bool) -> bool:
+    todo = [graph.node(p.node) for p in node.inputs] if on_input else [node]
+    while todo:
+        n = todo.pop()
+        if not isinstance(n, _STATELESS):
+            return False
+        todo.extend(graph.node(p.node) for p in n.inputs)
+    return True
 
 
 Handler = Callable[[SparkGraph, g.Node], None]
@@ -92,7 +153,13 @@ def _source(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.Source)
     # The watermark is declared where a stateful operator needs it (`watermarked`), not here: Spark
     # allows one definition per lineage, and Python operators (mapInArrow) on the way would hide it.
-    sg.ports[g.Port(node.id)] = sg.sources[node.stream]
+    df = sg.sources[node.stream]
+    if node.event_time is not None and node.stream not in sg.timed_sources:
+        # An event without event time cannot be placed in time: the reference dead-letters it.
+        ts = F.col(col_name(node.schema.position(node.event_time)))
+        reason = f"event time field '{node.event_time}' is 'NULL'"  # as the reference says it
+        df = sg.split_errors(node, df, [(ts.isNull(), reason)], len(node.schema))
+    sg.ports[g.Port(node.id)] = df
 
 
 def project(c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_") -> list[Column]:
@@ -148,7 +215,8 @@ def _union(sg: SparkGraph, node: g.Node) -> None:
             else F.col(col_name(j)).cast(spark_type(f.type)).alias(col_name(j))
             for j, f in enumerate(node.schema)
         ]
-        frames.append(df.select(*cols, SEQ))
+        # Arrival order of a merge: input by input (the reference breaks event-time ties so).
+        frames.append(df.select(*cols, F.concat(F.lit(f"{i}|"), F.col(SEQ)).alias(SEQ)))
     out = frames[0]
     for df in frames[1:]:
         out = out.union(df)
@@ -166,14 +234,29 @@ def aggregate_column(agg: ir.Agg, c: ExprCompiler) -> Column:
     return fn(arg).cast(t)
 
 
+# Event time as a fixed-width decimal string sorts like the time itself (pre-1970 included).
+_ORDER_OFFSET = 10**18
+
+
+def order_key(ts: Column) -> Column:
+    """A string that sorts like the timestamp `ts`, to build keys that sort by time first."""
+    return F.lpad((F.unix_micros(ts) + F.lit(_ORDER_OFFSET)).cast("string"), 20, "0")
+
+
 def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame) -> DataFrame:
-    """HAVING and the projections over the aggregated row (columns `_0..` = keys ++ aggregates)."""
+    """HAVING and the projections over the aggregated row (columns `_0..` = `node.row_schema`).
+
+    As in the reference executor, an error in HAVING or in a projection dead-letters the row, and
+    the projections are only evaluated for rows that HAVING keeps."""
     c = ExprCompiler()
-    if node.having is not None:
-        row = row.filter(c.compile(node.having))
+    having = c.compile(node.having) if node.having is not None else None
+    if having is not None:
+        c.guard = F.coalesce(having, F.lit(False))
     cols = project(c, node.projections)
-    width = len(node.row_schema)
-    row = sg.split_errors(node, row, c.errors, width)
+    c.guard = None
+    row = sg.split_errors(node, row, c.errors, len(node.row_schema))
+    if having is not None:
+        row = row.filter(having)
     return row.select(*cols, SEQ)
 
 
@@ -194,13 +277,17 @@ def _aggregate(sg: SparkGraph, node: g.Node) -> None:
         for i, a in enumerate(node.aggs)
         if isinstance(a.expr, ir.Agg)
     ]
-    df = sg.split_errors(node, df, c.errors, len(node.input_schema))
+    df = sg.split_errors(node, df, c.errors, len(node.input_schema), on_input=True)
     window = F.window(
         F.col(col_name(ts_index)),
         f"{node.window.size} milliseconds",
         f"{node.window.advance} milliseconds",
     ).alias("_w")
-    grouped = df.groupBy(window, *keys).agg(*aggs)
+    # The reference emits a window's rows when it closes, in window-end order, the groups in the
+    # order of their first event in that window: the first event's order key (event time, then
+    # arrival) is kept per window and group to sort the output the same way.
+    first = F.min(F.concat(order_key(F.col(col_name(ts_index))), F.lit("|"), F.col(SEQ))).alias("_first")
+    grouped = df.groupBy(window, *keys).agg(*aggs, first)
     nk = len(node.keys)
     na = len(node.aggs)
     row = grouped.select(
@@ -208,11 +295,7 @@ def _aggregate(sg: SparkGraph, node: g.Node) -> None:
         *[F.col(f"_a{j}").alias(col_name(nk + j)) for j in range(na)],
         F.col("_w.start").alias(col_name(nk + na)),  # window_start(), window_end()
         F.col("_w.end").alias(col_name(nk + na + 1)),
-        # an aggregate's output sorts by window end, then by group
-        F.concat(
-            F.date_format(F.col("_w.end"), "yyyyMMddHHmmssSSSSSS"),
-            F.to_json(F.struct(*[F.col(f"_k{i}") for i in range(nk)])),
-        ).alias(SEQ),
+        F.concat(order_key(F.col("_w.end")), F.lit("|"), F.col("_first")).alias(SEQ),
     )
     sg.ports[g.Port(node.id)] = finish_aggregate(sg, node, row)
 
@@ -233,12 +316,60 @@ def _join(sg: SparkGraph, node: g.Node) -> None:
     pred = c.compile(node.predicate)
     # The band of the paper's definition (see operators.graph.Join); Spark recognises it as a
     # time-range condition and evicts join state with the watermarks.
-    cond = (lt > rt - sl) & (lt < rt + sr) & F.coalesce(pred, F.lit(False))
+    cond = (lt > rt - sl) & (lt < rt + sr)
+    keyed = any(_cross_equality(p) for p in ir.conjuncts(node.predicate))
+    if not c.errors:
+        # NULL and FALSE both reject a pair; left as it is, Spark finds the equality conjuncts
+        # (a.k = b.k) and uses them as join keys.
+        cond = cond & pred
+    else:
+        # A pair whose predicate fails must still meet, to be dead-lettered as the reference does.
+        # That includes pairs whose key equality is NULL (the reference goes on to evaluate the
+        # conjuncts after it), so no equality can serve as a join key here.
+        failed = F.lit(False)
+        for err, _ in c.errors:
+            failed = failed | err
+        cond = cond & (F.coalesce(pred, F.lit(False)) | failed)
+        keyed = False
+    if not keyed:
+        # Spark joins two streams only on an equality. Without one, equal time buckets of width
+        # Sl + Sr serve: a left event falls in one bucket, a right event is copied to the (at most
+        # two) buckets its band (r.ts - Sl, r.ts + Sr) touches, so every pair in the band meets
+        # exactly once.
+        width = (node.left_window.size + node.right_window.size) * 1000
+        ls = node.left_window.size * 1000
+        rs = node.right_window.size * 1000
+        left = left.withColumn("__bucket", F.floor(F.unix_micros(lt) / F.lit(width)))
+        r_us = F.unix_micros(rt)
+        buckets = F.sequence(
+            F.floor((r_us - F.lit(ls)) / F.lit(width)), F.floor((r_us + F.lit(rs)) / F.lit(width))
+        )
+        right = right.withColumn("__rbucket", F.explode(buckets))
+        cond = cond & (F.col("__bucket") == F.col("__rbucket"))
     joined = left.join(right, cond, "inner")
+    # Projections are evaluated only for the pairs the predicate keeps.
+    c.guard = F.coalesce(pred, F.lit(False))
     cols = project(c, node.projections, "_o")
+    c.guard = None
+    nl, nr = len(node.left_schema), len(node.right_schema)
+    pair = [F.col(col_name(i)) for i in range(nl)] + [F.col(col_name(i, 1)) for i in range(nr)]
+    joined = sg.split_errors(node, joined, c.errors, pair)
+    if c.errors:
+        joined = joined.filter(pred)
     joined = joined.select(*cols, F.concat(F.col(SEQ), F.lit("|"), F.col("__rseq")).alias(SEQ))
     sg.ports[g.Port(node.id)] = joined.select(
         *[F.col(f"_o{i}").alias(col_name(i)) for i in range(len(cols))], SEQ
+    )
+
+
+def _cross_equality(e: ir.Expr) -> bool:
+    """`left.x = right.y`: a comparison of two plain fields of different sides."""
+    return (
+        isinstance(e, ir.Binary)
+        and e.op == "="
+        and isinstance(e.left, ir.Col)
+        and isinstance(e.right, ir.Col)
+        and e.left.side != e.right.side
     )
 
 
@@ -263,8 +394,26 @@ def watermarked(sg: SparkGraph, consumer: g.Node, input_index: int = 0) -> DataF
     if ts_index is None:
         return df
     producer = sg.graph.node(port.node)
-    delay = upstream_delay(sg.graph, producer) if not isinstance(producer, g.Source) else producer.watermark_ms or 0
+    if _after_join(sg.graph, producer):
+        # A Join's output already carries the watermark Spark propagates through it (the inputs'
+        # watermarks, less the join's time bound); Spark forbids declaring a second one.
+        return df
+    delay = (
+        upstream_delay(sg.graph, producer)
+        if not isinstance(producer, g.Source)
+        else producer.watermark_ms or 0
+    )
     return df.withWatermark(col_name(ts_index), f"{delay} milliseconds")
+
+
+def _after_join(graph: g.Graph, node: g.Node) -> bool:
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, g.Join):
+            return True
+        todo.extend(graph.node(p.node) for p in n.inputs)
+    return False
 
 
 def _readsql(sg: SparkGraph, node: g.Node) -> None:

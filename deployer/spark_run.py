@@ -1,8 +1,14 @@
 """Run a compiled graph on Spark Structured Streaming: one streaming query per output.
 
 Outputs are the requested sinks (`--sink STREAM=URI`, any named stream), the Materialize nodes
-(tables) and the dead letters. Each query keeps its own checkpoint under `--checkpoint DIR`, named
-after its output, so a restart with the same DIR resumes every output where it stopped.
+(tables) and the dead letters: one query for the rejected records of every source and the failures
+of every stateless operator, one per failure point after a stateful operator or a data store call.
+Each query keeps its own checkpoint under `--checkpoint DIR`, named after its output, so a restart
+with the same DIR resumes every output where it stopped (a query's name must not change between
+runs of a deployment, or it starts over).
+
+With `until_idle` the queries run with the availableNow trigger, a few at a time (see
+`max_concurrent`); the run ends when all have consumed their input.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,24 +26,42 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from deployer.io import file_dir
+from deployer.spark_expr import col_name
 from deployer.spark_io import (
     SourceError,
     console_batch_writer,
+    dead_letter_frame,
     dead_letter_writer,
     file_batch_writer,
     file_source,
     generator_source,
 )
-from deployer.spark_plan import SparkGraph, named
+from deployer.spark_plan import SEQ, SparkGraph, named
 from operators import graph as g
 
 
 @dataclass
 class SparkRunStats:
+    """What a run did. Every query reads its sources itself, so `rows_in` counts each source's
+    input lines once (the most any query read of it), not once per query."""
+
     batches: int = 0
     rows_in: int = 0
     queries: list[str] = field(default_factory=list)
     dead_lettered: int = 0
+    rows_out: int = 0  # rows written to the sinks
+
+
+# What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
+# (failures are found per event and dead-lettered, never left to fail a batch) and the RocksDB
+# state store (transformWithStateInPandas, for TUPLE and BATCH windows, supports no other).
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+}
 
 
 def spark_session(master: str | None = None, app: str = "paascep") -> SparkSession:
@@ -46,17 +70,12 @@ def spark_session(master: str | None = None, app: str = "paascep") -> SparkSessi
     builder = (
         SparkSession.builder.appName(app)
         .master(master or "local[*]")
-        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", os.environ.get("CEP_SHUFFLE_PARTITIONS", "4"))
-        # Division by zero and bad casts are handled per event (dead letter), not by failing a batch.
-        .config("spark.sql.ansi.enabled", "false")
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
         .config("spark.driver.bindAddress", os.environ.get("CEP_SPARK_BIND", "127.0.0.1"))
         .config("spark.ui.showConsoleProgress", "false")
     )
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CEP_SPARK_LOG_LEVEL", "ERROR"))
     return spark
@@ -83,8 +102,12 @@ class SparkDeployment:
         stores: Any = None,
         until_idle: bool = False,
         name: str = "cep",
+        max_files_per_trigger: int | None = None,
     ):
         self.spark = spark
+        for key, value in SESSION_CONF.items():
+            # A query records these in its checkpoint when it first starts; a restart keeps them.
+            spark.conf.set(key, value)
         self.graph = graph
         self.until_idle = until_idle
         self.name = name
@@ -102,12 +125,12 @@ class SparkDeployment:
             if uri.startswith("generator:"):
                 frames[src.stream] = generator_source(spark, uri, src.schema)
             else:
-                good, bad = file_source(spark, uri, src.schema)
+                good, bad = file_source(spark, uri, src.schema, max_files_per_trigger, src)
                 frames[src.stream] = good
                 self.rejected.append((src.stream, bad))
         for s in sources:
             _stream(graph, s)  # a binding for an unknown stream is a mistake worth reporting
-        self.sg = SparkGraph(graph, frames, stores)
+        self.sg = SparkGraph(graph, frames, stores, timed_sources={s for s, _ in self.rejected})
         self.sinks = {_stream(graph, s): uri for s, uri in sinks.items()}
         first = next((file_dir(u) for u in self.sinks.values() if file_dir(u) is not None), None)
         if dead_letter == "console":
@@ -117,26 +140,48 @@ class SparkDeployment:
         else:
             self.dead_dir = (first.parent / "dead-letter") if first else Path("dead-letter")
         self.queries: list[StreamingQuery] = []
+        # With --until-idle every query ends once it has consumed the input, so they need not all
+        # run at once: a few at a time, so that the Python workers they start (parsing, TUPLE and
+        # BATCH state) do not starve each other on a small machine (a worker that cannot connect
+        # back to the JVM within its timeout fails the query).
+        self.max_concurrent = int(
+            os.environ.get("CEP_MAX_QUERIES", max(2, spark.sparkContext.defaultParallelism))
+        )
+        self._pending: list[tuple[DataFrame, str, Any]] = []
+        self.written = {"out": 0, "dead": 0}  # rows the writers wrote (they run in this process)
 
     def _start(self, df: DataFrame, name: str, writer: Any) -> None:
-        w = df.writeStream.queryName(f"{self.name}:{name}").foreachBatch(writer)
-        w = w.option("checkpointLocation", str(self.checkpoint / name.replace(":", "_")))
-        w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
-        self.queries.append(w.start())
+        self._pending.append((df, name, writer))
+        self._launch()
+
+    def _launch(self) -> None:
+        while self._pending and (
+            not self.until_idle or sum(1 for q in self.queries if q.isActive) < self.max_concurrent
+        ):
+            df, name, writer = self._pending.pop(0)
+            w = df.writeStream.queryName(f"{self.name}:{name}").foreachBatch(writer)
+            w = w.option("checkpointLocation", str(self.checkpoint / name.replace(":", "_")))
+            w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
+            self.queries.append(w.start())
 
     def start(self) -> None:
         consoles = [s for s, u in self.sinks.items() if u == "console"]
         for stream, uri in self.sinks.items():
             port = self.graph.streams[stream]
             schema = self.graph.stream_schema(stream)
-            df = named(self.sg.port(port), schema)
+            df = self.sg.port(port)
+            # Each batch is written in the reference executor's order: event time, then arrival.
+            ts = self.sg.event_time_index(port)
+            order = ([col_name(ts)] if ts is not None else []) + [SEQ]
             if uri == "console":
-                writer = console_batch_writer(stream, schema.names, len(consoles) > 1)
+                writer = console_batch_writer(
+                    stream, schema.names, len(consoles) > 1, order, self._count("out")
+                )
             else:
                 d = file_dir(uri)
                 if d is None:
                     raise ValueError(f"sink '{stream}': unsupported URI {uri!r}; use file:DIR or console")
-                writer = file_batch_writer(d, stream, schema.names)
+                writer = file_batch_writer(d, stream, schema.names, order, self._count("out"))
             self._start(df, f"sink:{stream}", writer)
         for node in self.graph.nodes:
             if isinstance(node, g.Materialize):
@@ -144,30 +189,56 @@ class SparkDeployment:
 
                 df = named(self.sg.port(node.inputs[0]), node.input_schema)
                 self._start(df, f"table:{node.table.name}", materialize_writer(self.sg, node))
+        # Dead letters: the rejected records of every source and the failures of every stateless
+        # operator share one query (one DataFrame shape, `dead_letter_frame`); a failure after a
+        # stateful operator or a data store call gets a query of its own, which re-runs that part.
+        shared: list[DataFrame] = []
         for stream, bad in self.rejected:
-            self._start(
-                bad, f"rejected:{stream}", dead_letter_writer(self.dead_dir, "source", {"stream": stream})
-            )
+            # rejected records, and the Source's events without event time (see file_source)
+            shared.append(dead_letter_frame(bad, {"stage": "input", "stream": stream}))
+        seen: dict[str, int] = {}
         for dl in self.sg.dead_letters:
+            where = {"stage": dl.stage, "stream": dl.stream, "node": dl.node, "line": dl.line}
+            frame = dead_letter_frame(dl.df, where)
+            if dl.stateless:
+                shared.append(frame)
+                continue
+            # A node may split off failed rows in more than one place (an Aggregate: its input
+            # events and its result rows); each is a query of its own, numbered in plan order.
+            k = seen[dl.node] = seen.get(dl.node, 0) + 1
+            name = dl.node if k == 1 else f"{dl.node}-{k}"
             self._start(
-                dl.df,
-                f"failed:{dl.node}",
-                dead_letter_writer(self.dead_dir, "operator", {"node": dl.node, "line": dl.line}),
+                frame, f"failed:{name}", dead_letter_writer(self.dead_dir, name, counted=self._count("dead"))
             )
+        if shared:
+            union = shared[0]
+            for frame in shared[1:]:
+                union = union.unionByName(frame)
+            self._start(
+                union,
+                "dead-letters",
+                dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead")),
+            )
+
+    def _count(self, what: str) -> Callable[[int], None]:
+        def add(n: int) -> None:
+            self.written[what] += n
+
+        return add
 
     def run(self, progress_every: float = 5.0, out: Any = sys.stderr) -> SparkRunStats:
         self.start()
-        stats = SparkRunStats(queries=[q.name for q in self.queries])
         ui = self.spark.sparkContext.uiWebUrl
         if ui:
             print(f"spark UI: {ui}", file=out)
         last = time.monotonic()
         try:
-            while any(q.isActive for q in self.queries):
+            while self._pending or any(q.isActive for q in self.queries):
                 for q in self.queries:
                     if q.exception() is not None:
                         raise RuntimeError(f"query {q.name} failed: {q.exception()}")
-                time.sleep(0.2)
+                self._launch()
+                time.sleep(0.1)
                 if time.monotonic() - last >= progress_every:
                     last = time.monotonic()
                     print(self.progress_line(), file=out)
@@ -177,10 +248,24 @@ class SparkDeployment:
                     raise RuntimeError(f"query {q.name} failed: {exc}")
         finally:
             self.stop()
+        stats = SparkRunStats(
+            queries=[q.name for q in self.queries],
+            rows_out=self.written["out"],
+            dead_lettered=self.written["dead"],
+        )
+        read: dict[str, int] = {}
         for q in self.queries:
+            per_source: dict[str, int] = {}
             for p in q.recentProgress:
                 stats.batches += 1
-                stats.rows_in += int(p.get("numInputRows", 0) if isinstance(p, dict) else p.numInputRows)
+                for src in p["sources"]:
+                    key = str(src["description"])
+                    per_source[key] = per_source.get(key, 0) + int(src.get("numInputRows") or 0)
+            for key, n in per_source.items():
+                # The least any query read: a query whose plan reads a source twice (two
+                # branches of a union) counts its lines twice.
+                read[key] = min(read.get(key, n), n)
+        stats.rows_in = sum(read.values())
         return stats
 
     def progress_line(self) -> str:

@@ -5,26 +5,48 @@ ReadSQL and UpdateSQL run inside `mapInArrow`: each Arrow batch of events become
 The stores object is created once per Python worker process from picklable bindings and reused,
 so connections are pooled per executor process. Materialize writes each micro-batch through
 `Stores.materialize` from `foreachBatch`.
+
+Exactly-once in effect (DESIGN.md decision 6, stores/ledger.py):
+
+- UpdateSQL passes each event's `__seq` (deterministic, the same when Spark replays a batch) as its
+  event id, under the scope (deployment, node id). Spark recomputes an UpdateSQL for every query
+  downstream of it (each sink, table and dead letter is a query of its own) and for every replayed
+  batch; the ledger makes all of them but the first return the recorded counts, executing nothing.
+- Materialize passes (deployment, node id, batch id): a replayed batch writes nothing.
+
+The deployment name comes from `sg.deployment` when the deployer sets it, else from a
+`stores.registry.StoresConfig`, else it is `cep-<digest of the compiled graph>`. Two different
+scripts must not run under one deployment name against the same stores: the second would find the
+first one's entries for the same event ids and skip its own writes.
+
+Per-event failures: an UpdateSQL event the database refuses (a constraint, a bad cast) is split off
+into a dead letter with the database's (redacted) message; a Materialize row likewise, written by
+the `dead_letter` writer given to `materialize_writer` (stderr without one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
 from deployer.spark_expr import ExprCompiler, col_name, spark_type, struct_of
 from operators import graph as g
+from stores import ledger
 
 if TYPE_CHECKING:
     from deployer.spark_plan import SparkGraph
 
 _STORES: dict[int, Any] = {}
+DEFAULT_DEPLOYMENT = "cep"
+SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
 
 
 def _stores(config: Any) -> Any:
@@ -32,11 +54,31 @@ def _stores(config: Any) -> Any:
     from stores.registry import StoreRegistry
 
     # pickle, not repr: a URL's repr hides its password, and two passwords are two configurations
-    key = hash(pickle.dumps(config))
+    bindings, declared = config[0], config[1]
+    key = hash(pickle.dumps((bindings, declared)))
     if key not in _STORES:
-        bindings, declared = config
-        _STORES[key] = StoreRegistry(bindings, declared)
+        _STORES[key] = StoreRegistry.from_config(config)
     return _STORES[key]
+
+
+def deployment_of(sg: SparkGraph) -> str:
+    """The deployment name that scopes the ledger entries of this graph's writes.
+
+    Without a name, one derived from the compiled graph: the same script replayed finds its own
+    entries, and a different script over the same inputs (the same event ids) cannot skip its
+    writes because of them.
+    """
+    name = getattr(sg, "deployment", None) or getattr(sg.stores_config, "deployment", None)
+    if name:
+        return str(name)
+    from operators.explain import to_text
+
+    graph = sg.graph
+    text = "\n".join(
+        [to_text(graph), *(repr(q) for _, q in sorted(graph.queries.items())),
+         *(repr(t) for _, t in sorted(graph.tables.items()))]
+    )
+    return f"{DEFAULT_DEPLOYMENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def _config(sg: SparkGraph) -> Any:
@@ -101,7 +143,11 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
 
     config = _config(sg)
     df, width = _with_args(sg, node)
-    out_fields = [*struct_of(node.schema).fields, T.StructField(SEQ, T.StringType())]
+    out_fields = [
+        *struct_of(node.schema).fields,
+        T.StructField(SEQ, T.StringType()),
+        T.StructField(SQL_ERR, T.StringType()),
+    ]
     out = T.StructType(out_fields)
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out_fields]
@@ -109,6 +155,7 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     n_args = len(node.args)
     query = node.query
     with_count = node.count_field is not None
+    scope = ledger.scope(deployment_of(sg), node.id)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stores = _stores(config)
@@ -116,30 +163,55 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
             rows = sorted(batch.to_pylist(), key=lambda r: r[SEQ])  # statements take effect in event order
             if not rows:
                 continue
-            counts = stores.update(query, [tuple(r[f"__p{i}"] for i in range(n_args)) for r in rows])
+            params = [tuple(r[f"__p{i}"] for i in range(n_args)) for r in rows]
+            result = stores.update(query, params, event_ids=[r[SEQ] for r in rows], scope=scope)
             cols: list[list[Any]] = [[] for _ in out_fields]
-            for r, n in zip(rows, counts, strict=True):
+            for r, n, err in zip(rows, result.counts, result.errors, strict=True):
                 for i in range(width):
                     cols[i].append(r[col_name(i)])
                 if with_count:
                     cols[width].append(n)
-                cols[-1].append(r[SEQ])
+                cols[-2].append(r[SEQ])
+                cols[-1].append(err)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
                 schema=arrow_schema,
             )
 
-    return df.mapInArrow(run, out)
+    done = df.mapInArrow(run, out)
+    # Failed events go to a dead letter, with the input event; the others go on.
+    err = F.col(SQL_ERR)
+    return sg.split_errors(node, done, [(err.isNotNull(), err)], width).drop(SQL_ERR)
 
 
-def materialize_writer(sg: SparkGraph, node: g.Materialize) -> Any:
+DeadLetterWriter = Callable[[DataFrame, int], None]
+
+
+def materialize_writer(sg: SparkGraph, node: g.Materialize, dead_letter: DeadLetterWriter | None = None) -> Any:
+    """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
+
+    Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
+    (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
+    """
+    from deployer.spark_io import dead_letter_writer, local_values
+
     config = _config(sg)
     table = node.table
     columns = node.input_schema.names
+    deployment = deployment_of(sg)
+    fallback = dead_letter_writer(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
+    failed_to = dead_letter or fallback
 
     def write(df: DataFrame, batch_id: int) -> None:
-        rows = [tuple(r) for r in df.toLocalIterator()]
-        if rows:
-            _stores(config).materialize(table, columns, rows)
+        rows = list(local_values(df))
+        if not rows:
+            return
+        result = _stores(config).materialize(table, columns, rows, ledger_key=(deployment, node.id, batch_id))
+        failed = result.failed
+        if failed:
+            event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])
+            schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
+            bad = df.sparkSession.createDataFrame([(result.errors[i], rows[i]) for i in failed], schema)
+            failed_to(bad, batch_id)
 
     return write

@@ -6,14 +6,23 @@ The work is vectorised per key: a micro-batch's events for a key are sorted once
 complete are found with index arithmetic, and the aggregates over all those windows are computed
 with numpy reductions over a (windows x size) matrix, not with a Python loop per event.
 
-Order: events of one micro-batch are ordered by their arrival position; across micro-batches, a
-later batch's events come after an earlier one's. (The reference executor orders by event time
-within the watermark; for input that is in event-time order per source the two agree.)
+Order: the events of one micro-batch are taken in the reference executor's order: event time,
+then arrival position (`__seq`; for a Union, input by input), or arrival alone on a stream
+without event time. Across micro-batches, a later batch's events come after an earlier one's:
+the reference executor instead holds events back until the watermark passes them and so sorts
+across chunks of input too. For input in event-time order per source, split into batches at the
+same instants for every source, the two agree; out-of-order input across micro-batches is where
+they differ, by design (waiting for the watermark would also leave the events after the final
+watermark unprocessed at the end of a bounded input, where the reference processes them all).
+
+Each output row carries, as its `__seq`, the order key of the event that completed its window,
+so that a sink can write results in the order the reference executor emits them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,27 +35,37 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from deployer.spark_expr import ExprCompiler, col_name, spark_type
 from operators import expr as ir
 from operators import graph as g
+from operators.values import DECIMAL_CONTEXT
 
 if TYPE_CHECKING:
     from deployer.spark_plan import SparkGraph
 
 
-def _reduce(func: str, values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reduce each row of a (windows x size) matrix with SQL null semantics; returns values, is-null."""
+def _reduce(
+    func: str, values: np.ndarray, valid: np.ndarray, scale: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce each row of a (windows x size) matrix with SQL null semantics; returns values, is-null.
+
+    `scale` is the result scale of a decimal avg, rounded half up as the reference executor does."""
     n_valid = valid.sum(axis=1)
     if func == "count":
         return n_valid, np.zeros(len(values), dtype=bool)
     empty = n_valid == 0
-    if values.dtype == object:  # decimals and strings: exact Python reductions per window
+    if values.dtype.kind not in "iuf":  # decimals, strings, timestamps, booleans: exact, per window
         out: list[Any] = []
         for row, ok in zip(values, valid, strict=True):
             xs = [v for v, k in zip(row, ok, strict=True) if k]
             if not xs:
                 out.append(None)
             elif func == "sum":
-                out.append(sum(xs))
+                out.append(_exact_sum(xs))
             elif func == "avg":
-                out.append(sum(xs) / len(xs))
+                total = _exact_sum(xs)
+                if isinstance(total, Decimal):
+                    q = DECIMAL_CONTEXT.divide(total, len(xs))
+                    out.append(q.quantize(Decimal(1).scaleb(-(scale or 0)), context=DECIMAL_CONTEXT))
+                else:
+                    out.append(float(total) / len(xs))
             else:
                 out.append(min(xs) if func == "min" else max(xs))
         return np.array(out, dtype=object), empty
@@ -65,6 +84,27 @@ def _reduce(func: str, values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarra
     ), empty
 
 
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or v is pd.NaT
+
+
+def _to_state(t: T.DataType) -> Any:
+    if isinstance(t, T.IntegerType | T.LongType | T.ShortType | T.ByteType):
+        return int
+    if isinstance(t, T.DoubleType | T.FloatType):
+        return float
+    if isinstance(t, T.BooleanType):
+        return bool
+    return lambda v: v
+
+
+def _exact_sum(xs: list[Any]) -> Any:
+    total = xs[0]
+    for x in xs[1:]:
+        total = DECIMAL_CONTEXT.add(total, x) if isinstance(total, Decimal) else total + x
+    return total
+
+
 class WindowProcessor(StatefulProcessor):
     """State per group: the events in its open window (`buf`) and, for TUPLE, events still to skip."""
 
@@ -73,17 +113,19 @@ class WindowProcessor(StatefulProcessor):
         kind: str,
         size: int,
         advance: int,
-        aggs: list[tuple[str, str | None]],
+        aggs: list[tuple[str, str | None, int | None]],
         buf_schema: T.StructType,
         out_columns: list[str],
+        input_columns: list[str],
     ):
         self.kind = kind
         self.size = size
         self.advance = advance
-        self.aggs = aggs  # (function, value column or None for count(*))
+        self.aggs = aggs  # (function, value column or None for count(*), decimal avg scale)
         self.buf_schema = buf_schema
         self.value_columns = [f.name for f in buf_schema.fields]
         self.out_columns = out_columns
+        self.input_columns = input_columns
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.buf = handle.getListState("buf", self.buf_schema)
@@ -95,7 +137,10 @@ class WindowProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
-        new = pd.concat(list(rows), ignore_index=True).sort_values("__seq", kind="stable")
+        new = pd.concat(list(rows), ignore_index=True)
+        # PySpark may hand the rows over with positional column names (`_0`, ...): name them.
+        new.columns = self.input_columns
+        new = new.sort_values("__seq", kind="stable")
         old = pd.DataFrame(list(self.buf.get()), columns=self.value_columns) if self.buf.exists() else None
         meta = self.meta.get() if self.meta.exists() else None
         skip = int(meta[0]) if meta else 0
@@ -107,10 +152,20 @@ class WindowProcessor(StatefulProcessor):
         # Keep the window's remaining events; ListState.put takes a list of tuples (DESIGN.md pitfalls).
         self.buf.clear()
         if len(rest):
-            self.buf.put([tuple(r) for r in rest.itertuples(index=False, name=None)])
+            self.buf.put(self._state_rows(rest))
         self.meta.update((skip, is_open))
         if windows:
-            yield self._aggregate(key, events, windows)
+            yield self._aggregate(new, events, windows)
+
+    def _state_rows(self, rest: pd.DataFrame) -> list[tuple[Any, ...]]:
+        """Rows for ListState.put: plain Python values of the buffer's types. pandas hands an
+        integer column with NULLs over as floats with NaN, which the state would store as NULL.
+        (The buffer holds no timestamps: they are kept as epoch microseconds.)"""
+        convert = [_to_state(f.dataType) for f in self.buf_schema.fields]
+        return [
+            tuple(None if _missing(v) else fn(v) for v, fn in zip(row, convert, strict=True))
+            for row in rest.itertuples(index=False, name=None)
+        ]
 
     def _tuple(
         self, old: pd.DataFrame | None, new: pd.DataFrame, skip: int
@@ -169,27 +224,33 @@ class WindowProcessor(StatefulProcessor):
         rest = events.iloc[open_at:] if open_at >= 0 else events.iloc[0:0]
         return events, windows, rest, open_at >= 0
 
-    def _aggregate(self, key: Any, events: pd.DataFrame, windows: list[np.ndarray]) -> pd.DataFrame:
+    def _aggregate(self, new: pd.DataFrame, events: pd.DataFrame, windows: list[np.ndarray]) -> pd.DataFrame:
         mats = [w if w.ndim == 2 else w[None, :] for w in windows]  # each: (windows x events) indices
         n_win = sum(m.shape[0] for m in mats)
         out: dict[str, Any] = {}
-        keys = key if isinstance(key, tuple) else (key,)
-        for i, k in enumerate(keys):
-            out[f"_k{i}"] = [k] * n_win
-        for j, (func, column) in enumerate(self.aggs):
+        # The group's key values, as the rows carry them (all rows of a group have the same).
+        for name in self.out_columns:
+            if name.startswith("_k"):
+                k = new[name].iloc[0]
+                out[name] = [None if pd.isna(k) else k] * n_win
+        for j, (func, column, scale) in enumerate(self.aggs):
             if column is None:
                 out[f"_a{j}"] = [m.shape[1] for m in mats for _ in range(m.shape[0])]
                 continue
             series = events[column]
             valid_all = series.notna().to_numpy()
-            values_all = (
-                series.to_numpy(dtype=object) if series.dtype == object else series.fillna(0).to_numpy()
-            )
+            if series.dtype.kind in "iuf":
+                values_all = series.fillna(0).to_numpy()
+            else:
+                values_all = series.astype(object).to_numpy()
             results: list[Any] = []
             for idx in mats:
-                vals, null = _reduce(func, values_all[idx], valid_all[idx])
+                vals, null = _reduce(func, values_all[idx], valid_all[idx], scale)
                 results.extend(None if z else v for v, z in zip(vals.tolist(), null.tolist(), strict=True))
             out[f"_a{j}"] = results
+        # The order key of the event that completed each window: the output's place in the order.
+        seqs = events["__seq"].to_numpy(dtype=object)
+        out["__seq"] = [seqs[i] for m in mats for i in m[:, -1]]
         return pd.DataFrame(out, columns=self.out_columns)
 
     def close(self) -> None:
@@ -197,41 +258,57 @@ class WindowProcessor(StatefulProcessor):
 
 
 def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
-    from deployer.spark_plan import SEQ, finish_aggregate
+    from deployer.spark_plan import SEQ, finish_aggregate, order_key
 
     df = sg.input(node)
     c = ExprCompiler()
     keys = [c.compile(k.expr).cast(spark_type(k.expr.type)).alias(f"_k{i}") for i, k in enumerate(node.keys)]
     values = []
-    aggs: list[tuple[str, str | None]] = []
+    micros: set[int] = set()  # aggregates computed over epoch microseconds
+    aggs: list[tuple[str, str | None, int | None]] = []
     value_fields = []
     for j, a in enumerate(node.aggs):
         agg = a.expr
         assert isinstance(agg, ir.Agg)
         if agg.arg is None:
-            aggs.append(("count", None))
+            aggs.append(("count", None, None))
             continue
         t = spark_type(agg.type) if agg.func in ("sum", "avg") else spark_type(agg.arg.type)
-        values.append(c.compile(agg.arg).cast(t).alias(f"_v{j}"))
+        value = c.compile(agg.arg).cast(t)
+        if isinstance(t, T.TimestampType):
+            # min/max of a timestamp: as epoch microseconds, exact and independent of the Python
+            # workers' local time zone (the state would hand datetimes back in it); see `out_fields`.
+            value, t = F.unix_micros(value), T.LongType()
+            micros.add(j)
+        values.append(value.alias(f"_v{j}"))
         value_fields.append(T.StructField(f"_v{j}", t))
-        aggs.append((agg.func, f"_v{j}"))
+        scale = agg.type.scale if agg.func == "avg" and agg.type.kind == "decimal" else None
+        aggs.append((agg.func, f"_v{j}", scale))
     extra = []
     if node.window.kind == "batch":
         assert node.window.start is not None and node.window.stop is not None
         extra = [c.compile(node.window.start).alias("__start"), c.compile(node.window.stop).alias("__stop")]
-    df = sg.split_errors(node, df, c.errors, len(node.input_schema))
-    if not keys:  # one global group
-        keys = [F.lit(0).alias("_k0")]
-        key_fields = [T.StructField("_k0", T.IntegerType())]
-    else:
-        key_fields = [T.StructField(f"_k{i}", spark_type(k.expr.type)) for i, k in enumerate(node.keys)]
+    df = sg.split_errors(node, df, c.errors, len(node.input_schema), on_input=True)
+    key_fields = [T.StructField(f"_k{i}", spark_type(k.expr.type)) for i, k in enumerate(node.keys)]
+    # The state is keyed by the group's values as JSON text: never NULL (PySpark hands a NULL
+    # grouping key to the processor as NaN, one row at a time), and one group for no GROUP BY.
+    group = F.to_json(F.struct(*keys)) if keys else F.lit("")
     buf_schema = T.StructType([*value_fields, T.StructField(SEQ, T.StringType())])
     out_fields = [
         *key_fields,
-        *[T.StructField(f"_a{j}", spark_type(a.expr.type)) for j, a in enumerate(node.aggs)],
+        *[
+            T.StructField(f"_a{j}", T.LongType() if j in micros else spark_type(a.expr.type))
+            for j, a in enumerate(node.aggs)
+        ],
+        T.StructField(SEQ, T.StringType()),
     ]
     out_schema = T.StructType(out_fields)
-    prepared = df.select(*keys, *values, *extra, F.col(SEQ))
+    # Events are processed in the order key: event time, then arrival (see the module docstring).
+    ts_index = sg.event_time_index(node.inputs[0])
+    order = F.col(SEQ)
+    if ts_index is not None:
+        order = F.concat(order_key(F.col(col_name(ts_index))), F.lit("|"), order)
+    prepared = df.select(group.alias("__group"), *keys, *values, *extra, order.alias(SEQ))
     processor = WindowProcessor(
         node.window.kind,
         node.window.size,
@@ -239,8 +316,9 @@ def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         aggs,
         buf_schema,
         [f.name for f in out_fields],
+        prepared.columns,
     )
-    result = prepared.groupBy(*[F.col(f.name) for f in key_fields]).transformWithStateInPandas(
+    result = prepared.groupBy(F.col("__group")).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
@@ -249,7 +327,10 @@ def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
     nk = len(node.keys)
     row = result.select(
         *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],
-        *[F.col(f"_a{j}").alias(col_name(nk + j)) for j in range(len(node.aggs))],
-        F.to_json(F.struct(*[F.col(f.name) for f in key_fields])).alias(SEQ),
+        *[
+            (F.timestamp_micros(F.col(f"_a{j}")) if j in micros else F.col(f"_a{j}")).alias(col_name(nk + j))
+            for j in range(len(node.aggs))
+        ],
+        F.col(SEQ),
     )
     return finish_aggregate(sg, node, row)

@@ -227,6 +227,8 @@ class SinkOp(Operator):
 
 
 class MaterializeOp(Operator):
+    """Per event: store the row. A row the store refuses (a constraint, a bad value) is dead-lettered."""
+
     node: g.Materialize
 
     def __init__(self, node: g.Materialize, rt: Runtime, stores: Any):
@@ -236,9 +238,14 @@ class MaterializeOp(Operator):
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
         try:
-            self.stores.materialize(self.node.table, columns=self.columns, rows=[event])
+            result = self.stores.materialize(self.node.table, columns=self.columns, rows=[event])
         except self.rt.store_errors as err:
             self.fail(err, event)
+            return
+        # A MaterializeResult (stores/api.py) says whether the store refused the row.
+        errors = getattr(result, "errors", None)
+        if errors and errors[0] is not None:
+            self.fail(errors[0], event)
 
 
 class ReadSQLOp(Operator):
@@ -276,7 +283,11 @@ class ReadSQLOp(Operator):
 
 
 class UpdateSQLOp(Operator):
-    """Per event, in event order: bind and execute; emit the input (++ the affected-row count)."""
+    """Per event, in event order: bind and execute; emit the input (++ the affected-row count).
+
+    An event whose statement fails (the store reports it per event, e.g. a constraint) is
+    dead-lettered; the reference executor has no deterministic event ids, so no ledger is used.
+    """
 
     node: g.UpdateSQL
 
@@ -288,8 +299,14 @@ class UpdateSQLOp(Operator):
     def event(self, i: int, event: Event, ts: int | None) -> None:
         try:
             params = tuple(f(event) for f in self.args)
-            count = self.stores.update(self.node.query, [params])[0]
+            result = self.stores.update(self.node.query, [params])
         except (*EVAL_ERRORS, *self.rt.store_errors) as err:
             self.fail(err, event)
             return
+        # An UpdateResult (stores/api.py); a plain list of counts from a simple test double.
+        errors = getattr(result, "errors", None)
+        if errors and errors[0] is not None:
+            self.fail(errors[0], event)
+            return
+        count = result.counts[0] if hasattr(result, "counts") else result[0]
         self.emit((*event, count) if self.node.count_field else event, ts if self.timed else None)

@@ -21,10 +21,17 @@ class StoreError(Exception):
         store: str | None = None,
         url: str | None = None,
         sqlstate: str | None = None,
+        transient: bool = False,
+        maybe_applied: bool = False,
     ) -> None:
         self.store = store
         self.url = url  # always the redacted form
         self.sqlstate = sqlstate
+        # The server may answer if asked again (refused/reset connection, shutdown, deadlock...):
+        # stores/retry.py retries these. `maybe_applied`: the connection was lost while a write was in
+        # flight, so it may have committed; only an idempotent (or ledgered) write may then be retried.
+        self.transient = transient
+        self.maybe_applied = maybe_applied
         self.detail = message
         where = ""
         if store is not None:

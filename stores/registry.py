@@ -4,6 +4,9 @@ It dispatches each call by `query.store` / `table.store` (CPL names, case-insens
 `SqlStore` or `RedisStore` created on first use, so a script that never touches a store never
 connects to it. Pools and threads do not survive a fork (Spark's Python workers are forked), so
 instances inherited from a parent process are dropped, not reused, and the child opens its own.
+
+A query declared with `CACHE n ROWS [TTL d]` is read through a per-process LRU (stores/cache.py);
+`cache_stats()` reports its counters by query name.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from operators.graph import DataStore, SqlQuery, Table
+from stores.api import LedgerKey, MaterializeResult, UpdateResult
+from stores.cache import ReadCache
 from stores.errors import StoreConfigError
 from stores.redis_store import RedisStore
 from stores.sql import SqlStore
@@ -24,9 +29,30 @@ Row = tuple[Any, ...]
 
 class _Store(Protocol):
     def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]: ...
-    def update(self, query: SqlQuery, params: Sequence[Row]) -> list[int]: ...
-    def materialize(self, table: Table, columns: Sequence[str], rows: Sequence[Row]) -> None: ...
+    def update(
+        self,
+        query: SqlQuery,
+        params: Sequence[Row],
+        *,
+        event_ids: Sequence[str] | None = None,
+        scope: str | None = None,
+    ) -> UpdateResult: ...
+    def materialize(
+        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult: ...
     def close(self) -> None: ...
+
+
+class StoresConfig(NamedTuple):
+    """What an engine needs to open the stores in another process (picklable), and whose they are.
+
+    `deployment` names the deployment for the exactly-once ledger (stores/ledger.py): a replay of the
+    same deployment skips what already took effect, so two different deployments must not share it.
+    """
+
+    bindings: Mapping[str, StoreURL]
+    declared: Mapping[str, DataStore]
+    deployment: str | None = None
 
 
 class StoreRegistry:
@@ -34,6 +60,7 @@ class StoreRegistry:
         self,
         bindings: Mapping[str, StoreURL],
         stores: Mapping[str, DataStore],
+        *,
         statement_timeout_ms: int | None = None,
     ) -> None:
         self._declared = {ds.name.lower(): ds for ds in stores.values()}
@@ -43,8 +70,14 @@ class StoreRegistry:
             self._bindings[(ds.name if ds else key).lower()] = url
         self._timeout = statement_timeout_ms
         self._open: dict[str, _Store] = {}
+        self._caches: dict[SqlQuery, ReadCache] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
+
+    @classmethod
+    def from_config(cls, config: Sequence[Any]) -> StoreRegistry:
+        """From `(bindings, declared)` or a `StoresConfig` (whose deployment the registry ignores)."""
+        return cls(config[0], config[1])
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={url.redacted()}" for name, url in sorted(self._bindings.items()))
@@ -55,6 +88,7 @@ class StoreRegistry:
         with self._lock:
             if os.getpid() != self._pid:  # forked: the parent's pools are not ours to use or close
                 self._open = {}
+                self._caches = {}
                 self._pid = os.getpid()
             found = self._open.get(key)
             if found is not None:
@@ -75,13 +109,38 @@ class StoreRegistry:
             return created
 
     def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]:
-        return self.store(query.store).read(query, params)
+        store = self.store(query.store)
+        if not query.cache_rows or not params:
+            return store.read(query, params)
+        return self._cache(query).read(params, lambda missing: store.read(query, missing))
 
-    def update(self, query: SqlQuery, params: Sequence[Row]) -> list[int]:
-        return self.store(query.store).update(query, params)
+    def update(
+        self,
+        query: SqlQuery,
+        params: Sequence[Row],
+        *,
+        event_ids: Sequence[str] | None = None,
+        scope: str | None = None,
+    ) -> UpdateResult:
+        return self.store(query.store).update(query, params, event_ids=event_ids, scope=scope)
 
-    def materialize(self, table: Table, columns: Sequence[str], rows: Sequence[Row]) -> None:
-        self.store(table.store).materialize(table, columns, rows)
+    def materialize(
+        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult:
+        return self.store(table.store).materialize(table, columns, rows, ledger_key=ledger_key)
+
+    def _cache(self, query: SqlQuery) -> ReadCache:
+        with self._lock:
+            cache = self._caches.get(query)
+            if cache is None:
+                cache = self._caches[query] = ReadCache(query.cache_rows or 0, query.cache_ttl_ms)
+            return cache
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """Per cached query (by name): hits, misses, loads (store calls), entries... in this process."""
+        with self._lock:
+            caches = list(self._caches.items())
+        return {q.name: c.stats() for q, c in caches}
 
     def close(self) -> None:
         with self._lock:

@@ -20,14 +20,30 @@ Batched reads bind one array per parameter (stores/lateral.py). The element type
 
 Updates: psycopg's `executemany(..., returning=True)` keeps one result per execution, and
 `nextset()` walks them, so each event's `rowcount` is read back from a single pipelined batch.
+
+Exactly-once (stores/ledger.py), round trips per batch:
+
+- UpdateSQL with event ids: [BEGIN, claim every id with a plain INSERT into cep_ledger, the
+  statements] then [record the counts, COMMIT]. If an id is already there (a replay) the INSERT
+  fails on the ledger's key, and the batch is redone claiming with ON CONFLICT DO NOTHING: only the
+  claimed events execute, the others return what the ledger recorded. Claiming first means a second
+  transaction with the same ids (two Spark queries recomputing the same upstream batch) waits on the
+  ledger's key until the first commits, and then executes nothing.
+- Materialize with a ledger key: [BEGIN, INSERT the batch's ledger row, the rows, COMMIT]; a replay
+  fails on the ledger's key before any row is written, and returns what was recorded.
+
+Per-event errors: the fast path runs the batch as one unit; if an event's data makes a statement
+fail, the batch is redone inside the same transaction with savepoints (`sql.isolate`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy as sa
@@ -36,17 +52,85 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from operators.graph import SqlQuery, Table
 from operators.sqltext import to_driver_placeholders
+from stores import ledger
+from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, scrub
 from stores.lateral import SelectText, describe_statements, lateral_query, select_text
 from stores.schema import declared_shape, existing_shape, schema_mismatch
-from stores.sql import MaterializePlan, Row, materialize_plan
+from stores.sql import MaterializePlan, Row, is_event_error, isolate, materialize_plan
 from stores.urls import StoreURL
 from stores.values import from_db, normalize_row, pg_array_type, pg_value
+
+T = TypeVar("T")
 
 POOL_MIN, POOL_MAX = 1, 4
 CONNECT_TIMEOUT_S = 10
 _CACHE_LIMIT = 1024
 _PARAM_NUMBER = re.compile(r"\$(\d+)")
+
+# Errors worth asking again: connection exceptions, admin/crash shutdown, cannot connect now, too
+# many connections, serialization failure, deadlock (the last two rolled the transaction back).
+_TRANSIENT_STATES = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
+# A connection attempt the server refused with one of these FATALs may succeed later; other FATALs
+# (no such database or role, bad password, pg_hba.conf) will not.
+_TRANSIENT_FATAL = (
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
+    "too many clients",
+    "connection slots are reserved",
+)
+
+_CLAIM_ALL = (
+    f"INSERT INTO {ledger.TABLE} (deployment, operator, key) SELECT %s, %s, k FROM unnest(%s::text[]) AS u(k)"
+)
+_CLAIM_NEW = _CLAIM_ALL + " ON CONFLICT DO NOTHING RETURNING key"
+_RECORD_EVENTS = (
+    f"UPDATE {ledger.TABLE} AS l SET affected = u.n, error = u.e"
+    " FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u(k, n, e)"
+    " WHERE l.deployment = %s AND l.operator = %s AND l.key = u.k"
+)
+_RECORDED = (
+    f"SELECT key, affected, error FROM {ledger.TABLE}"
+    " WHERE deployment = %s AND operator = %s AND key = ANY(%s::text[])"
+)
+_CLAIM_BATCH = f"INSERT INTO {ledger.TABLE} (deployment, operator, key, affected) VALUES (%s, %s, %s, %s)"
+_CLAIM_BATCH_NEW = _CLAIM_BATCH + " ON CONFLICT DO NOTHING RETURNING key"
+_RECORD_BATCH = (
+    f"UPDATE {ledger.TABLE} SET affected = %s, error = %s WHERE deployment = %s AND operator = %s AND key = %s"
+)
+
+
+class _QuietAbortedPipelines(logging.Filter):
+    """Drop psycopg's "error ignored terminating <Pipeline>: pipeline aborted" warnings.
+
+    A statement failing inside a pipeline (executemany runs one of its own, nested in ours) makes
+    psycopg log that the rest of the pipeline was skipped, while the statement's own error is
+    raised anyway (so nothing is lost). Isolating a failing event fails such attempts on purpose;
+    one warning per attempt would flood executor logs. Other psycopg warnings pass.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (
+            record.msg == "error ignored terminating %r: %s"
+            and len(args) == 2
+            and isinstance(args[0], psycopg.Pipeline)
+            and isinstance(args[1], psycopg.Error)
+        )
+
+
+logging.getLogger("psycopg").addFilter(_QuietAbortedPipelines())
+
+
+def _ledger_conflict(e: BaseException) -> bool:
+    return isinstance(e, pg_errors.UniqueViolation) and e.diag.constraint_name == "cep_ledger_pkey"
+
+
+def _sqlstate(e: BaseException) -> str | None:
+    return getattr(e, "sqlstate", None)
 
 
 class PostgresBackend:
@@ -57,6 +141,7 @@ class PostgresBackend:
         self._lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._engine: sa.Engine | None = None
+        self._ledger_ready = False
         self._selects: dict[str, SelectText] = {}
         self._types: dict[tuple[str, tuple[str | None, ...]], tuple[str, ...]] = {}
         self._plans: dict[tuple[Table, tuple[str, ...]], MaterializePlan] = {}
@@ -76,7 +161,10 @@ class PostgresBackend:
                 try:
                     psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
                 except psycopg.Error as e:
-                    raise StoreConnectError(self._scrub(str(e)), store=self.name, url=self.url.redacted()) from None
+                    message = self._scrub(str(e))
+                    raise StoreConnectError(
+                        message, store=self.name, url=self.url.redacted(), transient=_transient_connect(message)
+                    ) from None
                 pool = ConnectionPool(
                     conninfo,
                     min_size=POOL_MIN,
@@ -92,10 +180,21 @@ class PostgresBackend:
                 except PoolTimeout:
                     pool.close()
                     raise StoreConnectError(
-                        f"no connection within {CONNECT_TIMEOUT_S} s", store=self.name, url=self.url.redacted()
+                        f"no connection within {CONNECT_TIMEOUT_S} s",
+                        store=self.name,
+                        url=self.url.redacted(),
+                        transient=True,
                     ) from None
                 self._pool = pool
             return self._pool
+
+    def _discard_pool(self) -> None:
+        """After a transient error: the pooled connections may all be dead (server restarted)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            with contextlib.suppress(Exception):  # closing a pool of dead connections
+                pool.close(timeout=0)
 
     def close(self) -> None:
         with self._lock:
@@ -109,17 +208,51 @@ class PostgresBackend:
     def _scrub(self, text: str) -> str:
         return scrub(text, [self.url.password])
 
-    def _error(self, e: Exception, what: str) -> StoreError:
+    def _error(self, e: Exception, what: str, in_flight: bool = False) -> StoreError:
+        """A driver error as a StoreError. `in_flight`: a write had been sent when it happened."""
         if isinstance(e, StoreError):
             return e
         if isinstance(e, sa.exc.DBAPIError) and e.orig is not None:
             e = e.orig
-        if isinstance(e, PoolTimeout | psycopg.OperationalError) and not getattr(e, "sqlstate", None):
-            return StoreConnectError(f"{what}: {self._scrub(str(e))}", store=self.name, url=self.url.redacted())
-        sqlstate = getattr(e, "sqlstate", None)
-        return StoreQueryError(
-            f"{what}: {self._scrub(str(e))}", store=self.name, url=self.url.redacted(), sqlstate=sqlstate
-        )
+        message = f"{what}: {self._scrub(str(e))}"
+        store, url = self.name, self.url.redacted()
+        sqlstate = _sqlstate(e)
+        if isinstance(e, PoolTimeout | psycopg.OperationalError) and not sqlstate:
+            # No SQLSTATE: the connection failed or was lost, not a statement. If it was lost with a
+            # write in flight, the COMMIT may have reached the server.
+            lost = in_flight and not isinstance(e, PoolTimeout)
+            return StoreConnectError(message, store=store, url=url, transient=True, maybe_applied=lost)
+        if sqlstate is not None and (sqlstate in _TRANSIENT_STATES or sqlstate.startswith("08")):
+            cls = StoreQueryError if sqlstate.startswith("40") else StoreConnectError
+            return cls(message, store=store, url=url, sqlstate=sqlstate, transient=True)
+        return StoreQueryError(message, store=store, url=url, sqlstate=sqlstate)
+
+    def _run(self, what: str, body: Callable[[psycopg.Connection[Any]], T], *, write: bool, verify: bool = False) -> T:
+        """`body(conn)` on a pooled connection, errors mapped to StoreErrors.
+
+        `verify`: check the connection first (one round trip), for a write that must not be retried
+        once sent; a dead pooled connection then fails before anything is sent, and is retried.
+        """
+        sent = False
+        try:
+            with self.pool().connection() as conn:
+                if verify:
+                    ConnectionPool.check_connection(conn)
+                sent = True
+                return body(conn)
+        except Exception as e:
+            err = self._error(e, what, in_flight=write and sent)
+            if err.transient:
+                self._discard_pool()
+            raise err from e
+
+    def _event_error(self, what: str) -> Callable[[Exception], str | None]:
+        def message(e: Exception) -> str | None:
+            if isinstance(e, psycopg.Error) and is_event_error(_sqlstate(e)):
+                return str(StoreQueryError(f"{what}: {self._scrub(str(e))}", store=self.name, url=self.url.redacted()))
+            return None
+
+        return message
 
     # -- ReadSQL ------------------------------------------------------------------------------
 
@@ -141,18 +274,21 @@ class PostgresBackend:
                 ) from None
             types.append(t)
             arrays.append(values)
+
+        def body(conn: psycopg.Connection[Any]) -> list[Any]:
+            final = self._param_types(conn, st, tuple(types)) if None in types else types
+            sql = lateral_query(st, [t for t in final if t is not None])
+            bind: list[Any] = list(arrays) if st.params else [len(params)]
+            with conn.pipeline(), conn.transaction():
+                conn.execute("SET TRANSACTION READ ONLY")
+                cur = conn.execute(sql, bind)
+            return cur.fetchall()
+
         try:
-            with self.pool().connection() as conn:
-                final = self._param_types(conn, st, tuple(types)) if None in types else types
-                sql = lateral_query(st, [t for t in final if t is not None])
-                bind: list[Any] = list(arrays) if st.params else [len(params)]
-                with conn.pipeline(), conn.transaction():
-                    conn.execute("SET TRANSACTION READ ONLY")
-                    cur = conn.execute(sql, bind)
-                rows = cur.fetchall()
-        except Exception as e:
+            rows = self._run(f"query {query.name} (batch of {len(params)})", body, write=False)
+        except StoreError:
             self._types = {k: v for k, v in self._types.items() if k[0] != st.text}  # may be stale
-            raise self._error(e, f"query {query.name} (batch of {len(params)})") from e
+            raise
         out: list[list[Row]] = [[] for _ in params]
         end = -1 if st.ordered else None
         returns = query.returns
@@ -218,45 +354,211 @@ class PostgresBackend:
             raise RuntimeError("prepared statement vanished")
         return tuple(row[0])
 
+    # -- the ledger ---------------------------------------------------------------------------
+
+    def _ensure_ledger(self) -> None:
+        if self._ledger_ready:
+            return
+        engine = self._sa_engine()
+        for attempt in (1, 2):
+            try:
+                with engine.begin() as conn:
+                    ledger.LEDGER.create(conn, checkfirst=True)
+                break
+            except (sa.exc.IntegrityError, sa.exc.ProgrammingError) as e:
+                if attempt == 1:  # another process created it at the same moment: look again
+                    continue
+                raise self._error(e, f"creating table {ledger.TABLE}") from e
+            except sa.exc.SQLAlchemyError as e:
+                err = self._error(e, f"creating table {ledger.TABLE}")
+                raise err from e
+        self._ledger_ready = True
+
     # -- UpdateSQL ----------------------------------------------------------------------------
 
-    def update(self, query: SqlQuery, params: Sequence[Row]) -> list[int]:
+    def update(
+        self, query: SqlQuery, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None
+    ) -> UpdateResult:
         if not params:
-            return []
+            return UpdateResult([], [])
         text = to_driver_placeholders(query.text, "pyformat")
         rows = [tuple(pg_value(v) for v in p) for p in params]
+        what = f"query {query.name} (batch of {len(params)})"
+        if event_ids is None or scope is None:
+            return self._run(what, lambda conn: self._update_plain(conn, query, text, rows), write=True, verify=True)
+        sc = ledger.parse_scope(scope)
+        keys = [ledger.entry_key(i) for i in event_ids]
+        self._ensure_ledger()
+        return self._run(what, lambda conn: self._update_ledgered(conn, query, text, rows, sc, keys), write=True)
+
+    def _update_plain(
+        self, conn: psycopg.Connection[Any], query: SqlQuery, text: str, rows: list[Row]
+    ) -> UpdateResult:
+        cur = conn.cursor()
         try:
-            with self.pool().connection() as conn:
-                cur = conn.cursor()
-                with conn.pipeline(), conn.transaction():
-                    # Exactly-once (DESIGN.md decision 6): the ledger row for this batch will be
-                    # written here, in the same transaction as the effect.
-                    cur.executemany(text, rows, returning=True)
-                counts = [cur.rowcount]
-                while cur.nextset():
-                    counts.append(cur.rowcount)
-        except Exception as e:
-            raise self._error(e, f"query {query.name} (batch of {len(params)})") from e
-        if len(counts) != len(params):  # pragma: no cover - would be a psycopg change
-            raise StoreQueryError(f"query {query.name}: {len(counts)} results for {len(params)} events")
+            with conn.pipeline(), conn.transaction():
+                cur.executemany(text, rows, returning=True)
+            return UpdateResult([*self._counts(cur, len(rows), query)], [None] * len(rows))
+        except psycopg.Error as e:
+            if not is_event_error(_sqlstate(e)):
+                raise
+        with conn.pipeline(), conn.transaction():
+            counts, errors = self._isolate(conn, query, text, rows, list(range(len(rows))), known_failing=True)
+        return UpdateResult(counts, errors)
+
+    def _update_ledgered(
+        self,
+        conn: psycopg.Connection[Any],
+        query: SqlQuery,
+        text: str,
+        rows: list[Row],
+        sc: ledger.Scope,
+        keys: list[str],
+    ) -> UpdateResult:
+        n = len(rows)
+        cur = conn.cursor()
+        # Fast path: no event of the batch is in the ledger yet, and none fails.
+        retry_failing = False
+        try:
+            with conn.pipeline() as p, conn.transaction():
+                conn.execute(_CLAIM_ALL, (sc.deployment, sc.operator, keys))
+                cur.executemany(text, rows, returning=True)
+                p.sync()
+                counts = self._counts(cur, n, query)
+                conn.execute(_RECORD_EVENTS, (keys, counts, [None] * n, sc.deployment, sc.operator))
+            return UpdateResult([*counts], [None] * n)
+        except psycopg.Error as e:
+            if not (_ledger_conflict(e) or is_event_error(_sqlstate(e))):
+                raise
+            retry_failing = not _ledger_conflict(e)
+        # A replay, an id twice in the batch, or an event that fails: claim what is not claimed yet,
+        # execute those (isolating failures), return the ledger's record for the others.
+        first = ledger.first_occurrences(keys)
+        with conn.pipeline() as p, conn.transaction():
+            claimed = {r[0] for r in conn.execute(_CLAIM_NEW, (sc.deployment, sc.operator, list(first)))}
+            todo = [i for k, i in first.items() if k in claimed]
+            got_counts, got_errors = self._isolate(conn, query, text, rows, todo, known_failing=retry_failing)
+            done = {keys[i]: (got_counts[j], got_errors[j]) for j, i in enumerate(todo)}
+            if done:
+                conn.execute(
+                    _RECORD_EVENTS,
+                    (list(done), [c for c, _ in done.values()], [e for _, e in done.values()],
+                     sc.deployment, sc.operator),
+                )
+            others = [k for k in first if k not in claimed]
+            if others:
+                for k, count, error in conn.execute(_RECORDED, (sc.deployment, sc.operator, others)).fetchall():
+                    done[k] = (count, error)
+            p.sync()
+        counts_out: list[int | None] = []
+        errors_out: list[str | None] = []
+        for k in keys:
+            count, error = done.get(k, (None, None))
+            counts_out.append(count)
+            errors_out.append(error)
+        return UpdateResult(counts_out, errors_out, replayed=n - len(todo))
+
+    def _isolate(
+        self,
+        conn: psycopg.Connection[Any],
+        query: SqlQuery,
+        text: str,
+        rows: list[Row],
+        todo: list[int],
+        *,
+        known_failing: bool,
+    ) -> tuple[list[int | None], list[str | None]]:
+        """Execute rows[todo], in order, inside the current transaction, isolating failing events."""
+        if not todo:
+            return [], []
+        cur = conn.cursor()
+        chosen = [rows[i] for i in todo]
+
+        def attempt(lo: int, hi: int) -> list[int]:
+            with conn.transaction():  # a savepoint: rolled back if the chunk fails
+                cur.executemany(text, chosen[lo:hi], returning=True)
+            return self._counts(cur, hi - lo, query)
+
+        return isolate(len(chosen), attempt, self._event_error(f"query {query.name}"), known_failing=known_failing)
+
+    @staticmethod
+    def _counts(cur: psycopg.Cursor[Any], n: int, query: SqlQuery) -> list[int]:
+        counts = [cur.rowcount]
+        while cur.nextset():
+            counts.append(cur.rowcount)
+        if len(counts) != n:  # pragma: no cover - would be a psycopg change
+            raise StoreQueryError(f"query {query.name}: {len(counts)} results for {n} events")
         return counts
 
     # -- Materialize --------------------------------------------------------------------------
 
-    def materialize(self, table: Table, columns: Sequence[str], rows: Sequence[Row]) -> None:
+    def materialize(
+        self, table: Table, columns: Sequence[str], rows: Sequence[Row], ledger_key: LedgerKey | None
+    ) -> MaterializeResult:
         plan = self._plan(table, columns)
         if not rows:
-            return
+            return MaterializeResult([])
         order = plan.order
         values = [tuple(pg_value(r[i]) for i in order) for r in rows]
+        what = f"materializing {len(rows)} row(s) into {table.name}"
+        if ledger_key is None:
+            return self._run(
+                what, lambda conn: self._materialize(conn, plan, values, None), write=True,
+                verify=not table.primary_key,  # appends must not be retried once sent
+            )
+        self._ensure_ledger()
+        return self._run(what, lambda conn: self._materialize(conn, plan, values, ledger_key), write=True)
+
+    def _materialize(
+        self,
+        conn: psycopg.Connection[Any],
+        plan: MaterializePlan,
+        values: list[Row],
+        key: LedgerKey | None,
+    ) -> MaterializeResult:
+        n = len(values)
+        entry = ledger.batch_entry(key) if key is not None else None
+        cur = conn.cursor()
+        failing = False
         try:
-            with self.pool().connection() as conn:
-                cur = conn.cursor()
-                with conn.pipeline(), conn.transaction():
-                    # Exactly-once: the ledger hook goes here (same transaction as the rows).
-                    cur.executemany(plan.sql, values)
-        except Exception as e:
-            raise self._error(e, f"materializing {len(rows)} row(s) into {table.name}") from e
+            with conn.pipeline(), conn.transaction():
+                if entry is not None:
+                    conn.execute(_CLAIM_BATCH, (*entry, n))
+                cur.executemany(plan.sql, values)
+            return MaterializeResult([None] * n)
+        except psycopg.Error as e:
+            if entry is not None and _ledger_conflict(e):
+                return self._recorded_batch(conn, entry, n)
+            if not is_event_error(_sqlstate(e)):
+                raise
+            failing = True
+
+        def attempt(lo: int, hi: int) -> list[int]:
+            with conn.transaction():
+                cur.executemany(plan.sql, values[lo:hi])
+            return [1] * (hi - lo)
+
+        errors: list[str | None] = []
+        claimed = True
+        with conn.pipeline(), conn.transaction():
+            if entry is not None:
+                claimed = bool(conn.execute(_CLAIM_BATCH_NEW, (*entry, n)).fetchall())
+            if claimed:
+                what = f"table {plan.table.name}"
+                _, errors = isolate(n, attempt, self._event_error(what), known_failing=failing)
+                if entry is not None:
+                    ok = sum(e is None for e in errors)
+                    conn.execute(_RECORD_BATCH, (ok, ledger.errors_json(errors), *entry))
+        if not claimed:
+            assert entry is not None
+            return self._recorded_batch(conn, entry, n)
+        return MaterializeResult(errors)
+
+    def _recorded_batch(self, conn: psycopg.Connection[Any], entry: tuple[str, str, str], n: int) -> MaterializeResult:
+        row = conn.execute(
+            f"SELECT error FROM {ledger.TABLE} WHERE deployment = %s AND operator = %s AND key = %s", entry
+        ).fetchone()
+        return MaterializeResult(ledger.errors_from_json(row[0] if row else None, n), replayed=True)
 
     def _plan(self, table: Table, columns: Sequence[str]) -> MaterializePlan:
         key = (table, tuple(columns))
@@ -272,11 +574,7 @@ class PostgresBackend:
 
     def _ensure_table(self, table: Table, t: sa.Table) -> None:
         """Create the table when missing; refuse an existing one that differs. Never ALTER."""
-        with self._lock:
-            if self._engine is None:
-                # DDL and reflection only, once per table: no pool of its own.
-                self._engine = sa.create_engine(self.url.sqlalchemy_url(), poolclass=sa.NullPool)
-            engine = self._engine
+        engine = self._sa_engine()
         want = declared_shape(t, "postgresql")
         have = None
         for attempt in (1, 2):
@@ -295,3 +593,21 @@ class PostgresBackend:
                 raise self._error(e, f"checking table {table.name}") from e
         if have is not None and not have.same_as(want):
             raise schema_mismatch(t, have, want, self.name, self.url)
+
+    def _sa_engine(self) -> sa.Engine:
+        with self._lock:
+            if self._engine is None:
+                # DDL and reflection only, once per table: no pool of its own.
+                self._engine = sa.create_engine(
+                    self.url.sqlalchemy_url(), poolclass=sa.NullPool,
+                    connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+                )
+            return self._engine
+
+
+def _transient_connect(message: str) -> bool:
+    """Whether a failed connection attempt may succeed later (refused, reset, starting up...)."""
+    if "FATAL:" not in message:
+        return "password" not in message.lower() and "authentication" not in message.lower()
+    lower = message.lower()
+    return any(phrase in lower for phrase in _TRANSIENT_FATAL)

@@ -16,6 +16,12 @@ from stores.sql import SqlStore
 from stores.urls import parse_store_url
 
 
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Store tests that take a server away wait milliseconds between attempts, not seconds."""
+    monkeypatch.setenv("CEP_STORE_RETRY_BASE_MS", "20")
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "sqlite":
@@ -24,4 +30,13 @@ def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Back
         url = parse_store_url(request.getfixturevalue("pg_db"))
     store = SqlStore(url, "crm")
     yield Backend(request.param, url, store)
+    store.close()
+
+
+@pytest.fixture
+def pg_backend(pg_db: str) -> Iterator[Backend]:
+    """The Postgres half of `sql_backend`, for Postgres-only tests (mark them `postgres`)."""
+    url = parse_store_url(pg_db)
+    store = SqlStore(url, "crm")
+    yield Backend("postgresql", url, store)
     store.close()

@@ -114,8 +114,13 @@ def test_append_without_primary_key(store: RedisStore, r: redis.Redis) -> None:
 
 
 def test_bad_rows_and_sql_are_refused(store: RedisStore, r: redis.Redis) -> None:
-    with pytest.raises(StoreQueryError, match="NULL in primary key"):
-        store.materialize(LIVE_BILL, ["idcaller", "total"], [(None, 1.0)])
+    # A NULL key fails that row only: reported, not written, the others are.
+    result = store.materialize(LIVE_BILL, ["idcaller", "total"], [(None, 1.0), (5, 2.0)])
+    assert result.failed == [0]
+    assert "NULL in primary key" in (result.errors[0] or "")
+    assert str(result.errors[0]).startswith("store cache (redis://")
+    assert r.keys("*") == ["live_bill:5"]
+    r.flushdb()
     with pytest.raises(StoreQueryError, match="lack its primary key"):
         store.materialize(LIVE_BILL, ["total"], [(1.0,)])
     with pytest.raises(StoreQueryError, match="no column"):

@@ -53,8 +53,8 @@ def test_dispatch_to_each_store(pg_db: str, redis_db: str, tmp_path: Path) -> No
     assert SENTINEL not in repr(reg)
     try:
         create = query("CREATE TABLE plans (idcaller integer, idplan text)", store="CRM")
-        assert reg.update(create, [()]) == [-1]
-        assert reg.update(query("INSERT INTO plans VALUES (?, ?)", store="crm"), [(1, "gold")]) == [1]
+        assert reg.update(create, [()]).counts == [-1]
+        assert reg.update(query("INSERT INTO plans VALUES (?, ?)", store="crm"), [(1, "gold")]).counts == [1]
         assert reg.read(query("SELECT idplan FROM plans WHERE idcaller = ?", store="Crm"), [(1,), (2,)]) == [
             [("gold",)],
             [],

@@ -85,7 +85,7 @@ def test_hostile_strings_arrive_byte_for_byte(sql_backend: Backend) -> None:
     sql_backend.execute("CREATE TABLE people (id integer, name varchar(100))")
     # Inserted by the store itself, as parameters of an UpdateSQL batch...
     insert = query("INSERT INTO people (id, name) VALUES (?, ?)")
-    assert sql_backend.store.update(insert, list(enumerate(HOSTILE))) == [1] * len(HOSTILE)
+    assert sql_backend.store.update(insert, list(enumerate(HOSTILE))).counts == [1] * len(HOSTILE)
     # ...looked up by value, and echoed back.
     lookup = query("SELECT id, name FROM people WHERE name = ?")
     got = sql_backend.store.read(lookup, [(s,) for s in HOSTILE])
@@ -184,34 +184,47 @@ def test_typed_parameters_and_results_round_trip(sql_backend: Backend) -> None:
 def test_update_applies_in_order_with_rowcounts(sql_backend: Backend) -> None:
     sql_backend.execute("CREATE TABLE t (k integer PRIMARY KEY, x integer)", "INSERT INTO t VALUES (1, 0), (2, 0)")
     set_x = query("UPDATE t SET x = ? WHERE k = ?")
-    counts = sql_backend.store.update(set_x, [(10, 1), (20, 2), (30, 1), (40, 99), (50, 1)])
-    assert counts == [1, 1, 1, 0, 1]
+    result = sql_backend.store.update(set_x, [(10, 1), (20, 2), (30, 1), (40, 99), (50, 1)])
+    assert result.counts == [1, 1, 1, 0, 1]
+    assert result.errors == [None] * 5
     assert sql_backend.fetch("SELECT k, x FROM t ORDER BY k") == [(1, 50), (2, 20)]  # last write wins
     # An order-dependent effect: x = x*10 + d applied for d = 1, 2, 3 gives 123 only in order.
     sql_backend.execute("UPDATE t SET x = 0")
     shift = query("UPDATE t SET x = x * 10 + ? WHERE k = ?")
-    assert sql_backend.store.update(shift, [(1, 1), (2, 1), (3, 1), (9, 3)]) == [1, 1, 1, 0]
+    assert sql_backend.store.update(shift, [(1, 1), (2, 1), (3, 1), (9, 3)]).counts == [1, 1, 1, 0]
     assert sql_backend.fetch("SELECT x FROM t WHERE k = 1") == [(123,)]
 
 
 def test_insert_and_delete_rowcounts(sql_backend: Backend) -> None:
     sql_backend.execute("CREATE TABLE t (k integer PRIMARY KEY, x integer)")
-    assert sql_backend.store.update(query("INSERT INTO t VALUES (?, ?)"), [(k, k * k) for k in range(5)]) == [1] * 5
+    insert = query("INSERT INTO t VALUES (?, ?)")
+    assert sql_backend.store.update(insert, [(k, k * k) for k in range(5)]).counts == [1] * 5
     delete = query("DELETE FROM t WHERE k < ?")
-    assert sql_backend.store.update(delete, [(2,), (2,), (4,), (100,)]) == [2, 0, 2, 1]
-    assert sql_backend.store.update(delete, []) == []
+    assert sql_backend.store.update(delete, [(2,), (2,), (4,), (100,)]).counts == [2, 0, 2, 1]
+    assert sql_backend.store.update(delete, []).counts == []
     assert sql_backend.fetch("SELECT count(*) FROM t") == [(0,)]
 
 
-def test_failing_event_rolls_back_the_whole_batch(sql_backend: Backend) -> None:
+def test_a_failing_event_is_isolated_and_reported(sql_backend: Backend) -> None:
     sql_backend.execute("CREATE TABLE t (k integer PRIMARY KEY, x integer)", "INSERT INTO t VALUES (1, 0)")
-    insert = query("INSERT INTO t VALUES (?, ?)")
-    with pytest.raises(StoreQueryError) as info:
-        sql_backend.store.update(insert, [(2, 0), (3, 0), (1, 0), (4, 0)])  # (1, 0) exists
-    assert "batch of 4" in str(info.value)
-    assert sql_backend.fetch("SELECT k FROM t ORDER BY k") == [(1,)]
+    insert = query("INSERT INTO t VALUES (?, ?)", name="add")
+    result = sql_backend.store.update(insert, [(2, 0), (3, 0), (1, 0), (4, 0)])  # (1, 0) exists
+    assert result.counts == [1, 1, None, 1]
+    assert result.failed == [2]
+    message = result.errors[2] or ""
+    assert message.startswith("store crm (") and "add" in message
+    assert "unique" in message.lower()
+    assert sql_backend.fetch("SELECT k FROM t ORDER BY k") == [(1,), (2,), (3,), (4,)]
     # The store is still usable afterwards.
-    assert sql_backend.store.update(insert, [(2, 0)]) == [1]
+    assert sql_backend.store.update(insert, [(5, 0)]).counts == [1]
+
+
+def test_an_error_that_is_not_about_one_event_fails_the_batch(sql_backend: Backend) -> None:
+    sql_backend.execute("CREATE TABLE t (k integer PRIMARY KEY, x integer)")
+    with pytest.raises(StoreQueryError) as info:
+        sql_backend.store.update(query("INSERT INTO missing VALUES (?, ?)"), [(1, 0), (2, 0)])
+    assert "batch of 2" in str(info.value)
+    assert sql_backend.fetch("SELECT count(*) FROM t") == [(0,)]
 
 
 def test_select_and_update_are_not_interchangeable(sql_backend: Backend) -> None:

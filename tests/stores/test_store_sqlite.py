@@ -40,8 +40,8 @@ def test_file_store_creates_its_directory_and_persists(tmp_path: Path) -> None:
 def test_memory_store_is_one_database_per_store() -> None:
     store = SqlStore(parse_store_url("sqlite:///:memory:"), "mem")
     try:
-        assert store.update(query("CREATE TABLE t (k integer)"), [()]) == [-1]
-        assert store.update(query("INSERT INTO t VALUES (?)"), [(1,), (2,)]) == [1, 1]
+        assert store.update(query("CREATE TABLE t (k integer)"), [()]).counts == [-1]
+        assert store.update(query("INSERT INTO t VALUES (?)"), [(1,), (2,)]).counts == [1, 1]
         assert store.read(query("SELECT count(*) FROM t"), [()]) == [[(2,)]]
     finally:
         store.close()

@@ -1,0 +1,29 @@
+"""Which deployment name scopes a Spark graph's ledger entries (deployer.spark_sql.deployment_of)."""
+
+from __future__ import annotations
+
+from cpl.compiler import compile_script
+from deployer.spark_plan import SparkGraph
+from deployer.spark_sql import deployment_of
+from stores.registry import StoresConfig
+
+SCRIPT = """
+CREATE STREAMSCHEMA pay WITH id integer, amount integer;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY charge ON crm AS 'UPDATE balances SET amount = amount - ? WHERE id = ?';
+INSERT INTO charged SELECT id, c.n FROM pay ON SQL charge, c, amount, id, n;
+"""
+
+
+def test_named_deployments_and_the_default() -> None:
+    graph = compile_script(SCRIPT).graph
+    other = compile_script(SCRIPT.replace("amount - ?", "amount + ?")).graph
+    # No name: one derived from the graph, the same on every run, different for another script.
+    unnamed = deployment_of(SparkGraph(graph, {}, ({}, {})))
+    assert unnamed == deployment_of(SparkGraph(compile_script(SCRIPT).graph, {}, None))
+    assert unnamed.startswith("cep-") and unnamed != deployment_of(SparkGraph(other, {}, None))
+    # A name from the stores configuration, or set on the graph by the deployer (which wins).
+    sg = SparkGraph(graph, {}, StoresConfig({}, {}, deployment="billing"))
+    assert deployment_of(sg) == "billing"
+    sg.deployment = "billing-v2"  # type: ignore[attr-defined]
+    assert deployment_of(sg) == "billing-v2"

@@ -1,0 +1,80 @@
+"""The rule that decides whether a changed script may resume from a deployment's checkpoint."""
+
+from __future__ import annotations
+
+from service_helpers import CALLS
+
+from cpl.compiler import compile_script
+from deployer.compat import incompatibilities
+
+BINDINGS = {"sources": {"calls": "file:in"}, "sinks": {"priced": "file:out", "per_caller": "file:agg"}}
+
+
+def why(new: str, old: str = CALLS, old_b: dict = BINDINGS, new_b: dict = BINDINGS) -> list[str]:
+    return incompatibilities(compile_script(old).graph, old_b, compile_script(new).graph, new_b)
+
+
+def test_identical_and_stateless_changes_are_compatible() -> None:
+    assert why(CALLS) == []
+    assert why(CALLS.replace("duration >= 10", "duration >= 20")) == []  # a filter
+    assert why(CALLS.replace("duration * 2 AS cost", "duration * 3 AS cost")) == []  # a projection
+    assert why("-- a comment moves every line\n\n" + CALLS) == []
+
+
+def test_a_new_output_is_compatible() -> None:
+    more = (
+        CALLS
+        + "INSERT INTO shortest SELECT caller, min(duration) AS d FROM calls WINDOW per_minute GROUP BY caller;\n"
+    )
+    sinks = {**BINDINGS["sinks"], "shortest": "file:short"}
+    assert why(more, new_b={**BINDINGS, "sinks": sinks}) == []
+
+
+def test_a_changed_window_is_not() -> None:
+    problems = why(CALLS.replace("SIZE 1 MINUTE ADVANCE 1 MINUTE", "SIZE 1 HOUR ADVANCE 1 HOUR"))
+    assert problems == [
+        "output sink 'per_caller': the window aggregate of line 5: window changed from "
+        "TIME SIZE 1 MINUTE ADVANCE 1 MINUTE to TIME SIZE 1 HOUR ADVANCE 1 HOUR"
+    ]
+
+
+def test_a_changed_group_by_or_aggregate_is_not() -> None:
+    by_id = why(
+        CALLS.replace("SELECT caller, sum(cost) AS total", "SELECT id, sum(cost) AS total").replace(
+            "GROUP BY caller", "GROUP BY id"
+        )
+    )
+    assert len(by_id) == 1 and "group by changed from caller integer to id integer" in by_id[0]
+    count = why(CALLS.replace("sum(cost)", "count(*)"))
+    assert len(count) == 1 and "aggregates changed" in count[0]
+
+
+def test_a_changed_source_schema_or_binding_is_not() -> None:
+    wider = why(CALLS.replace("duration integer,", "duration bigint,"))
+    assert any("input stream 'calls': schema changed" in p for p in wider)
+    moved = why(CALLS, new_b={**BINDINGS, "sources": {"calls": "file:elsewhere"}})
+    assert any("source changed from file:in to file:elsewhere" in p for p in moved)
+
+
+def test_an_added_or_removed_stateful_operator_is_not() -> None:
+    plain = CALLS.replace(
+        "INSERT INTO per_caller SELECT caller, sum(cost) AS total FROM priced WINDOW per_minute GROUP BY caller;",
+        "INSERT INTO per_caller SELECT caller, cost AS total FROM priced;",
+    )
+    removed = "output sink 'per_caller': its stateful operators changed from [the window aggregate of line 5] to [none]"
+    assert why(plain) == [removed]
+    added = "output sink 'per_caller': its stateful operators changed from [none] to [the window aggregate of line 5]"
+    assert why(CALLS, old=plain) == [added]
+
+
+def test_a_changed_join_is_not() -> None:
+    join = """
+    CREATE STREAMSCHEMA a WITH k integer, v varchar, t timestamp TIMESTAMP BY t;
+    CREATE STREAMSCHEMA b WITH k integer, w varchar, t timestamp TIMESTAMP BY t;
+    INSERT INTO j SELECT a.t AS t, a.v, b.w
+      FROM a WINDOW TIME SIZE 10 SECONDS, b WINDOW TIME SIZE 5 SECONDS WHERE a.k = b.k;
+    """
+    b = {"sources": {"a": "file:a", "b": "file:b"}, "sinks": {"j": "file:j"}}
+    assert why(join, join, b, b) == []
+    problems = why(join.replace("5 SECONDS", "1 MINUTE"), join, b, b)
+    assert len(problems) == 1 and "the join of line 4: windows changed" in problems[0]
