@@ -219,6 +219,8 @@ class Checker:
             t = wider_numeric(left.type, right.type)
             if op == "/" and t.kind in (INTEGER, BIGINT):
                 t = T_DOUBLE  # division is exact-ish, as in Spark: 7 / 2 = 3.5
+            elif t.kind == DECIMAL:
+                t = _decimal_result(op, left.type, right.type, t)
             return ir.Binary(t, op, left, right)
         assert op in _COMPARE, op
         left, right = _coerce_timestamp_literals(left, right)
@@ -306,7 +308,8 @@ class Checker:
     def _call(self, e: ast.Call) -> ir.Expr:
         if e.name in WINDOW_BOUNDS:
             raise TypeCheckError(
-                f"{e.name}() is only allowed in SELECT or HAVING of a statement that reads a TIME window", e.pos
+                f"{e.name}() is only allowed in SELECT or HAVING of a statement that reads a TIME window",
+                e.pos,
             )
         if e.name in ir.AGGREGATE_FUNCTIONS:
             raise TypeCheckError(
@@ -336,7 +339,27 @@ class Checker:
             t = fn.result([a.type for a in args])
         except FunctionTypeError as err:
             raise TypeCheckError(str(err), e.pos) from None
+        if fn.name == "round" and t.kind == DECIMAL:
+            # round(decimal(p, s), d) has d places (0 without d); d must be a constant to type it
+            if len(args) > 1 and not (isinstance(args[1], ir.Lit) and isinstance(args[1].value, int)):
+                raise TypeCheckError("round() of a decimal takes a constant number of digits", e.pos)
+            d = args[1].value if len(args) > 1 else 0  # type: ignore[attr-defined]
+            t = DataType(DECIMAL, precision=t.precision, scale=max(0, min(t.scale or 0, d)))
         return ir.Func(t, fn.name, args)
+
+
+def _scale(t: DataType) -> int:
+    return (t.scale or 0) if t.kind == DECIMAL else 0
+
+
+def _decimal_result(op: str, a: DataType, b: DataType, wide: DataType) -> DataType:
+    """Decimal result scales, as the evaluator computes them: a product keeps every digit
+    (s1 + s2), a quotient is rounded to at least 6 places, + - % keep the wider scale."""
+    if op == "*":
+        return DataType(DECIMAL, precision=38, scale=min(38, _scale(a) + _scale(b)))
+    if op == "/":
+        return DataType(DECIMAL, precision=38, scale=max(wide.scale or 0, 6))
+    return wide
 
 
 def _pos(e: ast.Expr) -> ast.Pos:

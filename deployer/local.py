@@ -3,14 +3,17 @@
     stats = run_local(graph, sources={"cdr1": "file:in/cdr1"}, sinks={"bill": "file:out"},
                       stores=None, dead_letter=None, until_idle=True, poll_interval=1.0)
 
-- Sources (`deployer.io`): `file:DIR` or `-` (stdin). A source stream of the script that is not
+- Sources (`deployer.io`): `file:DIR` or `-` (stdin); `redis://host:port/db?stream=KEY` reads a Redis
+  stream (`deployer.redis_stream`; with `until_idle`, the run ends when no entry arrives within
+  its `block_ms`). A source stream of the script that is not
   given a URI is empty: it ends at once, so merges (Union, Join) do not wait for it.
 - Files of different sources are read round-robin, one file at a time; the result does not depend
   on it (the executor orders by event time), but memory does (merges buffer the faster input).
 - Without `until_idle`, file sources are watched: new files are read as they appear, every
   `poll_interval` seconds, until `stop` is set or Ctrl-C; then the input is finished as if it
   ended there (buffers flushed, complete windows fired). Stdin ends at end of file.
-- Sinks: `file:DIR` writes `DIR/<stream>-<run id>.jsonl` (one file per stream per run, created
+- Sinks: `redis://...?stream=KEY` appends each result as an entry `data` = its JSON line;
+  `file:DIR` writes `DIR/<stream>-<run id>.jsonl` (one file per stream per run, created
   with the first result); `console` prints JSON lines to stdout, with a "$stream" member naming
   the stream when several streams share the console. Streams without a sink are not kept.
 - Dead letters (bad input records, late events, evaluation and store errors) are JSON lines in
@@ -32,7 +35,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deployer.io import (
     LineWriter,
@@ -50,6 +53,11 @@ from operators import graph as g
 from operators.events import DeadLetter, RunStats
 from operators.executor import LocalExecutor
 
+if TYPE_CHECKING:
+    from deployer.redis_stream import RedisStreamInput, RedisStreamWriter
+
+REDIS_SCHEMES = ("redis://", "rediss://")
+
 
 def _run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
@@ -57,6 +65,8 @@ def _run_id() -> str:
 
 class _Input:
     """One source stream's input: the files not read yet, or stdin."""
+
+    blocking = False  # `wait` returns at once: the loop sleeps between polls instead
 
     def __init__(self, stream: str, uri: str):
         self.stream = stream
@@ -80,11 +90,25 @@ class _Input:
                 return read_file(path)
         return None
 
+    def wait(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def _input(stream: str, uri: str) -> _Input | RedisStreamInput:
+    if uri.lower().startswith(REDIS_SCHEMES):
+        from deployer.redis_stream import RedisStreamInput  # imported only when used: it loads pyspark
+
+        return RedisStreamInput(stream, uri)
+    return _Input(stream, uri)
+
 
 class _Outputs:
     def __init__(self, graph: g.Graph, sinks: Mapping[str, str], dead_letter: str | None, run_id: str):
         self.names: dict[str, tuple[str, ...]] = {}
-        self.writers: dict[str, LineWriter] = {}
+        self.writers: dict[str, LineWriter | RedisStreamWriter] = {}
         consoles = [s for s, uri in sinks.items() if uri == "console"]
         self.tagged = set(consoles) if len(consoles) > 1 else set()
         streams = {s.lower(): s for s in graph.streams}
@@ -96,6 +120,11 @@ class _Outputs:
             self.names[name] = graph.stream_schema(name).names
             if uri == "console":
                 self.writers[name] = LineWriter(None, sys.stdout)
+                continue
+            if uri.lower().startswith(REDIS_SCHEMES):
+                from deployer.redis_stream import RedisStreamWriter
+
+                self.writers[name] = RedisStreamWriter(uri)
                 continue
             d = file_dir(uri)
             if d is None:
@@ -153,13 +182,13 @@ def run_local(
 ) -> RunStats:
     """Run `graph` over its inputs; return the run's counters (see the module docstring)."""
     declared = {s.stream.lower(): s for s in graph.sources()}
-    inputs: list[_Input] = []
+    inputs: list[_Input | RedisStreamInput] = []
     for stream, uri in sources.items():
         src = declared.get(stream.lower())
         if src is None:
             known = ", ".join(s.stream for s in graph.sources())
             raise ValueError(f"source '{stream}': the script has no source stream of that name ({known})")
-        inputs.append(_Input(src.stream, uri))
+        inputs.append(_input(src.stream, uri))
     outputs = _Outputs(graph, sinks, dead_letter, _run_id())
     ex = LocalExecutor(graph, stores, on_output=outputs.output, on_dead_letter=outputs.dead_letter)
     given = {i.stream.lower() for i in inputs}
@@ -173,12 +202,14 @@ def run_local(
         ex.finish()
     finally:
         outputs.close()
+        for inp in inputs:
+            inp.close()
     return ex.stats
 
 
 def _loop(
     ex: LocalExecutor,
-    inputs: list[_Input],
+    inputs: list[_Input | RedisStreamInput],
     outputs: _Outputs,
     until_idle: bool,
     poll_interval: float,
@@ -192,12 +223,21 @@ def _loop(
                 continue
             progressed = True
             _feed(ex, inp.stream, batch)
-            if inp.dir is None:
+            if inp.uri == "-":
                 ex.end_stream(inp.stream)
         outputs.flush()
         if progressed:
             continue
-        if until_idle or (stop is not None and stop.is_set()):
+        if stop is not None and stop.is_set():
+            return
+        waiting = [i for i in inputs if i.blocking]
+        if waiting:
+            # Redis streams: a blocking read (block_ms each) stands in for the sleep; if none of
+            # them got a new entry in that time, the input is idle.
+            if not any(i.wait() for i in waiting) and until_idle:
+                return
+            continue
+        if until_idle:
             return
         if stop is not None:
             stop.wait(poll_interval)

@@ -90,7 +90,7 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
             req.until_idle,
         )
         stats_s = deployment.run(out=out)
-        summary = RunSummary("spark", stats_s.rows_in, 0, 0, 0)
+        summary = RunSummary("spark", stats_s.rows_in, stats_s.rows_out, stats_s.dead_lettered, 0)
     print(
         f"done ({summary.engine}): {summary.events_in} events in, {summary.events_out} out, "
         f"{summary.dead_lettered} dead-lettered, {summary.late} late",

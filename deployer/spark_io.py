@@ -152,7 +152,7 @@ def file_source(
     bad = parsed.filter(rejected | ts.isNull()).select(
         F.when(rejected, F.lit("input")).otherwise(F.lit(node.op)).alias("stage"),
         F.when(rejected, F.col(REASON))
-        .otherwise(F.lit(f"event time field '{node.event_time}' is 'NULL'"))  # as the reference says it
+        .otherwise(F.lit(f"event time field '{node.event_time}' is NULL"))
         .alias("reason"),
         F.col(RAW).alias("record"),
         F.col(ORIGIN).alias("source"),

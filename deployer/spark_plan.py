@@ -83,6 +83,8 @@ class SparkGraph:
     # Source streams whose frames already dead-lettered the events without event time
     # (`deployer.spark_io.file_source` does, in the query that writes its rejected records).
     timed_sources: set[str] = field(default_factory=set)
+    # The deployment this graph runs as; it scopes exactly-once ledger entries (deployer.spark_sql).
+    deployment: str | None = None
 
     def port(self, port: g.Port) -> DataFrame:
         if port not in self.ports:
@@ -157,7 +159,7 @@ def _source(sg: SparkGraph, node: g.Node) -> None:
     if node.event_time is not None and node.stream not in sg.timed_sources:
         # An event without event time cannot be placed in time: the reference dead-letters it.
         ts = F.col(col_name(node.schema.position(node.event_time)))
-        reason = f"event time field '{node.event_time}' is 'NULL'"  # as the reference says it
+        reason = f"event time field '{node.event_time}' is NULL"
         df = sg.split_errors(node, df, [(ts.isNull(), reason)], len(node.schema))
     sg.ports[g.Port(node.id)] = df
 

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from deployer.io import file_dir
+from deployer.redis_stream import is_redis_stream_uri, redis_stream_source, redis_stream_writer
 from deployer.spark_expr import col_name
 from deployer.spark_io import (
     SourceError,
@@ -38,6 +39,7 @@ from deployer.spark_io import (
 )
 from deployer.spark_plan import SEQ, SparkGraph, named
 from operators import graph as g
+from stores.urls import redact_text
 
 
 @dataclass
@@ -124,6 +126,10 @@ class SparkDeployment:
                 raise SourceError(f"stream '{src.stream}' has no input: add --source {src.stream}=file:DIR")
             if uri.startswith("generator:"):
                 frames[src.stream] = generator_source(spark, uri, src.schema)
+            elif is_redis_stream_uri(uri):
+                good, bad = redis_stream_source(spark, uri, src.schema)
+                frames[src.stream] = good
+                self.rejected.append((src.stream, bad))
             else:
                 good, bad = file_source(spark, uri, src.schema, max_files_per_trigger, src)
                 frames[src.stream] = good
@@ -131,6 +137,8 @@ class SparkDeployment:
         for s in sources:
             _stream(graph, s)  # a binding for an unknown stream is a mistake worth reporting
         self.sg = SparkGraph(graph, frames, stores, timed_sources={s for s, _ in self.rejected})
+        if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark_sql)
+            self.sg.deployment = name
         self.sinks = {_stream(graph, s): uri for s, uri in sinks.items()}
         first = next((file_dir(u) for u in self.sinks.values() if file_dir(u) is not None), None)
         if dead_letter == "console":
@@ -177,10 +185,14 @@ class SparkDeployment:
                 writer = console_batch_writer(
                     stream, schema.names, len(consoles) > 1, order, self._count("out")
                 )
+            elif is_redis_stream_uri(uri):
+                writer = redis_stream_writer(uri, stream, schema.names, order)
             else:
                 d = file_dir(uri)
                 if d is None:
-                    raise ValueError(f"sink '{stream}': unsupported URI {uri!r}; use file:DIR or console")
+                    raise ValueError(
+                        f"sink '{stream}': unsupported URI {redact_text(uri)!r}; use file:DIR, redis://...?stream=KEY or console"
+                    )
                 writer = file_batch_writer(d, stream, schema.names, order, self._count("out"))
             self._start(df, f"sink:{stream}", writer)
         for node in self.graph.nodes:
@@ -188,7 +200,13 @@ class SparkDeployment:
                 from deployer.spark_sql import materialize_writer
 
                 df = named(self.sg.port(node.inputs[0]), node.input_schema)
-                self._start(df, f"table:{node.table.name}", materialize_writer(self.sg, node))
+                refused = dead_letter_writer(
+                    self.dead_dir,
+                    f"table-{node.table.name}",
+                    {"stage": "Materialize", "node": node.id, "line": node.line},
+                    counted=self._count("dead"),
+                )
+                self._start(df, f"table:{node.table.name}", materialize_writer(self.sg, node, refused))
         # Dead letters: the rejected records of every source and the failures of every stateless
         # operator share one query (one DataFrame shape, `dead_letter_frame`); a failure after a
         # stateful operator or a data store call gets a query of its own, which re-runs that part.

@@ -94,6 +94,8 @@ def _with_args(sg: SparkGraph, node: g.ReadSQL | g.UpdateSQL) -> tuple[DataFrame
     c = ExprCompiler()
     args = [c.compile(a).cast(spark_type(a.type)).alias(f"__p{i}") for i, a in enumerate(node.args)]
     width = len(node.input_schema)
+    # an argument that fails (e.g. division by zero) dead-letters its event, as in the reference
+    df = sg.split_errors(node, df, c.errors, width, on_input=True)
     return df.select(*[col_name(i) for i in range(width)], SEQ, *args), width
 
 

@@ -75,7 +75,8 @@ class SourceOp(Operator):
             return
         value = event[self.time_pos]
         if not isinstance(value, datetime):
-            self.fail(f"event time field '{self.node.event_time}' is {'NULL' if value is None else value!r}", event)
+            shown = "NULL" if value is None else repr(value)
+            self.fail(f"event time field '{self.node.event_time}' is {shown}", event)
             return
         ts = to_micros(value)
         if self.wm is not None and ts < self.wm:

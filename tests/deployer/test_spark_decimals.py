@@ -1,11 +1,7 @@
-"""Where the engines still disagree because of the reference executor, pinned as strict xfails.
-
-Decimal arithmetic: the type checker gives `decimal * decimal` and `decimal / x` the widest
-operand scale and `round(decimal, d)` its argument's type, but the reference executor returns the
-exact product (scale s1 + s2), a quotient rounded to max(scale, 6) places and a value rounded to d
-places: values whose scale is not their declared type's. Spark computes in the declared type, so a
-sink shows `15.228` where the reference writes `15.22756`. Once the type checker and the
-evaluator agree, these pass and the xfail marks must go.
+"""Decimal arithmetic gives the same values on both engines: the type checker types a product
+with scale s1 + s2, a quotient with at least 6 places and round(decimal, d) with d places, which
+is what the reference evaluator computes and what Spark then computes in the declared type.
+(These were strict xfails until the type checker and the evaluator agreed.)
 """
 
 from __future__ import annotations
@@ -42,16 +38,13 @@ def test_decimal_arithmetic_that_keeps_the_declared_scale(both: tuple[Outputs, O
     assert_same(*both, "exact", min_rows=3, ordered=True)
 
 
-@pytest.mark.xfail(strict=True, reason="reference: decimal * decimal keeps scale s1 + s2, typed max(s1, s2)")
 def test_decimal_product(both: tuple[Outputs, Outputs]) -> None:
     assert_same(*both, "product", min_rows=3, ordered=True)
 
 
-@pytest.mark.xfail(strict=True, reason="reference: decimal / x is rounded to 6 places, typed scale s")
 def test_decimal_quotient(both: tuple[Outputs, Outputs]) -> None:
     assert_same(*both, "quotient", min_rows=3, ordered=True)
 
 
-@pytest.mark.xfail(strict=True, reason="reference: round(decimal(p, s), d) has scale d, typed decimal(p, s)")
 def test_decimal_round(both: tuple[Outputs, Outputs]) -> None:
     assert_same(*both, "rounded", min_rows=3, ordered=True)
