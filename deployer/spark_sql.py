@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -115,25 +116,37 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     n_result = len(node.result_fields)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # Vectorised around the one store call per batch: the event's own columns are gathered
+        # with Arrow `take` (one index per result row); only the result values pass through Python.
         stores = _stores(config)
+        event_cols = [col_name(i) for i in range(width)]
         for batch in batches:
-            rows = batch.to_pylist()
-            if not rows:
+            if batch.num_rows == 0:
                 continue
-            params = [tuple(r[f"__p{i}"] for i in range(n_args)) for r in rows]
+            params = list(zip(*[batch.column(f"__p{i}").to_pylist() for i in range(n_args)], strict=True))
+            if not params:  # a query without parameters still runs once per event
+                params = [()] * batch.num_rows
             results = stores.read(query, params)
-            cols: list[list[Any]] = [[] for _ in out_fields]
-            for r, found in zip(rows, results, strict=True):
-                event = [r[col_name(i)] for i in range(width)]
-                matches = found if found or not outer else [(None,) * n_result]
-                for k, m in enumerate(matches):
-                    for i, v in enumerate(event):
-                        cols[i].append(v)
+            idx: list[int] = []
+            nth: list[str] = []
+            values: list[list[Any]] = [[] for _ in range(n_result)]
+            for e, found in enumerate(results):
+                if not found:
+                    if not outer:
+                        continue
+                    found = [(None,) * n_result]
+                for k, m in enumerate(found):
+                    idx.append(e)
+                    nth.append(f"#{k}")
                     for j in range(n_result):
-                        cols[width + j].append(m[j] if j < len(m) else None)
-                    cols[-1].append(f"{r[SEQ]}#{k}")
+                        values[j].append(m[j] if j < len(m) else None)
+            take = pa.array(idx, type=pa.int64())
+            events = batch.select([*event_cols, SEQ]).take(take)
+            arrays = [events.column(i) for i in range(width)]
+            arrays += [pa.array(v, type=arrow_schema.field(width + j).type) for j, v in enumerate(values)]
+            arrays.append(pc.binary_join_element_wise(events.column(width), pa.array(nth, type=pa.string()), ""))
             yield pa.RecordBatch.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
+                [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, arrow_schema, strict=True)],
                 schema=arrow_schema,
             )
 

@@ -165,15 +165,26 @@ def prepare(tmp: Path, inputs: Mapping[str, Files]) -> dict[str, str]:
     return uris
 
 
-def run_reference(graph: g.Graph, tmp: Path, sources: Mapping[str, str], sinks: Sequence[str]) -> Outputs:
+def run_reference(
+    graph: g.Graph, tmp: Path, sources: Mapping[str, str], sinks: Sequence[str], stores: Any = None
+) -> Outputs:
+    """`stores`: a (bindings, declarations) pair as `deployer.runner.bind_stores` returns it."""
+    from stores.registry import StoreRegistry
+
     out, dead = tmp / "ref-out", tmp / "ref-dead"
-    run_local(
-        graph,
-        sources=sources,
-        sinks={s: f"file:{out}" for s in sinks},
-        dead_letter=f"file:{dead}",
-        until_idle=True,
-    )
+    registry = StoreRegistry(*stores) if stores is not None else None
+    try:
+        run_local(
+            graph,
+            sources=sources,
+            sinks={s: f"file:{out}" for s in sinks},
+            stores=registry,
+            dead_letter=f"file:{dead}",
+            until_idle=True,
+        )
+    finally:
+        if registry is not None:
+            registry.close()
     return _collect("reference", out, dead, sinks)
 
 
@@ -188,6 +199,7 @@ def run_spark(
     max_files: int | None = None,
     out: Path | None = None,
     dead: Path | None = None,
+    stores: Any = None,
 ) -> Outputs:
     out = out or tmp / "spark-out"
     dead = dead or tmp / "spark-dead"
@@ -198,6 +210,7 @@ def run_spark(
         {s: f"file:{out}" for s in sinks},
         str(checkpoint or tmp / "checkpoint"),
         dead_letter=f"file:{dead}",
+        stores=stores,
         until_idle=True,
         max_files_per_trigger=max_files,
     )
@@ -217,11 +230,12 @@ def run_both(
     sinks: Sequence[str],
     *,
     max_files: int | None = None,
+    stores: Any = None,
 ) -> tuple[Outputs, Outputs]:
     graph = compile_text(script)
     sources = prepare(tmp, inputs)
-    ref = run_reference(graph, tmp, sources, sinks)
-    spk = run_spark(spark, graph, tmp, sources, sinks, max_files=max_files)
+    ref = run_reference(graph, tmp, sources, sinks, stores)
+    spk = run_spark(spark, graph, tmp, sources, sinks, max_files=max_files, stores=stores)
     return ref, spk
 
 

@@ -1,0 +1,54 @@
+"""ReadSQL on Spark equals the reference executor: the paper's Figure 3 and its edge cases.
+
+The lookup table lives in an embedded SQLite store (the default binding), so the test needs no
+server; tests/stores covers the same reads on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import assert_same, at, compile_text, run_both
+
+from deployer.runner import bind_stores
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+CREATE STREAMSCHEMA cdr1 WITH idcaller integer, idreceiver integer, duration integer, timestamp timestamp
+  TIMESTAMP BY timestamp;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY plan_of ON crm AS 'SELECT idplan FROM plans WHERE idcaller = ? ORDER BY idplan'
+  RETURNS (idplan integer);
+INSERT INTO withplan SELECT idcaller, duration, timestamp, p.idplan FROM cdr1 ON SQL plan_of, p, idcaller, idplan;
+INSERT INTO everyone SELECT idcaller, q.idplan AS plan FROM cdr1 ON OUTER SQL plan_of, q, idcaller, idplan;
+"""
+
+
+def test_figure_3_multi_row_no_row_and_outer(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    db = sqlite3.connect(data / "crm.sqlite3")
+    # caller 1: one plan; caller 2: two plans (two output rows); caller 3: none
+    db.executescript(
+        "CREATE TABLE plans (idcaller integer, idplan integer);"
+        "INSERT INTO plans VALUES (1, 10), (2, 20), (2, 21), (4, 40);"
+    )
+    db.commit()
+    db.close()
+    monkeypatch.setenv("CEP_DATA_DIR", str(data))
+    events = [
+        {"idcaller": c, "idreceiver": 9, "duration": 10 * i, "timestamp": at(i)}
+        for i, c in enumerate([1, 2, 3, None, 2, 4, 1])
+    ]
+    config = bind_stores(compile_text(SCRIPT), {})
+    ref, spk = run_both(spark, tmp_path, SCRIPT, {"cdr1": [events]}, ["withplan", "everyone"], stores=config)
+    assert_same(ref, spk, "withplan", min_rows=7)
+    assert_same(ref, spk, "everyone", min_rows=9)
+    plans = sorted((r["idcaller"], r["idplan"]) for r in spk["withplan"])
+    assert plans == [(1, 10), (1, 10), (2, 20), (2, 20), (2, 21), (2, 21), (4, 40)]
+    # OUTER keeps caller 3 and the NULL caller, with a NULL plan
+    assert sorted(str(r["idcaller"]) for r in spk["everyone"] if r["plan"] is None) == ["3", "None"]
