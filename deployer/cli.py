@@ -11,18 +11,15 @@ one-line message (add --debug for the trace).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from functools import wraps
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from cpl.compiler import Compiled, compile_script
 from cpl.errors import CompileError
+from deployer.cli_common import friendly, pairs
 from operators import explain as dump
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class UsageError(click.ClickException):
@@ -54,23 +51,7 @@ def _compile(path: str, quiet_warnings: bool = False) -> Compiled:
     return compiled
 
 
-def _friendly(fn: F) -> F:
-    """Turn unexpected exceptions into one line on stderr unless --debug is given."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (click.ClickException, SystemExit, KeyboardInterrupt):
-            raise
-        except Exception as err:
-            ctx = click.get_current_context()
-            if ctx.find_root().params.get("debug"):
-                raise
-            click.echo(f"error: {err or type(err).__name__} (run with --debug for details)", err=True)
-            raise SystemExit(1) from None
-
-    return wrapper  # type: ignore[return-value]
+_friendly = friendly()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -117,14 +98,7 @@ def explain(script: str, fmt: str) -> None:
     click.echo(out, nl=not out.endswith("\n"))
 
 
-def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for v in values:
-        name, sep, uri = v.partition("=")
-        if not sep or not name or not uri:
-            raise UsageError(f"{what} takes NAME=URI, not {v!r}")
-        out[name] = uri
-    return out
+_pairs = pairs
 
 
 @cli.command()

@@ -15,15 +15,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from deployer.catalog import Catalog, CatalogError, Deployment, now, utc
-
-F = TypeVar("F", bound=Callable[..., Any])
+from deployer.cli_common import friendly, pairs
 
 catalog_option = click.option(
     "--catalog",
@@ -34,35 +32,8 @@ catalog_option = click.option(
 )
 
 
-def _handled(fn: F) -> F:
-    """Catalog problems as one line on stderr and exit 1; other errors too unless --debug."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (click.ClickException, SystemExit, KeyboardInterrupt):
-            raise
-        except CatalogError as err:
-            click.echo(f"error: {err}", err=True)
-            raise SystemExit(1) from None
-        except Exception as err:
-            if click.get_current_context().find_root().params.get("debug"):
-                raise
-            click.echo(f"error: {err or type(err).__name__} (run with --debug for details)", err=True)
-            raise SystemExit(1) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for v in values:
-        name, sep, uri = v.partition("=")
-        if not sep or not name or not uri:
-            raise click.UsageError(f"{what} takes NAME=URI, not {v!r}")
-        out[name] = uri
-    return out
+_handled = friendly(CatalogError)
+_pairs = pairs
 
 
 def _ago(ts: datetime | None) -> str:
