@@ -73,7 +73,11 @@ def spark_session(master: str | None = None, app: str = "paascep") -> SparkSessi
         SparkSession.builder.appName(app)
         .master(master or "local[*]")
         .config("spark.sql.shuffle.partitions", os.environ.get("CEP_SHUFFLE_PARTITIONS", "4"))
+        # Bind and advertise the same address: advertising the host's name while bound to loopback
+        # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
+        # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
         .config("spark.driver.bindAddress", os.environ.get("CEP_SPARK_BIND", "127.0.0.1"))
+        .config("spark.driver.host", os.environ.get("CEP_SPARK_HOST", os.environ.get("CEP_SPARK_BIND", "127.0.0.1")))
         .config("spark.ui.showConsoleProgress", "false")
     )
     for key, value in SESSION_CONF.items():
