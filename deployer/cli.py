@@ -10,15 +10,13 @@ one-line message (add --debug for the trace).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import click
 
 from cpl.compiler import Compiled, compile_script
 from cpl.errors import CompileError
-from deployer.cli_common import friendly, pairs
+from deployer.cli_common import friendly, pairs, read_script
 from operators import explain as dump
 
 
@@ -26,20 +24,8 @@ class UsageError(click.ClickException):
     exit_code = 2
 
 
-def _read(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    p = Path(path)
-    try:
-        return p.read_text(encoding="utf-8"), str(p)
-    except FileNotFoundError:
-        raise UsageError(f"no such script: {path}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise UsageError(f"cannot read script {path}: {err.__class__.__name__}") from None
-
-
 def _compile(path: str, quiet_warnings: bool = False) -> Compiled:
-    source, name = _read(path)
+    source, name = read_script(path)
     try:
         compiled = compile_script(source, name)
     except CompileError as err:

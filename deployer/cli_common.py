@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -47,3 +49,15 @@ def pairs(values: Sequence[str], what: str) -> dict[str, str]:
             raise click.UsageError(f"{what} takes NAME=URI, not {v!r}")
         out[name] = uri
     return out
+
+
+def read_script(path: str) -> tuple[str, str]:
+    """The text of a CPL script (`-` is stdin) and the name diagnostics show for it."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        return Path(path).read_text(encoding="utf-8"), path
+    except FileNotFoundError:
+        raise click.UsageError(f"no such script: {path}") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise click.UsageError(f"cannot read script {path}: {err.__class__.__name__}") from None

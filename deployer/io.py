@@ -296,6 +296,17 @@ def to_event(fields: dict[str, Any], schema: Schema) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def convert_record(text: str, origin: str, schema: Schema) -> tuple[tuple[Any, ...], str | None]:
+    """A JSON text → (typed values, None), or (NULLs, the reason it was rejected)."""
+    raw = _json_record(text, origin)
+    if raw.error is not None or raw.fields is None:
+        return (None,) * len(schema), raw.error or "not a JSON object"
+    try:
+        return to_event(raw.fields, schema), None
+    except RecordError as err:
+        return (None,) * len(schema), str(err)
+
+
 # ---- writing ---------------------------------------------------------------------------------------------
 
 

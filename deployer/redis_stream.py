@@ -73,7 +73,7 @@ from pyspark.sql.streaming.datasource import (
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from deployer.io import RawRecord, RecordError, _json_record, event_json, to_event
+from deployer.io import RawRecord, _json_record, convert_record, event_json
 from deployer.spark_expr import col_name, struct_of
 from deployer.spark_plan import SEQ
 from operators.types import Schema
@@ -551,14 +551,7 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
                 batch.column("id").to_pylist(), batch.column("value").to_pylist(), strict=True
             ):
                 origin = f"{shown} entry {entry_id}"
-                raw = _json_record(text, origin)
-                values: tuple[Any, ...] = (None,) * width
-                reason = raw.error
-                if reason is None and raw.fields is not None:
-                    try:
-                        values = to_event(raw.fields, schema)
-                    except RecordError as err:
-                        reason = str(err)
+                values, reason = convert_record(text, origin, schema)
                 for i, v in enumerate(values):
                     cols[i].append(v)
                 cols[width].append(seq_of(key, entry_id))

@@ -12,16 +12,14 @@ Registered on the `cep` group by deployer/cli.py.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import click
 
 from deployer.catalog import Catalog, CatalogError, Deployment, now, utc
-from deployer.cli_common import friendly, pairs
+from deployer.cli_common import friendly, pairs, read_script
 
 catalog_option = click.option(
     "--catalog",
@@ -81,15 +79,7 @@ def db_upgrade(catalog: str | None) -> None:
 # cep deploy
 
 
-def _read_script(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    try:
-        return Path(path).read_text(encoding="utf-8"), path
-    except FileNotFoundError:
-        raise click.UsageError(f"no such script: {path}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise click.UsageError(f"cannot read script {path}: {err.__class__.__name__}") from None
+_read_script = read_script
 
 
 @click.command()

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
-from deployer.io import RecordError, _json_record, event_json, file_dir, json_value, to_event
+from deployer.io import convert_record, event_json, file_dir, json_value
 from deployer.spark_expr import col_name, struct_of
 from deployer.spark_plan import SEQ
 from operators import graph as g
@@ -84,14 +84,7 @@ def _parser(schema: Schema, out: T.StructType, directory: Path) -> Any:
                 if text is None or not text.strip():
                     continue
                 origin = _origin(directory, path, start, n)
-                raw = _json_record(text, origin)
-                values: tuple[Any, ...] = (None,) * width
-                reason = raw.error
-                if reason is None and raw.fields is not None:
-                    try:
-                        values = to_event(raw.fields, schema)
-                    except RecordError as err:
-                        reason = str(err)
+                values, reason = convert_record(text, origin, schema)
                 for i, v in enumerate(values):
                     cols[i].append(v)
                 # Sorts in arrival order: files by name, then position in the file.

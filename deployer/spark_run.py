@@ -77,7 +77,10 @@ def spark_session(master: str | None = None, app: str = "paascep") -> SparkSessi
         # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
         # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
         .config("spark.driver.bindAddress", os.environ.get("CEP_SPARK_BIND", "127.0.0.1"))
-        .config("spark.driver.host", os.environ.get("CEP_SPARK_HOST", os.environ.get("CEP_SPARK_BIND", "127.0.0.1")))
+        .config(
+            "spark.driver.host",
+            os.environ.get("CEP_SPARK_HOST", os.environ.get("CEP_SPARK_BIND", "127.0.0.1")),
+        )
         .config("spark.ui.showConsoleProgress", "false")
     )
     for key, value in SESSION_CONF.items():

@@ -76,8 +76,11 @@ def deployment_of(sg: SparkGraph) -> str:
 
     graph = sg.graph
     text = "\n".join(
-        [to_text(graph), *(repr(q) for _, q in sorted(graph.queries.items())),
-         *(repr(t) for _, t in sorted(graph.tables.items()))]
+        [
+            to_text(graph),
+            *(repr(q) for _, q in sorted(graph.queries.items())),
+            *(repr(t) for _, t in sorted(graph.tables.items())),
+        ]
     )
     return f"{DEFAULT_DEPLOYMENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
@@ -144,9 +147,14 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
             events = batch.select([*event_cols, SEQ]).take(take)
             arrays = [events.column(i) for i in range(width)]
             arrays += [pa.array(v, type=arrow_schema.field(width + j).type) for j, v in enumerate(values)]
-            arrays.append(pc.binary_join_element_wise(events.column(width), pa.array(nth, type=pa.string()), ""))
+            arrays.append(
+                pc.binary_join_element_wise(events.column(width), pa.array(nth, type=pa.string()), "")
+            )
             yield pa.RecordBatch.from_arrays(
-                [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, arrow_schema, strict=True)],
+                [
+                    a.cast(f.type) if a.type != f.type else a
+                    for a, f in zip(arrays, arrow_schema, strict=True)
+                ],
                 schema=arrow_schema,
             )
 
@@ -202,7 +210,9 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
 DeadLetterWriter = Callable[[DataFrame, int], None]
 
 
-def materialize_writer(sg: SparkGraph, node: g.Materialize, dead_letter: DeadLetterWriter | None = None) -> Any:
+def materialize_writer(
+    sg: SparkGraph, node: g.Materialize, dead_letter: DeadLetterWriter | None = None
+) -> Any:
     """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
 
     Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`

@@ -50,12 +50,11 @@ class JoinOp(Operator):
         self.merge.push(i, ts, event)
 
     def watermark(self, i: int, wm: int) -> None:
-        self.merge.wms[i] = wm
+        self.merge.set_watermark(i, wm)
         self._drain()
 
     def end(self, i: int, final: int | None) -> None:
-        self.merge.ended[i] = True
-        self.merge.finals[i] = final
+        self.merge.end(i, final)
         self._drain()
         if self.merge.done:
             while self.pending:

@@ -155,6 +155,14 @@ class Merger:
         self.ended = [False] * inputs
         self.finals: list[int | None] = [None] * inputs
 
+    def set_watermark(self, i: int, wm: int) -> None:
+        self.wms[i] = wm
+
+    def end(self, i: int, final: int | None) -> None:
+        """Input i is over; `final` is its final time."""
+        self.ended[i] = True
+        self.finals[i] = final
+
     def push(self, i: int, ts: int, event: Event) -> None:
         heapq.heappush(self.heap, (ts, i, self.seq, event))
         self.seq += 1
@@ -200,12 +208,11 @@ class UnionOp(Operator):
             self.merge.push(i, ts, event)
 
     def watermark(self, i: int, wm: int) -> None:
-        self.merge.wms[i] = wm
+        self.merge.set_watermark(i, wm)
         self._drain()
 
     def end(self, i: int, final: int | None) -> None:
-        self.merge.ended[i] = True
-        self.merge.finals[i] = final
+        self.merge.end(i, final)
         self._drain()
         if self.merge.done:
             self.emit_end(self.merge.final)
