@@ -7,17 +7,19 @@ Each row is a hash under `<table>:<key>`:
   produce the same Redis key and no value can reach outside its table's prefix; the table name is
   encoded the same way. Writing a row again updates its hash: upsert.
 - without one, rows append: `<key>` is a sequence number taken from the counter at key `<table>`
-  (INCRBY once per batch).
+  (INCRBY once per chunk of rows, inside the batch's MULTI/EXEC).
 
 Fields hold strings (`values.redis_text`: ISO 8601 UTC timestamps, Decimal as text, "true"/"false");
 a None value removes the field (HDEL), so an upsert never leaves a stale value behind. The table's
 TTL is set on every row written (PEXPIRE), and on the append counter. A call's writes are one
-MULTI/EXEC. A row with a NULL in its primary key is not written and is reported in the result.
+MULTI/EXEC of server-side scripts fed with pre-packed commands (stores/redis_bulk.py). A row with a
+NULL in its primary key is not written and is reported in the result, as is a row the server
+refuses (its key holds another type).
 
 Exactly-once (stores/ledger.py): with a ledger key, the batch marker `cep:ledger:<deployment>:
-<operator>:<batch id>` is WATCHed, and SET in the same MULTI/EXEC as the rows (with the reasons of
-the rows that failed): a replayed batch finds it and writes nothing. Markers expire after 7 days, or
-the table's TTL if longer.
+<operator>:<batch id>` (a hash: `~done` and the reasons of the rows that failed) is written in the
+same MULTI/EXEC as the rows, and every script of the batch checks it first: a replayed batch finds
+it and writes nothing. Markers expire after 7 days, or the table's TTL if longer.
 
 Redis is not a SQL store: `read` and `update` raise `StoreUnsupportedError`.
 """
@@ -31,7 +33,7 @@ from typing import Any
 import redis
 
 from operators.graph import SqlQuery, Table
-from stores import ledger
+from stores import ledger, redis_bulk
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, StoreUnsupportedError, scrub
 from stores.retry import RetryPolicy, call_with_retries
@@ -138,10 +140,13 @@ class RedisStore:
         keys: list[str | None] = [None] * len(rows)
         if pk:
             pk_at = [fields.index(k) for k in pk]
+            prefix = encode_part(stored_name(table.name)) + ":"
             for i, r in enumerate(rows):
                 values = [r[j] for j in pk_at]
                 if any(v is None for v in values):
                     errors[i] = str(self._refuse(f"table {table.name}: NULL in primary key {pk}"))
+                elif len(values) == 1 and type(values[0]) is int:
+                    keys[i] = prefix + str(values[0])  # the common case, and digits need no encoding
                 else:
                     keys[i] = row_key(table, values)
         try:
@@ -164,58 +169,45 @@ class RedisStore:
         marker: str | None,
     ) -> MaterializeResult:
         good = [i for i, e in enumerate(errors) if e is None]
-        counter = encode_part(stored_name(table.name))
-        append = not table.primary_key
-        sent = False
         what = f"materializing {len(rows)} row(s) into {table.name}"
+        sent = False
         try:
-            with self.client().pipeline(transaction=True) as pipe:
-                while True:
-                    try:
-                        if marker is not None:
-                            # The batch marker is written in the same MULTI/EXEC as the rows: if it is
-                            # there, the batch took effect; if another writer sets it meanwhile, EXEC
-                            # fails (WatchError) and we look again.
-                            pipe.watch(marker)
-                            recorded = pipe.get(marker)
-                            if recorded is not None:
-                                pipe.unwatch()
-                                text = recorded.decode() if isinstance(recorded, bytes) else str(recorded)
-                                return MaterializeResult(ledger.errors_from_json(text, len(rows)), replayed=True)
-                        if append and good:
-                            # Sequence numbers for the new rows. INCRBY is atomic, so concurrent writers
-                            # never share a number; a transaction that then fails leaves a gap, no more.
-                            last = int(self.client().incrby(counter, len(good)))  # type: ignore[arg-type]
-                            for n, i in enumerate(good):
-                                keys[i] = f"{counter}:{last - len(good) + 1 + n}"
-                        pipe.multi()
-                        if append and good and table.ttl_ms is not None:
-                            pipe.pexpire(counter, table.ttl_ms)
-                        for i in good:
-                            key = keys[i]
-                            assert key is not None
-                            row = rows[i]
-                            present = {f: redis_text(v) for f, v in zip(fields, row, strict=True) if v is not None}
-                            absent = [f for f, v in zip(fields, row, strict=True) if v is None]
-                            if present:
-                                pipe.hset(key, mapping=present)
-                            if absent:
-                                pipe.hdel(key, *absent)
-                            if table.ttl_ms is not None:
-                                pipe.pexpire(key, table.ttl_ms)
-                        if marker is not None:
-                            ttl = max(MARKER_TTL_MS, table.ttl_ms or 0)
-                            pipe.set(marker, ledger.errors_json(errors) or "", px=ttl)
-                        sent = True
-                        pipe.execute()
-                        return MaterializeResult(errors)
-                    except redis.WatchError:
-                        sent = False
-                        continue
+            client = self.client()
+            if marker is not None:
+                # A replay is usually found here, before the batch is packed and sent; the scripts
+                # check again inside MULTI/EXEC, which is what makes it safe against a race.
+                recorded = redis_bulk.recorded_errors(client, marker, len(rows))
+                if recorded is not None:
+                    return MaterializeResult(recorded, replayed=True)
+            payload, queued = redis_bulk.pack_batch(
+                fields,
+                rows,
+                keys,
+                good,
+                counter=None if table.primary_key else encode_part(stored_name(table.name)),
+                ttl_ms=table.ttl_ms,
+                prefix=str(self._refuse(f"table {table.name}: ")),
+                marker=marker,
+                marker_ttl_ms=max(MARKER_TTL_MS, table.ttl_ms or 0),
+                refused={i: e for i, e in enumerate(errors) if e is not None},
+            )
+            sent = True
+            results = redis_bulk.execute(client, payload, queued)
         except StoreError:
             raise
         except redis.RedisError as e:
             raise self._error(e, what, in_flight=sent) from e
+        chunks = results[: len(results) - (marker is not None)]
+        if (chunks and int(chunks[0][0]) == 0) or (marker is not None and int(results[-1]) == 0):
+            # another writer (a concurrent replay) took effect first: return what it recorded
+            assert marker is not None
+            recorded = redis_bulk.recorded_errors(self.client(), marker, len(rows))
+            return MaterializeResult(recorded or [None] * len(rows), replayed=True)
+        out = list(errors)
+        for reply in chunks:
+            for j in range(1, len(reply), 2):
+                out[int(reply[j])] = reply[j + 1].decode() if isinstance(reply[j + 1], bytes) else str(reply[j + 1])
+        return MaterializeResult(out)
 
     def _refuse(self, message: str) -> StoreQueryError:
         return StoreQueryError(message, store=self.name, url=self.url.redacted())

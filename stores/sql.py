@@ -218,6 +218,7 @@ class MaterializePlan:
     table: sa.Table
     sql: str  # positional placeholders of the target driver (%s for psycopg, ? for sqlite3)
     order: tuple[int, ...]  # for each placeholder, the index of the value in a row
+    columns: tuple[str, ...]  # for each placeholder, the stored column name
 
 
 def materialize_plan(table: Table, columns: Sequence[str], dialect: str) -> MaterializePlan:
@@ -268,4 +269,4 @@ def materialize_plan(table: Table, columns: Sequence[str], dialect: str) -> Mate
     order = tuple(int(name[1:]) for name in positions)
     if sorted(order) != list(range(len(names))):  # pragma: no cover - guards a SQLAlchemy change
         raise RuntimeError(f"unexpected bind parameters {positions} for {names}")
-    return MaterializePlan(t, str(compiled), order)
+    return MaterializePlan(t, str(compiled), order, tuple(names[i] for i in order))

@@ -29,8 +29,9 @@ Exactly-once (stores/ledger.py), round trips per batch:
   claimed events execute, the others return what the ledger recorded. Claiming first means a second
   transaction with the same ids (two Spark queries recomputing the same upstream batch) waits on the
   ledger's key until the first commits, and then executes nothing.
-- Materialize with a ledger key: [BEGIN, INSERT the batch's ledger row, the rows, COMMIT]; a replay
-  fails on the ledger's key before any row is written, and returns what was recorded.
+- Materialize with a ledger key: BEGIN, INSERT the batch's ledger row, COPY the rows (appends) or
+  COPY them into a staging table and upsert from it (stores/pg_bulk.py), COMMIT; a replay fails on
+  the ledger's key before any row is written, and returns what was recorded.
 
 Per-event errors: the fast path runs the batch as one unit; if an event's data makes a statement
 fail, the batch is redone inside the same transaction with savepoints (`sql.isolate`).
@@ -43,6 +44,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
@@ -52,7 +54,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from operators.graph import SqlQuery, Table
 from operators.sqltext import to_driver_placeholders
-from stores import ledger
+from stores import ledger, pg_bulk
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, scrub
 from stores.lateral import SelectText, describe_statements, lateral_query, select_text
@@ -145,6 +147,7 @@ class PostgresBackend:
         self._selects: dict[str, SelectText] = {}
         self._types: dict[tuple[str, tuple[str | None, ...]], tuple[str, ...]] = {}
         self._plans: dict[tuple[Table, tuple[str, ...]], MaterializePlan] = {}
+        self._bulk_plans: dict[MaterializePlan, pg_bulk.BulkPlan] = {}
 
     # -- connections --------------------------------------------------------------------------
 
@@ -498,8 +501,7 @@ class PostgresBackend:
         plan = self._plan(table, columns)
         if not rows:
             return MaterializeResult([])
-        order = plan.order
-        values = [tuple(pg_value(r[i]) for i in order) for r in rows]
+        values = _driver_rows(plan, rows)
         what = f"materializing {len(rows)} row(s) into {table.name}"
         if ledger_key is None:
             return self._run(
@@ -520,12 +522,16 @@ class PostgresBackend:
         entry = ledger.batch_entry(key) if key is not None else None
         cur = conn.cursor()
         failing = False
+        # Fast path (stores/pg_bulk.py): the ledger claim and a COPY of the whole batch in one
+        # transaction. COPY cannot run in pipeline mode, so this is a few round trips, not one.
         try:
-            with conn.pipeline(), conn.transaction():
+            with conn.transaction():
                 if entry is not None:
                     conn.execute(_CLAIM_BATCH, (*entry, n))
-                cur.executemany(plan.sql, values)
+                pg_bulk.write(conn, self._bulk_plan(plan), values)
             return MaterializeResult([None] * n)
+        except pg_bulk.TooManyGenerations:
+            pass  # one key many times in the batch: row by row is cheaper, and ordered
         except psycopg.Error as e:
             if entry is not None and _ledger_conflict(e):
                 return self._recorded_batch(conn, entry, n)
@@ -559,6 +565,12 @@ class PostgresBackend:
             f"SELECT error FROM {ledger.TABLE} WHERE deployment = %s AND operator = %s AND key = %s", entry
         ).fetchone()
         return MaterializeResult(ledger.errors_from_json(row[0] if row else None, n), replayed=True)
+
+    def _bulk_plan(self, plan: MaterializePlan) -> pg_bulk.BulkPlan:
+        bp = self._bulk_plans.get(plan)
+        if bp is None:
+            bp = self._bulk_plans[plan] = pg_bulk.bulk_plan(plan)
+        return bp
 
     def _plan(self, table: Table, columns: Sequence[str]) -> MaterializePlan:
         key = (table, tuple(columns))
@@ -603,6 +615,21 @@ class PostgresBackend:
                     connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
                 )
             return self._engine
+
+
+def _driver_rows(plan: MaterializePlan, rows: Sequence[Row]) -> list[Row]:
+    """The rows in placeholder order with naive datetimes taken as UTC, built column by column:
+    transposing with zip runs in C, where a tuple per row built in Python cost more than the COPY."""
+    columns = list(zip(*rows, strict=True))
+    out = []
+    for k, i in enumerate(plan.order):
+        column = columns[i]
+        if isinstance(plan.table.c[plan.columns[k]].type, sa.DateTime) and any(
+            isinstance(v, datetime) and v.tzinfo is None for v in column
+        ):
+            column = tuple(pg_value(v) for v in column)
+        out.append(column)
+    return list(zip(*out, strict=True))
 
 
 def _transient_connect(message: str) -> bool:

@@ -1,0 +1,94 @@
+"""Materialize into Redis through packed MULTI/EXEC scripts (stores/redis_bulk.py).
+
+Batches larger than a chunk, NULL next to the empty string, a row the server refuses (its key
+holds another type) failing alone and recorded for a replay, and appends numbered without gaps
+across chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from operators.graph import Table
+from operators.types import T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, schema_of
+from stores import redis_bulk
+from stores.redis_store import RedisStore, marker_key, row_key
+from stores.urls import parse_store_url
+
+pytestmark = pytest.mark.redis
+
+COLUMNS = schema_of(("k", T_INTEGER), ("total", T_DOUBLE), ("note", T_STRING), ("at", T_TIMESTAMP))
+NAMES = ["k", "total", "note", "at"]
+KEYED = Table("last", "cache", COLUMNS, ("k",), ttl_ms=3_600_000)
+LOG = Table("calls", "cache", COLUMNS, ())
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(redis_db: str) -> Iterator[RedisStore]:
+    s = RedisStore(parse_store_url(redis_db), "cache")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def r(redis_db: str) -> Iterator[redis.Redis]:
+    with redis.Redis.from_url(redis_db, decode_responses=True) as client:
+        yield client
+
+
+def rows(n: int) -> list[tuple[object, ...]]:
+    return [(i, i / 4, f"n;{i}'\x00", T0 + timedelta(microseconds=i)) for i in range(n)]
+
+
+def test_a_batch_of_several_chunks_is_written_whole_and_once(store: RedisStore, r: redis.Redis) -> None:
+    batch = rows(redis_bulk.CHUNK_ROWS * 2 + 7)
+    first = store.materialize(KEYED, NAMES, batch, ledger_key=("bulk", "n1", 0))
+    assert first.failed == [] and not first.replayed
+    assert r.dbsize() == len(batch) + 1  # the rows and the batch marker
+    last = batch[-1]
+    assert r.hgetall(row_key(KEYED, [last[0]])) == {
+        "k": str(last[0]), "total": repr(last[1]), "note": last[2], "at": last[3].isoformat(),  # type: ignore[union-attr]
+    }
+    assert 0 < r.pttl(row_key(KEYED, [0])) <= 3_600_000
+    # the replay writes nothing: an overwritten row stays overwritten
+    r.hset(row_key(KEYED, [5]), "total", "changed")
+    again = store.materialize(KEYED, NAMES, batch, ledger_key=("bulk", "n1", 0))
+    assert again.replayed and again.failed == []
+    assert r.hget(row_key(KEYED, [5]), "total") == "changed"
+
+
+def test_null_removes_the_field_and_the_empty_string_is_kept(store: RedisStore, r: redis.Redis) -> None:
+    store.materialize(KEYED, NAMES, [(1, 1.0, "x", T0), (2, None, "", None)])
+    store.materialize(KEYED, ["k", "note"], [(1, None)])
+    assert r.hgetall(row_key(KEYED, [1])) == {"k": "1", "total": "1.0", "at": T0.isoformat()}
+    assert r.hgetall(row_key(KEYED, [2])) == {"k": "2", "note": ""}
+
+
+def test_a_refused_row_fails_alone_and_a_replay_reports_it_again(store: RedisStore, r: redis.Redis) -> None:
+    r.set(row_key(KEYED, [3]), "a string, not a hash")
+    batch = rows(6)
+    batch[4] = (None, 1.0, "no key", T0)  # refused before sending: NULL in the primary key
+    first = store.materialize(KEYED, NAMES, batch, ledger_key=("bulk", "n2", 9))
+    assert first.failed == [3, 4]
+    assert "WRONGTYPE" in (first.errors[3] or "") and "NULL in primary key" in (first.errors[4] or "")
+    assert [r.hget(row_key(KEYED, [i]), "k") for i in (0, 1, 2, 5)] == ["0", "1", "2", "5"]
+    assert r.get(row_key(KEYED, [3])) == "a string, not a hash"
+    again = store.materialize(KEYED, NAMES, batch, ledger_key=("bulk", "n2", 9))
+    assert again.replayed and again.errors == first.errors
+    assert r.hget(marker_key(("bulk", "n2", 9)), "~done") == "1"
+
+
+def test_appends_are_numbered_without_gaps_across_chunks(store: RedisStore, r: redis.Redis) -> None:
+    n = redis_bulk.CHUNK_ROWS + 3
+    store.materialize(LOG, NAMES, rows(n), ledger_key=("bulk", "n3", 0))
+    store.materialize(LOG, NAMES, rows(2), ledger_key=("bulk", "n3", 1))
+    store.materialize(LOG, NAMES, rows(2), ledger_key=("bulk", "n3", 1))  # replay: no new rows
+    assert r.get("calls") == str(n + 2)
+    keys = {k for k in r.scan_iter("calls:*")}
+    assert keys == {f"calls:{i}" for i in range(1, n + 3)}
+    assert r.hget(f"calls:{n}", "k") == str(n - 1) and r.hget(f"calls:{n + 1}", "k") == "0"
