@@ -1,0 +1,415 @@
+"""Exactly-once materialization survives SIGKILL of the Spark driver (DESIGN.md decision 6).
+
+Each micro-batch of a Materialize commits its rows and a ledger row (deployment, node, batch id) in
+one PostgreSQL transaction, and a batch that Spark replays after a crash finds its ledger row and
+writes nothing. Here `cep run` (Spark) is killed with SIGKILL, with everything it started, at
+random points of a run, ten times, and restarted from its checkpoint each time; a last run goes to
+the end. The two tables it fills must then equal what the reference executor (`--engine local`)
+writes from the same input into a database of its own:
+
+- `call_log` has no primary key: rows append, so a batch written twice would show as doubled rows;
+- `hourly_bill` is keyed (caller, hour): a TIME window aggregate whose state Spark keeps in its
+  checkpoint, upserted, so a lost batch or lost window state would show as a missing or wrong row.
+
+`cep run` has no option for Spark's maxFilesPerTrigger, and `--until-idle` reads the files present
+when each query starts, so the input is fed a few files before every (re)start: every run reads new
+input, and the kills land in micro-batches begun but not finished. What each kill hit is read from
+the checkpoint (a batch whose offsets were logged but not its commit is replayed on restart) and
+from the ledger (a replayed batch whose ledger row had committed must be skipped); the test asserts
+that enough kills hit a batch in flight for the comparison to mean something.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from cpl.compiler import compile_script
+from operators import graph as g
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
+
+SCRIPT = """
+CREATE STREAMSCHEMA calls WITH id integer, caller integer, duration integer, ts timestamp
+  TIMESTAMP BY ts WATERMARK 1 MINUTE;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE TABLE call_log (id integer, caller integer, cost integer, ts timestamp) IN crm;
+CREATE TABLE hourly_bill (caller integer, hour timestamp, total bigint, calls bigint,
+  PRIMARY KEY (caller, hour)) IN crm;
+INSERT INTO priced SELECT id, caller, duration * 10 + 10 AS cost, ts FROM calls WHERE duration >= 10;
+INSERT INTO TABLE call_log SELECT id, caller, cost, ts FROM priced;
+INSERT INTO TABLE hourly_bill SELECT caller, window_start() AS hour, sum(cost) AS total, count(*) AS calls
+  FROM priced WINDOW TIME SIZE 1 HOUR GROUP BY caller;
+"""
+
+SEED = 20260101
+FILES, PER_FILE, FILES_PER_RUN = 42, 70, 3  # 2,940 events over ~41 hours of event time
+KILLS = 10
+IMMEDIATE = 5  # kills as soon as a run's first commit is visible
+MIN_HITS = 5  # kills that must land in a table's batch in flight, after some batches, before the last
+MIN_SKIPS = 2  # kills after which Spark replays a batch already committed in Postgres (1+ of call_log)
+CEP = Path(sys.executable).parent / "cep"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+Row = dict[str, Any]
+
+
+# ---- input -------------------------------------------------------------------------------------------
+
+
+def generate(rnd: random.Random) -> list[list[Row]]:
+    """FILES files of PER_FILE calls, ids 1.. unique, event times strictly increasing across files
+    (so no event is ever behind the watermark, whatever the micro-batches are)."""
+    t, n, files = T0, 0, []
+    for _ in range(FILES):
+        rows = []
+        for _ in range(PER_FILE):
+            t += timedelta(seconds=rnd.randint(1, 100))
+            n += 1
+            rows.append(
+                {
+                    "id": n,
+                    "caller": rnd.randint(1, 8),
+                    "duration": rnd.choice([0, 4, 9, 10, 15, 60, 240, 900]) + rnd.randint(0, 3),
+                    "ts": t.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+            )
+        files.append(rows)
+    return files
+
+
+class Feeder:
+    """Writes input files into a directory, each renamed into place whole (Spark's file source
+    skips names starting with '.'), with increasing modification times."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.written = 0
+        self.mtime = time.time() - 3600.0
+        directory.mkdir(parents=True)
+
+    def add(self, files: list[list[Row]]) -> None:
+        for rows in files:
+            name = f"calls-{self.written:04d}.jsonl"
+            tmp = self.directory / f".{name}.tmp"
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+            self.mtime += 1.0
+            os.utime(tmp, (self.mtime, self.mtime))
+            tmp.rename(self.directory / name)
+            self.written += 1
+
+
+# ---- processes ---------------------------------------------------------------------------------------
+
+
+def start(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`cep run ARGS` in a session of its own: the JVM and Python workers it starts are in it too."""
+    with log.open("ab") as f:
+        f.write(f"\n===== cep run {' '.join(args)}\n".encode())
+        f.flush()
+        return subprocess.Popen(
+            [str(CEP), "run", *args],
+            env=env,
+            cwd=cwd,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes of session `sid` (PySpark's worker daemon moves to a process group of its
+    own, but stays in the session)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            pids.append(int(d.name))
+    return pids
+
+
+def kill_all(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the run's process group (driver and JVM), then wait until nothing of its session is
+    left (the worker daemon exits once the JVM's pipe closes; stragglers are killed by pid)."""
+    if proc.poll() is None:  # not reaped yet, so its pid (= its group's id) cannot have been reused
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    deadline = time.monotonic() + 15
+    while (left := session_members(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def tail(log: Path, n: int = 4000) -> str:
+    return log.read_text(errors="replace")[-n:]
+
+
+# ---- state -------------------------------------------------------------------------------------------
+
+
+def ledger(conn: psycopg.Connection[Any]) -> set[tuple[str, str]]:
+    """(operator, key) of every committed ledger row; empty before the table exists."""
+    found = conn.execute("SELECT to_regclass('cep_ledger')").fetchone()
+    if found is None or found[0] is None:
+        return set()
+    return {(str(op), str(key)) for op, key in conn.execute("SELECT operator, key FROM cep_ledger")}
+
+
+def batch_ids(directory: Path) -> set[int]:
+    return {int(p.name) for p in directory.iterdir() if p.name.isdigit()} if directory.is_dir() else set()
+
+
+def in_flight(checkpoint: Path) -> dict[str, int]:
+    """Query checkpoint dir -> the batch whose offsets are logged but whose commit is not: the batch
+    Spark replays, with the same id and input, when it restarts."""
+    out: dict[str, int] = {}
+    if checkpoint.is_dir():
+        for q in sorted(checkpoint.iterdir()):
+            offsets, commits = batch_ids(q / "offsets"), batch_ids(q / "commits")
+            if offsets and max(offsets) > max(commits, default=-1):
+                out[q.name] = max(offsets)
+    return out
+
+
+def rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(query).fetchall()]
+
+
+@dataclass
+class Kill:
+    run: int
+    plan: str
+    seconds: float  # after the start of the run
+    committed_before: int  # ledger rows seen just before the SIGKILL
+    committed: int  # ledger rows committed when it died
+    in_flight: dict[str, int]  # query -> batch begun, not committed (replayed on restart)
+    skip: list[str]  # tables whose in-flight batch had committed in Postgres: the replay must skip it
+
+    def __str__(self) -> str:
+        flight = ", ".join(f"{q} #{b}" for q, b in self.in_flight.items()) or "-"
+        skip = f"; ledger ahead of checkpoint: {', '.join(self.skip)}" if self.skip else ""
+        return (
+            f"run {self.run}: {self.plan}, killed at {self.seconds:.1f} s, ledger {self.committed_before}"
+            f"->{self.committed}, in flight: {flight}{skip}"
+        )
+
+
+def kill_plans(rnd: random.Random) -> list[tuple[str, float]]:
+    """When to kill each run, in a random order: IMMEDIATE times as soon as the run's first new
+    ledger row is visible (a batch committed in Postgres whose commit Spark has most likely not
+    logged yet: its replay must be skipped), the others a random time after that or after the start
+    (JVM start-up, a batch begun and not committed: its replay must write it). Spare plans follow,
+    for runs that end before their kill."""
+    plans = [("commit", 0.0)] * IMMEDIATE
+    plans += [("commit", rnd.uniform(0.05, 2.5)) for _ in range((KILLS - IMMEDIATE) // 2)]
+    plans += [("start", rnd.uniform(7.0, 15.0)) for _ in range(KILLS - len(plans))]
+    rnd.shuffle(plans)
+    return plans + [("commit", rnd.uniform(0.0, 2.5)) for _ in range(4)]
+
+
+# ---- the test ----------------------------------------------------------------------------------------
+
+
+def test_sigkill_at_random_points_loses_and_doubles_nothing(
+    pg_db: str, pg_reference_db: str, tmp_path: Path
+) -> None:
+    files = generate(random.Random(SEED))
+    plans = kill_plans(random.Random(SEED + 1))
+    script = tmp_path / "calls.cpl"
+    script.write_text(SCRIPT, encoding="utf-8")
+    graph = compile_script(SCRIPT).graph
+    # Materialize node id -> the checkpoint dir of its query (deployer.spark_run names it table:<name>)
+    tables = {n.id: f"table_{n.table.name}" for n in graph.nodes if isinstance(n, g.Materialize)}
+    assert sorted(tables.values()) == ["table_call_log", "table_hourly_bill"]
+
+    feeder = Feeder(tmp_path / "in")
+    checkpoint, log = tmp_path / "checkpoint", tmp_path / "spark.log"
+    java_tmp = tmp_path / "java-tmp"
+    java_tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEP_STORE_")}
+    env.update(
+        CEP_DATA_DIR=str(tmp_path / "cep-data"),
+        CEP_SHUFFLE_PARTITIONS="2",
+        SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"),  # what a killed JVM leaves stays in tmp_path
+        # No UI; the JVM's temp files (native libraries, artifacts) in tmp_path too.
+        PYSPARK_SUBMIT_ARGS=f"--conf spark.ui.enabled=false --driver-java-options -Djava.io.tmpdir={java_tmp} "
+        "pyspark-shell",
+    )
+    common = ["--source", f"calls=file:{feeder.directory}", "--until-idle"]
+    spark_args = [
+        str(script),
+        *common,
+        "--store",
+        f"crm={pg_db}",
+        "--checkpoint",
+        str(checkpoint),
+        "--dead-letter",
+        f"file:{tmp_path / 'spark-dead'}",
+        "--master",
+        "local[2]",
+    ]
+    chunks = [files[i : i + FILES_PER_RUN] for i in range(0, len(files), FILES_PER_RUN)]
+
+    kills: list[Kill] = []
+    finished_runs = 0
+    began = time.monotonic()
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        for run, (plan, delay) in enumerate(plans):
+            if len(kills) == KILLS:
+                break
+            if chunks:
+                feeder.add(chunks.pop(0))
+            before = len(ledger(conn))
+            proc = start(spark_args, env, tmp_path, log)
+            t0 = time.monotonic()
+            seen = before
+            try:
+                if plan == "start":
+                    while proc.poll() is None and time.monotonic() - t0 < delay:
+                        time.sleep(0.01)
+                    seen = len(ledger(conn))
+                    how = f"{delay:.1f} s after the start"
+                else:
+                    while proc.poll() is None and (seen := len(ledger(conn))) == before:
+                        assert time.monotonic() - t0 < 120, (
+                            f"run {run} committed nothing in 120 s:\n{tail(log)}"
+                        )
+                        time.sleep(0.01)
+                    if delay:
+                        committed_at = time.monotonic()
+                        while proc.poll() is None and time.monotonic() - committed_at < delay:
+                            time.sleep(0.01)
+                        seen = len(ledger(conn))
+                    how = f"{delay:.2f} s after its first commit" if delay else "at its first commit"
+                at = time.monotonic() - t0
+                if proc.poll() is not None:  # it got to the end first: not a kill
+                    assert proc.returncode == 0, f"run {run} failed:\n{tail(log)}"
+                    finished_runs += 1
+                    continue
+            finally:
+                kill_all(proc)
+            entries = ledger(conn)
+            flight = in_flight(checkpoint)
+            skip = [
+                q for node, q in tables.items() if q in flight and (node, f"batch:{flight[q]}") in entries
+            ]
+            kills.append(Kill(run, how, at, seen, len(entries), flight, skip))
+
+        # The last run, with the rest of the input, goes to the end.
+        while chunks:
+            feeder.add(chunks.pop(0))
+        proc = start(spark_args, env, tmp_path, log)
+        last_began = time.monotonic()
+        try:
+            rc = proc.wait(240)
+        finally:
+            kill_all(proc)
+        assert rc == 0, f"the last run failed ({rc}):\n{tail(log)}"
+        final_entries = ledger(conn)
+        last_seconds = time.monotonic() - last_began
+    assert in_flight(checkpoint) == {}, "the last run left a batch unfinished"
+    spark_seconds = time.monotonic() - began
+    assert feeder.written == FILES
+
+    ref_log = tmp_path / "reference.log"
+    ref = start(
+        [
+            str(script),
+            *common,
+            "--engine",
+            "local",
+            "--store",
+            f"crm={pg_reference_db}",
+            "--dead-letter",
+            f"file:{tmp_path / 'ref-dead'}",
+        ],
+        env,
+        tmp_path,
+        ref_log,
+    )
+    try:
+        assert ref.wait(120) == 0, f"the reference run failed:\n{tail(ref_log)}"
+    finally:
+        kill_all(ref)
+
+    hits = [
+        k for k in kills if set(k.in_flight) & set(tables.values()) and 0 < k.committed < len(final_entries)
+    ]
+    skips = [k for k in kills if k.skip]
+    report = "\n".join(
+        [
+            f"{len(kills)} kills ({len(hits)} in a table's batch in flight, {len(skips)} with a batch committed "
+            f"in Postgres but not in the checkpoint), {finished_runs} runs ended before their kill; "
+            f"Spark runs took {spark_seconds:.0f} s (the last one {last_seconds:.0f} s)",
+            *map(str, kills),
+            f"ledger rows at the end: {len(final_entries)}",
+        ]
+    )
+    print(report)
+
+    # The kills happened, and enough of them hit a batch in flight after some batches were committed
+    # and before the last one, some of them a batch whose rows had committed: otherwise the
+    # comparison below would prove little.
+    assert len(kills) == KILLS, report
+    assert len(hits) >= MIN_HITS, f"only {len(hits)} kills hit a table's batch in flight\n{report}"
+    assert len(skips) >= MIN_SKIPS, f"only {len(skips)} kills left a committed batch to replay\n{report}"
+    assert any("table_call_log" in k.skip for k in skips), (
+        f"no committed call_log batch was replayed\n{report}"
+    )
+
+    # The oracle is right: one call_log row per call of 10 s and more.
+    events = [e for f in files for e in f]
+    priced = sorted(e["id"] for e in events if e["duration"] >= 10)
+    log_query = "SELECT id, caller, cost, ts FROM call_log"
+    reference_log, spark_log = rows(pg_reference_db, log_query), rows(pg_db, log_query)
+    assert sorted(r[0] for r in reference_log) == priced
+
+    # call_log (append): the same multiset of rows; a replayed batch written again would double rows.
+    doubled = sorted(r for r, n in Counter(spark_log).items() if n > 1)
+    assert not doubled, f"{len(doubled)} rows written twice, e.g. {doubled[:5]}\n{report}"
+    missing = sorted((Counter(reference_log) - Counter(spark_log)).elements())
+    extra = sorted((Counter(spark_log) - Counter(reference_log)).elements())
+    assert not missing and not extra, (
+        f"call_log: {len(missing)} rows lost, e.g. {missing[:5]}; {len(extra)} unexpected, e.g. {extra[:5]}\n{report}"
+    )
+
+    # hourly_bill (upsert by caller and hour): the same row for every key.
+    bill_query = "SELECT caller, hour, total, calls FROM hourly_bill"
+    reference_bill = {(c, h): (t, n) for c, h, t, n in rows(pg_reference_db, bill_query)}
+    spark_bill = {(c, h): (t, n) for c, h, t, n in rows(pg_db, bill_query)}
+    assert len(reference_bill) >= 250, f"the reference wrote only {len(reference_bill)} hourly rows"
+    wrong = {k: (reference_bill.get(k), spark_bill.get(k)) for k in reference_bill.keys() | spark_bill.keys()}
+    wrong = {k: v for k, v in wrong.items() if v[0] != v[1]}
+    assert not wrong, (
+        f"hourly_bill: {len(wrong)} keys differ (reference, spark), e.g. {sorted(wrong.items())[:5]}\n{report}"
+    )
+
+    # Neither run dead-lettered anything: every call is valid and every row was accepted.
+    for dead in (tmp_path / "spark-dead", tmp_path / "ref-dead"):
+        files_ = [p for p in dead.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
+        lines = [x for p in files_ for x in p.read_text(encoding="utf-8").splitlines()]
+        assert lines == [], f"{dead.name}: {lines[:3]}"
