@@ -119,3 +119,11 @@ def test_upsert_then_append_of_the_same_columns_in_one_session(pg: tuple[SqlStor
         assert store.materialize(LOG, NAMES, rows, ledger_key=("bulk", "n3", batch)).failed == []
     assert conn.execute("SELECT count(*), sum(l - 2^40) FROM keyed").fetchone() == (50, sum(200 + i for i in range(50)))
     assert conn.execute("SELECT count(*) FROM log").fetchone() == (150,)
+
+
+def test_keyed_tables_leave_room_for_in_place_updates(pg: tuple[SqlStore, psycopg.Connection]) -> None:
+    store, conn = pg
+    store.materialize(KEYED, NAMES, [row(1, 1)])
+    store.materialize(LOG, NAMES, [row(1, 1)])
+    options = dict(conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN ('keyed', 'log')").fetchall())
+    assert options == {"keyed": ["fillfactor=70"], "log": None}
