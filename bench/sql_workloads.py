@@ -1,4 +1,4 @@
-"""Database workloads on Spark against a throwaway PostgreSQL: ReadSQL enrichment.
+"""Database workloads on Spark against a throwaway PostgreSQL: ReadSQL enrichment and UpdateSQL.
 
 Project: a CPL script with `ON SQL` (ReadSQL), translated by the deployer (one LATERAL query per
 Arrow batch through the store layer). Baselines, hand-written in PySpark:
@@ -8,7 +8,11 @@ Arrow batch through the store layer). Baselines, hand-written in PySpark:
 - batched: `mapInArrow` issuing one `= ANY(%s)` query per Arrow batch and joining the rows back in
   Python — what a careful user writes.
 
-All three read the same generator and write to the `noop` sink.
+UpdateSQL (`UPDATE balances SET amount = amount - ? WHERE idcaller = ?` per event, with the
+affected-row count as output) against the naive job (one autocommitted UPDATE per event) and a
+batched one (executemany per Arrow batch in one transaction, no exactly-once ledger).
+
+All read the same generator and write to the `noop` sink.
 """
 
 from __future__ import annotations
@@ -113,5 +117,90 @@ def batched_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         return _cdr(spark, rows).select("idcaller", "duration").mapInArrow(per_partition, OUT)
+
+    return build
+
+
+# ---- UpdateSQL ---------------------------------------------------------------------------------
+
+UPDATESQL = """
+CREATE STREAMSCHEMA cdr1 WITH idcaller integer, idreceiver integer, duration integer, ts timestamp;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY charge ON crm AS 'UPDATE balances SET amount = amount - ? WHERE idcaller = ?';
+INSERT INTO charged SELECT idcaller, duration, b.n AS n FROM cdr1 ON SQL charge, b, duration, idcaller, n;
+"""
+
+CHARGED = T.StructType(
+    [T.StructField("idcaller", T.IntegerType()), T.StructField("duration", T.IntegerType()), T.StructField("n", T.LongType())]
+)
+_UPDATE = "UPDATE balances SET amount = amount - %s WHERE idcaller = %s"
+
+
+def load_balances(url: str, callers: int) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS balances")
+        conn.execute("CREATE TABLE balances (idcaller integer PRIMARY KEY, amount bigint NOT NULL)")
+        with conn.cursor().copy("COPY balances (idcaller, amount) FROM STDIN") as copy:
+            for c in range(callers):
+                copy.write_row((c, 1_000_000))
+        conn.execute("ANALYZE balances")
+
+
+def project_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
+    graph = compile_script(UPDATESQL).graph
+    config = ({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
+
+    def build(spark: SparkSession, rows: int) -> DataFrame:
+        src = graph.sources()[0]
+        df = _cdr(spark, rows)
+        sources = {src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)}
+        # a fresh deployment name per run: the ledger must not find the previous run's event ids
+        sg = SparkGraph(graph, sources, config, deployment=f"bench-{id(df)}-{rows}")
+        return named(sg.port(graph.streams["charged"]), graph.stream_schema("charged"))
+
+    return build
+
+
+def naive_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
+    """One autocommitted UPDATE per event on one connection per task: what a user writes first."""
+
+    def per_partition(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            for pdf in frames:
+                counts = []
+                for idcaller, duration in zip(pdf["idcaller"], pdf["duration"], strict=True):
+                    counts.append(conn.execute(_UPDATE, (int(duration), int(idcaller))).rowcount)
+                yield pd.DataFrame({"idcaller": pdf["idcaller"], "duration": pdf["duration"], "n": counts})
+
+    def build(spark: SparkSession, rows: int) -> DataFrame:
+        return _cdr(spark, rows).select("idcaller", "duration").mapInPandas(per_partition, CHARGED)
+
+    return build
+
+
+def batched_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
+    """executemany of the batch's UPDATEs in one transaction per Arrow batch (psycopg pipelines it):
+    what a careful user writes. Not exactly-once: a replayed batch charges twice."""
+
+    def per_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            for b in batches:
+                ids = b.column("idcaller").to_pylist()
+                durations = b.column("duration").to_pylist()
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(_UPDATE, list(zip(durations, ids, strict=True)), returning=False)
+                yield pa.RecordBatch.from_pydict(
+                    {"idcaller": ids, "duration": durations, "n": [1] * len(ids)},
+                    schema=pa.schema([("idcaller", pa.int32()), ("duration", pa.int32()), ("n", pa.int64())]),
+                )
+
+    def build(spark: SparkSession, rows: int) -> DataFrame:
+        return _cdr(spark, rows).select("idcaller", "duration").mapInArrow(per_partition, CHARGED)
 
     return build

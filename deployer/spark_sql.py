@@ -181,23 +181,27 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     scope = ledger.scope(deployment_of(sg), node.id)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # Column-wise: only the parameters and the event ids pass through Python; the events'
+        # own columns are reordered with Arrow `take`.
         stores = _stores(config)
+        event_cols = [col_name(i) for i in range(width)]
         for batch in batches:
-            rows = sorted(batch.to_pylist(), key=lambda r: r[SEQ])  # statements take effect in event order
-            if not rows:
+            if batch.num_rows == 0:
                 continue
-            params = [tuple(r[f"__p{i}"] for i in range(n_args)) for r in rows]
-            result = stores.update(query, params, event_ids=[r[SEQ] for r in rows], scope=scope)
-            cols: list[list[Any]] = [[] for _ in out_fields]
-            for r, n, err in zip(rows, result.counts, result.errors, strict=True):
-                for i in range(width):
-                    cols[i].append(r[col_name(i)])
-                if with_count:
-                    cols[width].append(n)
-                cols[-2].append(r[SEQ])
-                cols[-1].append(err)
+            seqs = batch.column(SEQ).to_pylist()
+            order = sorted(range(batch.num_rows), key=seqs.__getitem__)  # statements in event order
+            columns = [batch.column(f"__p{i}").to_pylist() for i in range(n_args)]
+            params = [tuple(c[k] for c in columns) for k in order]
+            ids = [seqs[k] for k in order]
+            result = stores.update(query, params, event_ids=ids, scope=scope)
+            events = batch.select([*event_cols, SEQ]).take(pa.array(order, type=pa.int64()))
+            arrays = [events.column(i) for i in range(width)]
+            if with_count:
+                arrays.append(pa.array(result.counts, type=arrow_schema.field(width).type))
+            arrays.append(events.column(width))
+            arrays.append(pa.array(result.errors, type=pa.string()))
             yield pa.RecordBatch.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
+                [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, arrow_schema, strict=True)],
                 schema=arrow_schema,
             )
 

@@ -12,9 +12,12 @@ happened, never more, never less:
   keeps the rows that failed (JSON), for the same reason.
 
 In SQL stores the ledger is the table `cep_ledger`, created on first use, with the primary key
-(deployment, operator, key). Writers *claim* entries first (`INSERT ... ON CONFLICT DO NOTHING`):
-a concurrent transaction claiming the same key waits for the first one to commit and then finds it
-taken, so two Spark queries replaying the same upstream batch at once cannot both apply it.
+(deployment, operator, key). A Materialize *claims* its batch's entry first (`INSERT`), an UpdateSQL
+inserts its events' entries, with their counts, after executing them, in the same transaction;
+either way a concurrent transaction writing the same key waits for the first one to commit and then
+fails on the key, so everything it did rolls back: two Spark queries replaying the same upstream
+batch at once cannot both apply it. What is already recorded is then claimed around with
+`ON CONFLICT DO NOTHING` and returned as recorded.
 In Redis, a marker key per batch is written in the same MULTI/EXEC as the rows (stores/redis_store.py).
 
 Entries are never deleted by the engine: a deployment's entries can be dropped with the deployment

@@ -23,12 +23,11 @@ Updates: psycopg's `executemany(..., returning=True)` keeps one result per execu
 
 Exactly-once (stores/ledger.py), round trips per batch:
 
-- UpdateSQL with event ids: [BEGIN, claim every id with a plain INSERT into cep_ledger, the
-  statements] then [record the counts, COMMIT]. If an id is already there (a replay) the INSERT
-  fails on the ledger's key, and the batch is redone claiming with ON CONFLICT DO NOTHING: only the
-  claimed events execute, the others return what the ledger recorded. Claiming first means a second
-  transaction with the same ids (two Spark queries recomputing the same upstream batch) waits on the
-  ledger's key until the first commits, and then executes nothing.
+- UpdateSQL with event ids: [BEGIN, look whether any id is in cep_ledger] then [the statements]
+  then [INSERT every id with its count, COMMIT]. If an id is already there (a replay), or the
+  INSERT fails on the ledger's key (a second transaction with the same ids committed first: its
+  statements are rolled back with it), the batch is redone claiming with ON CONFLICT DO NOTHING:
+  only the claimed events execute, the others return what the ledger recorded.
 - Materialize with a ledger key: BEGIN, INSERT the batch's ledger row, COPY the rows (appends) or
   COPY them into a staging table and upsert from it (stores/pg_bulk.py), COMMIT; a replay fails on
   the ledger's key before any row is written, and returns what was recorded.
@@ -94,9 +93,23 @@ _RECORD_EVENTS = (
     " FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u(k, n, e)"
     " WHERE l.deployment = %s AND l.operator = %s AND l.key = u.k"
 )
+# One index probe per key, whatever the planner believes about the ledger's size: `key = ANY(...)
+# LIMIT 1` made it pick a sequential scan that compared every ledger row with every key (a fresh
+# ledger has no statistics, and LIMIT favours plans that start fast), 30 s for 10,000 keys once the
+# ledger held a few hundred thousand rows. The LIMIT inside LATERAL keeps the loop nested.
+_ANY_RECORDED = (
+    "SELECT 1 FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL"
+    f" (SELECT 1 FROM {ledger.TABLE} l WHERE l.deployment = %s AND l.operator = %s AND l.key = u.k LIMIT 1) x"
+    " LIMIT 1"
+)
+_RECORD_NEW = (
+    f"INSERT INTO {ledger.TABLE} (deployment, operator, key, affected)"
+    " SELECT %s, %s, k, n FROM unnest(%s::text[], %s::bigint[]) AS u(k, n)"
+)
 _RECORDED = (
-    f"SELECT key, affected, error FROM {ledger.TABLE}"
-    " WHERE deployment = %s AND operator = %s AND key = ANY(%s::text[])"
+    "SELECT u.k, x.affected, x.error FROM unnest(%s::text[]) AS u(k) CROSS JOIN LATERAL"
+    f" (SELECT affected, error FROM {ledger.TABLE} l"
+    " WHERE l.deployment = %s AND l.operator = %s AND l.key = u.k LIMIT 1) x"
 )
 _CLAIM_BATCH = f"INSERT INTO {ledger.TABLE} (deployment, operator, key, affected) VALUES (%s, %s, %s, %s)"
 _CLAIM_BATCH_NEW = _CLAIM_BATCH + " ON CONFLICT DO NOTHING RETURNING key"
@@ -420,16 +433,23 @@ class PostgresBackend:
     ) -> UpdateResult:
         n = len(rows)
         cur = conn.cursor()
-        # Fast path: no event of the batch is in the ledger yet, and none fails.
+        # Fast path: no event of the batch is in the ledger yet, and none fails. The ledger rows are
+        # written once, with their counts, after the statements: half the ledger writes of claiming
+        # first and recording after. A concurrent transaction with the same ids (another query
+        # recomputing the same batch) still cannot apply them twice: its INSERT into the ledger
+        # waits for ours, then fails on the key, and everything it did rolls back. The look-up
+        # first keeps replays and recomputations from executing the statements only to roll back.
         retry_failing = False
         try:
             with conn.pipeline() as p, conn.transaction():
-                conn.execute(_CLAIM_ALL, (sc.deployment, sc.operator, keys))
-                cur.executemany(text, rows, returning=True)
+                seen = conn.execute(_ANY_RECORDED, (keys, sc.deployment, sc.operator))
                 p.sync()
-                counts = self._counts(cur, n, query)
-                conn.execute(_RECORD_EVENTS, (keys, counts, [None] * n, sc.deployment, sc.operator))
-            return UpdateResult([*counts], [None] * n)
+                if seen.fetchone() is None:
+                    cur.executemany(text, rows, returning=True)
+                    p.sync()
+                    counts = self._counts(cur, n, query)
+                    conn.execute(_RECORD_NEW, (sc.deployment, sc.operator, keys, counts))
+                    return UpdateResult([*counts], [None] * n)
         except psycopg.Error as e:
             if not (_ledger_conflict(e) or is_event_error(_sqlstate(e))):
                 raise
@@ -450,7 +470,7 @@ class PostgresBackend:
                 )
             others = [k for k in first if k not in claimed]
             if others:
-                for k, count, error in conn.execute(_RECORDED, (sc.deployment, sc.operator, others)).fetchall():
+                for k, count, error in conn.execute(_RECORDED, (others, sc.deployment, sc.operator)).fetchall():
                     done[k] = (count, error)
             p.sync()
         counts_out: list[int | None] = []

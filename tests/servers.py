@@ -43,6 +43,8 @@ REDIS_ENV = "CEP_TEST_REDIS_URL"
 # survives `pg_ctl stop -m immediate`; with synchronous_commit=off a commit acknowledged to the client
 # could vanish on restart(), which would make crash/replay tests lie.
 PG_SERVER_OPTIONS = "-c fsync=off -c full_page_writes=off -c listen_addresses=127.0.0.1"
+# Benchmarks measure writes as a production server does them: every commit reaches the disk.
+PG_DURABLE_OPTIONS = "-c listen_addresses=127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,9 @@ def _as_user(user: str | None, cmd: list[str]) -> list[str]:
 class _LocalPostgres:
     """One private cluster: initdb once, then start/stop it on a fixed port."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, options: str = PG_SERVER_OPTIONS) -> None:
         self.bin_dir = bin_dir
+        self.options = options
         self.user = _pg_user()
         # As root the server user must be able to reach the dir: use /tmp, which everyone can
         # traverse, rather than a TMPDIR that may sit under /root.
@@ -193,7 +196,7 @@ class _LocalPostgres:
         self._run("initdb", *args, "--no-locale")  # C collation: deterministic ORDER BY in tests
 
     def start(self) -> None:
-        opts = f"-p {self.port} -k {self.base} {PG_SERVER_OPTIONS}"
+        opts = f"-p {self.port} -k {self.base} {self.options}"
         self._run(
             "pg_ctl", "-D", str(self.data_dir), "-l", str(self.log), "-o", opts, "-w", "-t", "60", "start"
         )
@@ -222,8 +225,8 @@ class _LocalPostgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/cep"
 
 
-def _start_local_postgres(bin_dir: Path) -> ServerHandle:
-    pg = _LocalPostgres(bin_dir)
+def _start_local_postgres(bin_dir: Path, options: str = PG_SERVER_OPTIONS) -> ServerHandle:
+    pg = _LocalPostgres(bin_dir, options)
     try:
         pg.initdb()
         pg.start_on_free_port()
@@ -256,7 +259,9 @@ def _start_postgres_container() -> ServerHandle:
     return ServerHandle(url=container.get_connection_url(), how="testcontainers", stop=_once(container.stop))
 
 
-def start_postgres() -> ServerHandle:
+def start_postgres(durable: bool = False) -> ServerHandle:
+    """A throwaway server. `durable`: fsync on, as in production (benchmarks); the tests' servers
+    skip disk syncs, which changes nothing they check (see PG_SERVER_OPTIONS)."""
     reasons: list[str] = []
     if _docker_answers():
         try:
@@ -269,7 +274,7 @@ def start_postgres() -> ServerHandle:
     bin_dir = pg_bin_dir()
     if bin_dir is not None:
         try:
-            return _start_local_postgres(bin_dir)
+            return _start_local_postgres(bin_dir, PG_DURABLE_OPTIONS if durable else PG_SERVER_OPTIONS)
         except Exception as exc:
             reasons.append(f"local binaries in {bin_dir} failed: {exc}")
             warnings.warn(f"Postgres from {bin_dir} failed: {exc}", stacklevel=2)

@@ -1,0 +1,145 @@
+"""End to end: files arrive in a directory → ReadSQL enrichment → 1-second TIME window → Postgres.
+
+`cep run` (Spark, local mode, as a user starts it) watches an input directory. A feeder writes a
+file of CDR events every `INTERVAL_S`, each event stamped with the wall-clock time of its file's
+arrival (written under a hidden name, then renamed, so Spark never sees half a file). The script
+prices each call with the caller's plan read from Postgres and materializes calls and spend per
+second into the table `spend`. A poller reads `spend` every 20 ms and notes when each second's
+row first appears (committed, since it is written in one transaction with its ledger entry).
+
+Latency of an event = the moment its second's row appears − the moment its file arrived. A window
+closes only when a later event moves the watermark past its end, so latency includes up to one
+window (1 s) of waiting by definition, plus the micro-batches that read, price, aggregate and
+write. The first `WARMUP_S` seconds (JVM start, first batches) are not counted. p50 and p99 are
+over events.
+
+No baseline: a hand-written job with the same exactly-once write and watermark semantics would be
+this project. `events_per_s` is the rate the feeder offered and the job kept up with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+SCRIPT = """
+CREATE STREAMSCHEMA cdr WITH idcaller integer, idreceiver integer, duration integer, ts timestamp
+  TIMESTAMP BY ts WATERMARK 1 MILLISECOND;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY plan_of ON crm AS 'SELECT fee FROM plans WHERE idcaller = ?' RETURNS (fee double);
+CREATE TABLE spend (second timestamp PRIMARY KEY, calls bigint, total double) IN crm;
+INSERT INTO priced SELECT idcaller, duration * p.fee AS cost, ts FROM cdr ON SQL plan_of, p, idcaller, fee;
+INSERT INTO TABLE spend SELECT window_start() AS second, count(*) AS calls, sum(cost) AS total
+  FROM priced WINDOW TIME SIZE 1 SECOND;
+"""
+
+INTERVAL_S = 0.25
+WARMUP_S = 25.0
+
+
+def percentile(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def run(pg_url: str, quick: bool) -> dict[str, Any]:
+    from sql_workloads import load_plans
+
+    load_plans(pg_url, 100_000)
+    per_file = 500
+    measured_s = 15.0 if quick else 40.0
+    with tempfile.TemporaryDirectory() as tmp:
+        inbox = Path(tmp, "in")
+        inbox.mkdir()
+        Path(tmp, "e2e.cpl").write_text(SCRIPT)
+        env = {**os.environ, "CEP_SPARK_LOG_LEVEL": "ERROR"}
+        job = subprocess.Popen(
+            [str(Path(sys.executable).parent / "cep"), "run", str(Path(tmp, "e2e.cpl")),
+             "--source", f"cdr=file:{inbox}", "--store", f"crm={pg_url}",
+             "--checkpoint", str(Path(tmp, "ckpt")), "--dead-letter", f"file:{Path(tmp, 'dead')}"],
+            stdout=subprocess.DEVNULL, stderr=open(Path(tmp, "job.log"), "w"), env=env,  # noqa: SIM115
+            start_new_session=True,
+        )
+        seen: dict[datetime, float] = {}
+        stop = threading.Event()
+
+        def poll() -> None:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("SET TimeZone = 'UTC'")
+                while not stop.is_set():
+                    try:
+                        rows = conn.execute("SELECT second FROM spend").fetchall()
+                    except psycopg.errors.UndefinedTable:
+                        rows = []
+                    now = time.time()
+                    for (second,) in rows:
+                        seen.setdefault(second, now)
+                    time.sleep(0.02)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        files: list[tuple[float, int]] = []  # (arrival time, events) per file
+        start = time.time()
+        n = 0
+        try:
+            while time.time() - start < WARMUP_S + measured_s:
+                if job.poll() is not None:
+                    raise RuntimeError(f"cep run exited with {job.returncode}: {Path(tmp, 'job.log').read_text()[-2000:]}")
+                now = time.time()
+                ts = datetime.fromtimestamp(now, UTC).isoformat()
+                lines = [
+                    json.dumps({"idcaller": (n + i) * 7919 % 100_000, "idreceiver": i, "duration": (n + i) % 600, "ts": ts})
+                    for i in range(per_file)
+                ]
+                hidden = inbox / f".f{len(files):06d}.jsonl"
+                hidden.write_text("\n".join(lines) + "\n")
+                hidden.rename(inbox / f"f{len(files):06d}.jsonl")
+                files.append((now, per_file))
+                n += per_file
+                time.sleep(max(0.0, INTERVAL_S - (time.time() - now)))
+            # let the last measured windows close: later events push the watermark past them
+            deadline = time.time() + 15
+            last = datetime.fromtimestamp(start + WARMUP_S + measured_s - 2, UTC).replace(microsecond=0)
+            while time.time() < deadline and last not in seen:
+                ts = datetime.fromtimestamp(time.time(), UTC).isoformat()
+                (inbox / f"tail{time.time_ns()}.jsonl").write_text(
+                    json.dumps({"idcaller": 1, "idreceiver": 1, "duration": 1, "ts": ts}) + "\n"
+                )
+                time.sleep(INTERVAL_S)
+        finally:
+            stop.set()
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            poller.join(timeout=5)
+            log_tail = Path(tmp, "job.log").read_text()[-3000:]
+    latencies: list[float] = []
+    missing = 0
+    for arrived, count in files:
+        if arrived < start + WARMUP_S or arrived > start + WARMUP_S + measured_s - 2:
+            continue
+        second = datetime.fromtimestamp(arrived, UTC).replace(microsecond=0)
+        if second not in seen:
+            missing += count
+            continue
+        latencies.extend([seen[second] - arrived] * count)
+    if not latencies:
+        raise RuntimeError("no window of the measured period reached Postgres")
+    return {
+        "events": len(latencies),
+        "events_per_s": per_file / INTERVAL_S,
+        "p50_s": percentile(latencies, 50),
+        "p99_s": percentile(latencies, 99),
+        "missing_events": missing,
+        "log_tail": log_tail,
+    }
