@@ -7,7 +7,7 @@ prices each call with the caller's plan read from Postgres and materializes call
 second into the table `spend`. A poller reads `spend` every 20 ms and notes when each second's
 row first appears (committed, since it is written in one transaction with its ledger entry).
 
-Latency of an event = the moment its second's row appears − the moment its file arrived. A window
+Latency of an event = the moment its second's row appears minus the moment its file arrived. A window
 closes only when a later event moves the watermark past its end, so latency includes up to one
 window (1 s) of waiting by definition, plus the micro-batches that read, price, aggregate and
 write. The first `WARMUP_S` seconds (JVM start, first batches) are not counted. p50 and p99 are
@@ -50,7 +50,7 @@ WARMUP_S = 25.0
 
 def percentile(values: list[float], p: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
 def run(pg_url: str, quick: bool) -> dict[str, Any]:
