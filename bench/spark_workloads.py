@@ -101,3 +101,36 @@ def measure(spark: SparkSession, build: Callable[[SparkSession, int], DataFrame]
     finally:
         q.stop()
     return {"rows": processed, "seconds": elapsed, "events_per_s": processed / elapsed if elapsed else 0.0}
+
+
+def hand_tuple_window(spark: SparkSession, rows: int) -> DataFrame:
+    """Hand-written count window per caller (10 calls, tumbling), as a careful user writes it with
+    `applyInPandasWithState`: the state is the open window's count and sum, each key's new rows are
+    summed with numpy, and a full window is emitted when the next call of its caller arrives (the
+    paper's rule, which the project follows)."""
+    import numpy as np
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    size = 10
+
+    def per_key(key: Any, frames: Any, state: Any) -> Any:
+        pdf = pd.concat(list(frames)).sort_values(SEQ)  # arrival order
+        n, s = state.get if state.exists else (0, 0)
+        d = pdf["duration"].to_numpy(dtype="int64")
+        total = n + len(d)
+        cum = np.concatenate([[s], s + np.cumsum(d)])  # cum[i] = sum of the first n + i values
+
+        def prefix(p: np.ndarray) -> np.ndarray:
+            return np.where(p >= n, cum[np.maximum(p - n, 0)], 0)
+
+        full = (total - 1) // size  # windows followed by at least one more call
+        ends = np.arange(1, full + 1) * size
+        sums = prefix(ends) - prefix(ends - size)
+        state.update((int(total - full * size), int(cum[-1] - (prefix(np.array([full * size]))[0] if full else 0))))
+        yield pd.DataFrame({"idcaller": [key[0]] * full, "total": sums, "calls": [size] * full})
+
+    df = generator(spark, rows).select("idcaller", "duration", SEQ)
+    return df.groupBy("idcaller").applyInPandasWithState(
+        per_key, "idcaller int, total long, calls long", "n long, s long", "append", GroupStateTimeout.NoTimeout
+    )
