@@ -33,6 +33,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from spark_workloads import timed_batches
 
 from cpl.compiler import compile_script
 from deployer.spark_expr import col_name
@@ -155,20 +156,4 @@ def measure(
 ) -> dict[str, Any]:
     df, writer = build(spark, rows)
     q = df.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start()
-    try:
-        while q.lastProgress is None or q.lastProgress["batchId"] < 1:  # warm-up: batch 0 done
-            time.sleep(0.05)
-            if q.exception():
-                raise RuntimeError(str(q.exception()))
-        start_batch = q.lastProgress["batchId"]
-        t0 = time.perf_counter()
-        while q.lastProgress["batchId"] < start_batch + batches:
-            time.sleep(0.02)
-            if q.exception():
-                raise RuntimeError(str(q.exception()))
-        elapsed = time.perf_counter() - t0
-        done = [p for p in q.recentProgress if start_batch < p["batchId"] <= start_batch + batches]
-        processed = sum(p["numInputRows"] for p in done)
-    finally:
-        q.stop()
-    return {"rows": processed, "seconds": elapsed, "events_per_s": processed / elapsed if elapsed else 0.0}
+    return timed_batches(q, batches)

@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from cpl.compiler import compile_script
 from deployer.spark_expr import col_name
@@ -84,6 +85,11 @@ def hand_time_window(spark: SparkSession, rows: int) -> DataFrame:
 def measure(spark: SparkSession, build: Callable[[SparkSession, int], DataFrame], rows: int, batches: int, checkpoint: str) -> dict[str, Any]:
     df = build(spark, rows)
     q = df.writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start()
+    return timed_batches(q, batches)
+
+
+def timed_batches(q: StreamingQuery, batches: int) -> dict[str, Any]:
+    """Rows per second of `batches` micro-batches of a started query, after a warm-up batch; stops it."""
     try:
         while q.lastProgress is None or q.lastProgress["batchId"] < 1:  # warm-up: batch 0 done
             time.sleep(0.05)
