@@ -17,6 +17,7 @@ All read the same generator and write to the `noop` sink.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -58,15 +59,21 @@ def load_plans(url: str, callers: int) -> None:
 
 
 def project_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
-    graph = compile_script(READSQL).graph
+    return _project(READSQL, "priced", url)
+
+
+def _project(script: str, stream: str, url: str) -> Callable[[SparkSession, int], DataFrame]:
+    """The project's translation of `script` on the generator, with `crm` bound to `url`."""
+    graph = compile_script(script).graph
     config = ({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         src = graph.sources()[0]
         df = _cdr(spark, rows)
         sources = {src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)}
-        sg = SparkGraph(graph, sources, config)
-        return named(sg.port(graph.streams["priced"]), graph.stream_schema("priced"))
+        # a fresh deployment name per run: an UpdateSQL's ledger must not find an earlier run's event ids
+        sg = SparkGraph(graph, sources, config, deployment=f"bench-{time.monotonic_ns()}")
+        return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
 
     return build
 
@@ -149,18 +156,7 @@ def load_balances(url: str, callers: int) -> None:
 
 
 def project_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
-    graph = compile_script(UPDATESQL).graph
-    config = ({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
-
-    def build(spark: SparkSession, rows: int) -> DataFrame:
-        src = graph.sources()[0]
-        df = _cdr(spark, rows)
-        sources = {src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)}
-        # a fresh deployment name per run: the ledger must not find the previous run's event ids
-        sg = SparkGraph(graph, sources, config, deployment=f"bench-{id(df)}-{rows}")
-        return named(sg.port(graph.streams["charged"]), graph.stream_schema("charged"))
-
-    return build
+    return _project(UPDATESQL, "charged", url)
 
 
 def naive_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
