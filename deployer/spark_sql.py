@@ -41,6 +41,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from deployer.spark_expr import ExprCompiler, col_name, spark_type, struct_of
 from operators import graph as g
 from stores import ledger
+from stores.arrow import rows as arrow_rows
 
 if TYPE_CHECKING:
     from deployer.spark_plan import SparkGraph
@@ -222,7 +223,7 @@ def materialize_writer(
     Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
     (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
     """
-    from deployer.spark_io import dead_letter_writer, local_values
+    from deployer.spark_io import dead_letter_writer
 
     config = _config(sg)
     table = node.table
@@ -232,15 +233,18 @@ def materialize_writer(
     failed_to = dead_letter or fallback
 
     def write(df: DataFrame, batch_id: int) -> None:
-        rows = list(local_values(df))
-        if not rows:
+        # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
+        # other stores convert it to Python rows (stores/arrow.py).
+        data = df.toArrow()
+        if not data.num_rows:
             return
-        result = _stores(config).materialize(table, columns, rows, ledger_key=(deployment, node.id, batch_id))
+        result = _stores(config).materialize_arrow(table, columns, data, ledger_key=(deployment, node.id, batch_id))
         failed = result.failed
         if failed:
+            rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
             event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])
             schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
-            bad = df.sparkSession.createDataFrame([(result.errors[i], rows[i]) for i in failed], schema)
+            bad = df.sparkSession.createDataFrame([(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema)
             failed_to(bad, batch_id)
 
     return write

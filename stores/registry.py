@@ -16,7 +16,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+import pyarrow as pa
+
 from operators.graph import DataStore, SqlQuery, Table
+from stores import arrow
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.cache import ReadCache
 from stores.errors import StoreConfigError
@@ -128,6 +131,16 @@ class StoreRegistry:
         self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
     ) -> MaterializeResult:
         return self.store(table.store).materialize(table, columns, rows, ledger_key=ledger_key)
+
+    def materialize_arrow(
+        self, table: Table, columns: Sequence[str], data: pa.Table, *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult:
+        """`materialize` for an Arrow batch: stores that can write Arrow directly do (Postgres, by
+        binary COPY); the others get its rows."""
+        store = self.store(table.store)
+        if isinstance(store, SqlStore):
+            return store.materialize_arrow(table, columns, data, ledger_key=ledger_key)
+        return store.materialize(table, columns, arrow.rows(data), ledger_key=ledger_key)
 
     def _cache(self, query: SqlQuery) -> ReadCache:
         with self._lock:

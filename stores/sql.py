@@ -29,11 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from operators.graph import SqlQuery, Table
-from stores import ledger
+from stores import arrow, ledger
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreError, StoreQueryError
 from stores.retry import RetryPolicy, call_with_retries
@@ -125,6 +126,20 @@ class SqlStore:
         return call_with_retries(
             lambda: self._backend.materialize(table, columns, rows, ledger_key),
             idempotent=ledger_key is not None or bool(table.primary_key),  # an upsert twice is one upsert
+            policy=self.retry,
+        )
+
+    def materialize_arrow(
+        self, table: Table, columns: Sequence[str], data: pa.Table, *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult:
+        """`materialize` for an Arrow batch; Postgres encodes it for COPY without Python values."""
+        check_ledger_key(self, ledger_key)
+        backend = self._backend
+        if not hasattr(backend, "materialize_arrow"):
+            return self.materialize(table, columns, arrow.rows(data), ledger_key=ledger_key)
+        return call_with_retries(
+            lambda: backend.materialize_arrow(table, columns, data, ledger_key),
+            idempotent=ledger_key is not None or bool(table.primary_key),
             policy=self.retry,
         )
 

@@ -47,13 +47,14 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
+import pyarrow as pa
 import sqlalchemy as sa
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from operators.graph import SqlQuery, Table
 from operators.sqltext import to_driver_placeholders
-from stores import ledger, pg_bulk
+from stores import arrow, ledger, pg_bulk
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, scrub
 from stores.lateral import SelectText, describe_statements, lateral_query, select_text
@@ -522,23 +523,57 @@ class PostgresBackend:
         if not rows:
             return MaterializeResult([])
         values = _driver_rows(plan, rows)
-        what = f"materializing {len(rows)} row(s) into {table.name}"
+        bp = self._bulk_plan(plan)
+        return self._write(plan, len(values), ledger_key, lambda conn: pg_bulk.write(conn, bp, values), lambda: values)
+
+    def materialize_arrow(
+        self, table: Table, columns: Sequence[str], data: pa.Table, ledger_key: LedgerKey | None
+    ) -> MaterializeResult:
+        """`materialize` for an Arrow batch (Spark's): encoded to binary COPY by Arrow kernels.
+        Batches the encoder cannot take (a numeric column, a key twice) go the row way."""
+        plan = self._plan(table, columns)
+        if not data.num_rows:
+            return MaterializeResult([])
+        bp = self._bulk_plan(plan)
+        payload = pg_bulk.encode_arrow(data, plan, bp) if pg_bulk.unique_keys(data, plan, bp) else None
+        if payload is None:
+            return self.materialize(table, columns, arrow.rows(data), ledger_key)
+        return self._write(
+            plan,
+            data.num_rows,
+            ledger_key,
+            lambda conn: pg_bulk.write_encoded(conn, bp, payload),
+            lambda: _driver_rows(plan, arrow.rows(data)),
+        )
+
+    def _write(
+        self,
+        plan: MaterializePlan,
+        n: int,
+        ledger_key: LedgerKey | None,
+        fast: Callable[[psycopg.Connection[Any]], None],
+        rows: Callable[[], list[Row]],
+    ) -> MaterializeResult:
+        what = f"materializing {n} row(s) into {plan.table.name}"
         if ledger_key is None:
             return self._run(
-                what, lambda conn: self._materialize(conn, plan, values, None), write=True,
-                verify=not table.primary_key,  # appends must not be retried once sent
+                what, lambda conn: self._materialize(conn, plan, n, None, fast, rows), write=True,
+                verify=not plan.table.primary_key.columns,  # appends must not be retried once sent
             )
         self._ensure_ledger()
-        return self._run(what, lambda conn: self._materialize(conn, plan, values, ledger_key), write=True)
+        return self._run(what, lambda conn: self._materialize(conn, plan, n, ledger_key, fast, rows), write=True)
 
     def _materialize(
         self,
         conn: psycopg.Connection[Any],
         plan: MaterializePlan,
-        values: list[Row],
+        n: int,
         key: LedgerKey | None,
+        fast: Callable[[psycopg.Connection[Any]], None],
+        rows: Callable[[], list[Row]],
     ) -> MaterializeResult:
-        n = len(values)
+        """`fast(conn)` writes the whole batch (pg_bulk); `rows()` gives it row by row for the
+        path that isolates the rows the server refuses."""
         entry = ledger.batch_entry(key) if key is not None else None
         cur = conn.cursor()
         failing = False
@@ -548,7 +583,7 @@ class PostgresBackend:
             with conn.transaction():
                 if entry is not None:
                     conn.execute(_CLAIM_BATCH, (*entry, n))
-                pg_bulk.write(conn, self._bulk_plan(plan), values)
+                fast(conn)
             return MaterializeResult([None] * n)
         except pg_bulk.TooManyGenerations:
             pass  # one key many times in the batch: row by row is cheaper, and ordered
@@ -558,6 +593,7 @@ class PostgresBackend:
             if not is_event_error(_sqlstate(e)):
                 raise
             failing = True
+        values = rows()
 
         def attempt(lo: int, hi: int) -> list[int]:
             with conn.transaction():
