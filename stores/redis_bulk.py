@@ -24,13 +24,17 @@ NULL removes the field (HDEL).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import redis
 
+from stores import arrow
 from stores.values import redis_text
 
 CHUNK_ROWS = 10_000
@@ -131,24 +135,27 @@ def _bulk(texts: list[bytes]) -> list[bytes]:
     return [b"$%d\r\n%b\r\n" % (len(t), t) for t in texts]
 
 
-def encode_column(values: Sequence[Any]) -> list[bytes]:
-    """Each value as the RESP bulk string of its text (`values.redis_text`); NULL as an empty one.
+def text_values(values: Sequence[Any]) -> list[bytes]:
+    """Each value's text (`values.redis_text`), NULL as b"" (its mask says it is NULL).
 
-    Column by column, with the common types special-cased: this loop is the client's whole cost.
+    Column by column, with the common types special-cased: this loop is the row path's whole cost.
     """
     kinds = {type(v) for v in values}
     kinds.discard(type(None))
     if kinds == {str}:
-        texts = [b"" if v is None else v.encode() for v in values]
-    elif kinds == {int}:
-        texts = [b"" if v is None else b"%d" % v for v in values]
-    elif kinds == {float}:
-        texts = [b"" if v is None else repr(v).encode() for v in values]
-    elif kinds == {datetime}:
-        texts = [b"" if v is None else (v.isoformat() if v.tzinfo is UTC else redis_text(v)).encode() for v in values]
-    else:
-        texts = [b"" if v is None else redis_text(v).encode() for v in values]
-    return _bulk(texts)
+        return [b"" if v is None else v.encode() for v in values]
+    if kinds == {int}:
+        return [b"" if v is None else b"%d" % v for v in values]
+    if kinds == {float}:
+        return [b"" if v is None else repr(v).encode() for v in values]
+    if kinds == {datetime}:
+        return [b"" if v is None else (v.isoformat() if v.tzinfo is UTC else redis_text(v)).encode() for v in values]
+    return [b"" if v is None else redis_text(v).encode() for v in values]
+
+
+def encode_column(values: Sequence[Any]) -> list[bytes]:
+    """Each value as the RESP bulk string of its text; NULL as an empty one."""
+    return _bulk(text_values(values))
 
 
 def pack_batch(
@@ -156,7 +163,35 @@ def pack_batch(
     rows: Sequence[Sequence[Any]],
     keys: Sequence[str | None],
     good: Sequence[int],
+    **kwargs: Any,
+) -> tuple[bytes, int]:
+    """The MULTI ... EXEC of a batch of Python rows as RESP bytes, and the number of commands queued.
+
+    `good`: the rows to write (the others were refused before, see `refused`); `keys[i]` the Redis
+    key of row i (None for appends). Keyword arguments: see `_frame`.
+    """
+
+    def chunks() -> Iterator[tuple[Sequence[int], bytes]]:
+        for lo in range(0, len(good), CHUNK_ROWS):
+            chunk = good[lo : lo + CHUNK_ROWS]
+            chosen = [rows[i] for i in chunk]
+            columns = list(zip(*chosen, strict=True))
+            nulls = {r for c in columns for r, v in enumerate(c) if v is None}
+            masks = _bulk(
+                [bytes(48 + (c[r] is None) for c in columns) if r in nulls else b"" for r in range(len(chosen))]
+            )
+            row_keys = _bulk([b"" if keys[i] is None else keys[i].encode() for i in chunk])  # type: ignore[union-attr]
+            yield chunk, b"".join(map(b"".join, zip(row_keys, masks, *map(encode_column, columns), strict=True)))
+
+    consecutive = list(good) == list(range(good[0], good[0] + len(good))) if good else True
+    return _frame(fields, chunks(), consecutive=consecutive, **kwargs)
+
+
+def _frame(
+    fields: Sequence[str],
+    chunks: Iterable[tuple[Sequence[int], bytes]],
     *,
+    consecutive: bool,
     counter: str | None,
     ttl_ms: int | None,
     prefix: str,
@@ -164,36 +199,25 @@ def pack_batch(
     marker_ttl_ms: int,
     refused: dict[int, str],
 ) -> tuple[bytes, int]:
-    """The MULTI ... EXEC of a batch as RESP bytes, and the number of commands queued in it."""
+    """MULTI, one EVAL of the write script per chunk (its batch indexes and its rows, already in
+    RESP), the `finish` script when there is a marker, EXEC."""
     nf = len(fields)
     script = write_script(nf)
     guard = [b"1", marker.encode()] if marker is not None else [b"0"]
     names = [f.encode() for f in fields]
-    consecutive = list(good) == list(range(good[0], good[0] + len(good))) if good else True
     out: list[bytes] = []
     _command(out, [b"MULTI"])
     queued = 0
-    for lo in range(0, len(good), CHUNK_ROWS):
-        chunk = good[lo : lo + CHUNK_ROWS]
-        chosen = [rows[i] for i in chunk]
-        columns = list(zip(*chosen, strict=True))
-        nulls = {r for c in columns for r, v in enumerate(c) if v is None}
-        masks = _bulk(
-            [
-                bytes(48 + (c[r] is None) for c in columns) if r in nulls else b""
-                for r in range(len(chosen))
-            ]
-        )
-        row_keys = _bulk([b"" if keys[i] is None else keys[i].encode() for i in chunk])  # type: ignore[union-attr]
+    for chunk, body in chunks:
         fixed = [
             b"EVAL", script, *guard,
             str(ttl_ms or 0).encode(), (counter or "").encode(), prefix.encode(), str(chunk[0]).encode(),
             b"" if consecutive else ",".join(map(str, chunk)).encode(),
             *names,
         ]
-        out.append(b"*%d\r\n" % (len(fixed) + len(chosen) * (nf + 2)))
+        out.append(b"*%d\r\n" % (len(fixed) + len(chunk) * (nf + 2)))
         out.extend(_bulk(fixed))
-        out.extend(map(b"".join, zip(row_keys, masks, *map(encode_column, columns), strict=True)))
+        out.append(body)
         queued += 1
     if marker is not None:
         pairs = [x for i, reason in sorted(refused.items()) for x in (str(i).encode(), reason.encode())]
@@ -201,6 +225,78 @@ def pack_batch(
         queued += 1
     _command(out, [b"EXEC"])
     return b"".join(out), queued
+
+
+# ---- Arrow batches (Spark's): texts and RESP framing by Arrow kernels ----------------------------
+
+_EMPTY = pa.scalar(b"", pa.large_binary())
+_MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999  # years 1 to 9999
+
+
+def arrow_texts(col: pa.Array) -> pa.Array:
+    """`text_values` of an Arrow column, as large_binary; NULL as b"". Integers, strings, booleans
+    and timestamps (ISO 8601 exactly as `datetime.isoformat`) are vectorised; other types (double:
+    Python's repr is the contract; decimal) and out-of-range timestamps go through Python."""
+    t = col.type
+    out: pa.Array | None = None
+    if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        out = col.cast(pa.string())
+    elif pa.types.is_boolean(t):
+        out = pc.if_else(col, "true", "false")
+    elif pa.types.is_timestamp(t) and t.tz is not None:
+        us = col.cast(pa.timestamp("us", tz="UTC"))
+        bounds = pc.min_max(us.cast(pa.int64()))
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if lo is None or (lo >= _MIN_US and hi <= _MAX_US):
+            whole = pc.floor_temporal(us, unit="second")
+            seconds = pc.strftime(whole.cast(pa.timestamp("s", tz="UTC")), format="%Y-%m-%dT%H:%M:%S")
+            micros = pc.subtract(us.cast(pa.int64()), whole.cast(pa.int64()))
+            fraction = pc.if_else(
+                pc.equal(micros, 0), "", pc.binary_join_element_wise(".", pc.utf8_lpad(micros.cast(pa.string()), 6, "0"), "")
+            )
+            out = pc.binary_join_element_wise(seconds, fraction, "+00:00", "")
+    if out is None:
+        return pa.array(text_values(arrow.column_values(col)), pa.large_binary())
+    return out.cast(pa.large_binary()).fill_null(_EMPTY)
+
+
+def _resp(texts: pa.Array) -> pa.Array:
+    """Each value framed as a RESP bulk string: `$<length>\r\n<bytes>\r\n`."""
+    lengths = pc.binary_length(texts).cast(pa.string()).cast(pa.large_binary())
+    return pc.binary_join_element_wise(pa.scalar(b"$", pa.large_binary()), lengths, _CRLF, texts, _CRLF, _EMPTY)
+
+
+_CRLF = pa.scalar(b"\r\n", pa.large_binary())
+
+
+def pack_arrow(fields: Sequence[str], data: pa.Table, keys: pa.Array | None, **kwargs: Any) -> tuple[bytes, int]:
+    """`pack_batch` for an Arrow batch whose every row is written: `keys` the Redis key of each row
+    (large_binary, no NULL), None for appends."""
+    n = data.num_rows
+    nf = len(fields)
+
+    def chunks() -> Iterator[tuple[Sequence[int], bytes]]:
+        for lo in range(0, n, CHUNK_ROWS):
+            part = data.slice(lo, CHUNK_ROWS)
+            m = part.num_rows
+            columns = [part.column(j).combine_chunks() for j in range(nf)]
+            nulls = [c.is_null() for c in columns]
+            any_null = nulls[0]
+            for x in nulls[1:]:
+                any_null = pc.or_(any_null, x)
+            if pc.any(any_null).as_py():
+                flags = [pc.if_else(x, "1", "0") for x in nulls]
+                mask = pc.if_else(any_null, pc.binary_join_element_wise(*flags, ""), "")
+            else:
+                mask = pa.array([""] * m)
+            row_keys = keys.slice(lo, m) if keys is not None else pa.array([b""] * m, pa.large_binary())
+            framed = [_resp(row_keys), _resp(mask.cast(pa.large_binary())), *(_resp(arrow_texts(c)) for c in columns)]
+            rows = pc.binary_join_element_wise(*framed, _EMPTY)
+            _, offsets_buf, buf = rows.buffers()
+            offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=m + 1, offset=rows.offset * 8)
+            yield range(lo, lo + m), memoryview(buf)[int(offsets[0]) : int(offsets[m])].tobytes()
+
+    return _frame(fields, chunks(), consecutive=True, **kwargs)
 
 
 def execute(client: redis.Redis, payload: bytes, queued: int) -> list[Any]:

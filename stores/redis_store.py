@@ -27,13 +27,15 @@ Redis is not a SQL store: `read` and `update` raise `StoreUnsupportedError`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import redis
 
 from operators.graph import SqlQuery, Table
-from stores import ledger, redis_bulk
+from stores import arrow, ledger, redis_bulk
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, StoreUnsupportedError, scrub
 from stores.retry import RetryPolicy, call_with_retries
@@ -122,9 +124,8 @@ class RedisStore:
 
     # -- Materialize --------------------------------------------------------------------------
 
-    def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
-    ) -> MaterializeResult:
+    def _fields(self, table: Table, columns: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The stored field names of `columns`, and of the primary key; refused when they do not fit."""
         fields = [stored_name(c) for c in columns]
         declared = {stored_name(f.name) for f in table.columns}
         unknown = [c for c, f in zip(columns, fields, strict=True) if f not in declared]
@@ -134,6 +135,18 @@ class RedisStore:
         missing = [k for k in pk if k not in fields]
         if missing:
             raise self._refuse(f"rows for table {table.name} lack its primary key column(s) {', '.join(missing)}")
+        return fields, pk
+
+    def _marker(self, ledger_key: LedgerKey | None) -> str | None:
+        try:
+            return marker_key(ledger_key) if ledger_key is not None else None
+        except ValueError as e:
+            raise self._refuse(str(e)) from None
+
+    def materialize(
+        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult:
+        fields, pk = self._fields(table, columns)
         if not rows:
             return MaterializeResult([])
         errors: list[str | None] = [None] * len(rows)
@@ -149,12 +162,35 @@ class RedisStore:
                     keys[i] = prefix + str(values[0])  # the common case, and digits need no encoding
                 else:
                     keys[i] = row_key(table, values)
-        try:
-            marker = marker_key(ledger_key) if ledger_key is not None else None
-        except ValueError as e:
-            raise self._refuse(str(e)) from None
+        marker = self._marker(ledger_key)
+        good = [i for i, e in enumerate(errors) if e is None]
         return call_with_retries(
-            lambda: self._write(table, fields, rows, keys, errors, marker),
+            lambda: self._write(table, errors, marker, lambda **kw: redis_bulk.pack_batch(fields, rows, keys, good, **kw)),
+            idempotent=marker is not None or bool(pk),
+            policy=self.retry,
+        )
+
+    def materialize_arrow(
+        self, table: Table, columns: Sequence[str], data: pa.Table, *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult:
+        """`materialize` for an Arrow batch, packed by Arrow kernels (stores/redis_bulk.py) when
+        every row has a key that needs no encoding (an integer primary key without NULLs) or the
+        table appends; otherwise through its Python rows."""
+        fields, pk = self._fields(table, columns)
+        n = data.num_rows
+        if not n:
+            return MaterializeResult([])
+        keys: pa.Array | None = None
+        if pk:
+            key = data.column(fields.index(pk[0])).combine_chunks() if len(pk) == 1 else None
+            if key is None or not pa.types.is_integer(key.type) or key.null_count:
+                return self.materialize(table, columns, arrow.rows(data), ledger_key=ledger_key)
+            prefix = pa.scalar(encode_part(stored_name(table.name)) + ":", pa.string())
+            keys = pc.binary_join_element_wise(prefix, key.cast(pa.string()), "").cast(pa.large_binary())
+        marker = self._marker(ledger_key)
+        errors: list[str | None] = [None] * n
+        return call_with_retries(
+            lambda: self._write(table, errors, marker, lambda **kw: redis_bulk.pack_arrow(fields, data, keys, **kw)),
             idempotent=marker is not None or bool(pk),
             policy=self.retry,
         )
@@ -162,28 +198,23 @@ class RedisStore:
     def _write(
         self,
         table: Table,
-        fields: list[str],
-        rows: Sequence[Row],
-        keys: list[str | None],
         errors: list[str | None],
         marker: str | None,
+        pack: Callable[..., tuple[bytes, int]],
     ) -> MaterializeResult:
-        good = [i for i, e in enumerate(errors) if e is None]
-        what = f"materializing {len(rows)} row(s) into {table.name}"
+        """Pack (`pack(**options)`, see redis_bulk) and send one batch; `errors`: rows refused before."""
+        n = len(errors)
+        what = f"materializing {n} row(s) into {table.name}"
         sent = False
         try:
             client = self.client()
             if marker is not None:
                 # A replay is usually found here, before the batch is packed and sent; the scripts
                 # check again inside MULTI/EXEC, which is what makes it safe against a race.
-                recorded = redis_bulk.recorded_errors(client, marker, len(rows))
+                recorded = redis_bulk.recorded_errors(client, marker, n)
                 if recorded is not None:
                     return MaterializeResult(recorded, replayed=True)
-            payload, queued = redis_bulk.pack_batch(
-                fields,
-                rows,
-                keys,
-                good,
+            payload, queued = pack(
                 counter=None if table.primary_key else encode_part(stored_name(table.name)),
                 ttl_ms=table.ttl_ms,
                 prefix=str(self._refuse(f"table {table.name}: ")),
@@ -201,8 +232,8 @@ class RedisStore:
         if (chunks and int(chunks[0][0]) == 0) or (marker is not None and int(results[-1]) == 0):
             # another writer (a concurrent replay) took effect first: return what it recorded
             assert marker is not None
-            recorded = redis_bulk.recorded_errors(self.client(), marker, len(rows))
-            return MaterializeResult(recorded or [None] * len(rows), replayed=True)
+            recorded = redis_bulk.recorded_errors(self.client(), marker, n)
+            return MaterializeResult(recorded or [None] * n, replayed=True)
         out = list(errors)
         for reply in chunks:
             for j in range(1, len(reply), 2):

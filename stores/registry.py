@@ -135,10 +135,10 @@ class StoreRegistry:
     def materialize_arrow(
         self, table: Table, columns: Sequence[str], data: pa.Table, *, ledger_key: LedgerKey | None = None
     ) -> MaterializeResult:
-        """`materialize` for an Arrow batch: stores that can write Arrow directly do (Postgres, by
-        binary COPY); the others get its rows."""
+        """`materialize` for an Arrow batch: Postgres encodes it for binary COPY and Redis packs it
+        with Arrow kernels; SQLite (and refused batches) get its rows."""
         store = self.store(table.store)
-        if isinstance(store, SqlStore):
+        if isinstance(store, SqlStore | RedisStore):
             return store.materialize_arrow(table, columns, data, ledger_key=ledger_key)
         return store.materialize(table, columns, arrow.rows(data), ledger_key=ledger_key)
 

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 import redis
 
 from operators.graph import Table
-from operators.types import T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, schema_of
+from operators.types import (
+    T_BIGINT,
+    T_BOOLEAN,
+    T_DOUBLE,
+    T_INTEGER,
+    T_STRING,
+    T_TIMESTAMP,
+    DataType,
+    schema_of,
+)
 from stores import redis_bulk
 from stores.redis_store import RedisStore, marker_key, row_key
 from stores.urls import parse_store_url
@@ -92,3 +103,58 @@ def test_appends_are_numbered_without_gaps_across_chunks(store: RedisStore, r: r
     keys = {k for k in r.scan_iter("calls:*")}
     assert keys == {f"calls:{i}" for i in range(1, n + 3)}
     assert r.hget(f"calls:{n}", "k") == str(n - 1) and r.hget(f"calls:{n + 1}", "k") == "0"
+
+
+# ---- Arrow batches (what Spark hands over): the same hashes as the row path ----------------------
+
+WIDE = schema_of(
+    ("k", T_BIGINT), ("total", T_DOUBLE), ("note", T_STRING), ("at", T_TIMESTAMP), ("vip", T_BOOLEAN),
+    ("fee", DataType("decimal", precision=8, scale=2)), ("n", T_INTEGER),
+)
+WIDE_NAMES = ["k", "total", "note", "at", "vip", "fee", "n"]
+WIDE_TYPES = [
+    pa.int64(), pa.float64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.bool_(), pa.decimal128(8, 2), pa.int32(),
+]
+
+
+def wide_rows() -> list[tuple[object, ...]]:
+    return [
+        (1, 1.0, "a:b%c", datetime(1, 1, 1, tzinfo=UTC), True, Decimal("1.50"), -7),
+        (2, None, "", None, None, None, None),
+        (3, 1e16, "é€😀\x00", datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), False, Decimal("-0.01"), 0),
+        (4, -0.0, None, datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), True, Decimal("0.00"), 2**31 - 1),
+        (5, float("nan"), "x", T0 + timedelta(microseconds=5), None, Decimal("12.30"), 5),
+    ]
+
+
+def wide_table(rows: list[tuple[object, ...]]) -> pa.Table:
+    columns = list(zip(*rows, strict=True))
+    return pa.table([pa.array(list(c), t) for c, t in zip(columns, WIDE_TYPES, strict=True)], names=WIDE_NAMES)
+
+
+def test_an_arrow_batch_makes_the_same_hashes_as_its_rows(store: RedisStore, r: redis.Redis) -> None:
+    by_rows = Table("by_rows", "cache", WIDE, ("k",), ttl_ms=60_000)
+    by_arrow = Table("by_arrow", "cache", WIDE, ("k",), ttl_ms=60_000)
+    store.materialize(by_rows, WIDE_NAMES, wide_rows())
+    assert store.materialize_arrow(by_arrow, WIDE_NAMES, wide_table(wide_rows())).failed == []
+    for k in range(1, 6):
+        assert r.hgetall(f"by_arrow:{k}") == r.hgetall(f"by_rows:{k}")
+        assert 0 < r.pttl(f"by_arrow:{k}") <= 60_000
+    assert r.hgetall("by_arrow:1")["at"] == "0001-01-01T00:00:00+00:00"
+    assert r.hgetall("by_arrow:5")["at"] == (T0 + timedelta(microseconds=5)).isoformat()
+    assert r.hgetall("by_arrow:2") == {"k": "2", "note": ""}
+
+
+def test_arrow_appends_replays_and_a_refused_row(store: RedisStore, r: redis.Redis) -> None:
+    log = Table("wide_log", "cache", WIDE, ())
+    n = redis_bulk.CHUNK_ROWS + 5
+    rows = [(i, i / 2, f"n{i}", T0, i % 2 == 0, Decimal(i) / 4, i) for i in range(n)]
+    first = store.materialize_arrow(log, WIDE_NAMES, wide_table(rows), ledger_key=("bulk", "w1", 0))
+    again = store.materialize_arrow(log, WIDE_NAMES, wide_table(rows), ledger_key=("bulk", "w1", 0))
+    assert first.failed == [] and again.replayed
+    assert r.get("wide_log") == str(n) and r.hget(f"wide_log:{n}", "k") == str(n - 1)
+    keyed = Table("wide_keyed", "cache", WIDE, ("k",))
+    r.set("wide_keyed:2", "not a hash")
+    result = store.materialize_arrow(keyed, WIDE_NAMES, wide_table(wide_rows()), ledger_key=("bulk", "w2", 0))
+    assert result.failed == [1] and "WRONGTYPE" in (result.errors[1] or "")
+    assert r.hget("wide_keyed:3", "k") == "3"
