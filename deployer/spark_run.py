@@ -14,6 +14,7 @@ With `until_idle` the queries run with the availableNow trigger, a few at a time
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import time
@@ -95,6 +96,30 @@ def _stream(graph: g.Graph, name: str) -> str:
         if s.lower() == name.lower():
             return s
     raise ValueError(f"the script has no stream named '{name}'; its streams: {', '.join(graph.streams)}")
+
+
+class QueryFailed(RuntimeError):
+    """A streaming query stopped with an error: the message is its root cause, `detail` all of it."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+# The line that says what went wrong, in the Python traceback Spark wraps an error of a batch in.
+_STORE_ERROR = re.compile(r"^stores\.errors\.\w+: (.+)$", re.MULTILINE)
+_PYTHON_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def root_cause(text: str) -> str:
+    """A data store's error if there is one (its message names the store, URL redacted), else the
+    last Python exception of the traceback, else the first line of `text`."""
+    for pattern in (_STORE_ERROR, _PYTHON_ERROR):
+        found = pattern.findall(text)
+        if found:
+            last = found[-1]
+            return last if isinstance(last, str) else f"{last[0]}: {last[1]}"
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
 class SparkDeployment:
@@ -261,7 +286,7 @@ class SparkDeployment:
             while self._pending or any(q.isActive for q in self.queries):
                 for q in self.queries:
                     if q.exception() is not None:
-                        raise RuntimeError(f"query {q.name} failed: {q.exception()}")
+                        raise self._failed(q.name, q.exception())
                 self._launch()
                 time.sleep(0.1)
                 if time.monotonic() - last >= progress_every:
@@ -270,7 +295,7 @@ class SparkDeployment:
             for q in self.queries:
                 exc = q.exception()
                 if exc is not None:
-                    raise RuntimeError(f"query {q.name} failed: {exc}")
+                    raise self._failed(q.name, exc)
         finally:
             self.stop()
         stats = SparkRunStats(
@@ -292,6 +317,16 @@ class SparkDeployment:
                 read[key] = min(read.get(key, n), n)
         stats.rows_in = sum(read.values())
         return stats
+
+    def _failed(self, query: str, exc: Any) -> QueryFailed:
+        resume = (
+            "; its unfinished batch is kept in the checkpoint: run the same command again to resume"
+            if self._tmp is None
+            else ""
+        )
+        err = QueryFailed(f"query {query} failed: {root_cause(str(exc))}{resume}", str(exc))
+        err.__cause__ = RuntimeError(str(exc))  # the whole of it, under `cep --debug`
+        return err
 
     def progress_line(self) -> str:
         parts = []
