@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -85,6 +86,9 @@ class SparkGraph:
     timed_sources: set[str] = field(default_factory=set)
     # The deployment this graph runs as; it scopes exactly-once ledger entries (deployer.spark_sql).
     deployment: str | None = None
+    # Per cached SQLQUERY: Spark accumulators of its read cache's hits, misses and store loads,
+    # added to by the executors (deployer.spark_sql.read_sql), read by the progress line.
+    cache_counters: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict)
 
     def port(self, port: g.Port) -> DataFrame:
         if port not in self.ports:

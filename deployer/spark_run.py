@@ -338,6 +338,8 @@ class SparkDeployment:
                 f"{q.name.split(':', 1)[1]}: batch {p['batchId']}, "
                 f"in {p.get('inputRowsPerSecond', 0.0):.0f}/s, processed {p.get('processedRowsPerSecond', 0.0):.0f}/s"
             )
+        for name, (hits, misses, loads) in sorted(self.sg.cache_counters.items()):
+            parts.append(f"cache {name}: {hits.value} hits, {misses.value} misses, {loads.value} loads")
         return "progress: " + ("; ".join(parts) if parts else "starting")
 
     def stop(self) -> None:

@@ -118,6 +118,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     query = node.query
     outer = node.outer
     n_result = len(node.result_fields)
+    counters = _cache_counters(sg, df, query)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Vectorised around the one store call per batch: the event's own columns are gathered
@@ -130,7 +131,12 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
             params = list(zip(*[batch.column(f"__p{i}").to_pylist() for i in range(n_args)], strict=True))
             if not params:  # a query without parameters still runs once per event
                 params = [()] * batch.num_rows
+            before = stores.cache_stats().get(query.name, {}) if counters else {}
             results = stores.read(query, params)
+            if counters:  # the cache lives in this worker: send what this call did to the driver
+                after = stores.cache_stats().get(query.name, {})
+                for acc, what in zip(counters, ("hits", "misses", "loads"), strict=True):
+                    acc.add(after.get(what, 0) - before.get(what, 0))
             idx: list[int] = []
             nth: list[str] = []
             values: list[list[Any]] = [[] for _ in range(n_result)]
@@ -160,6 +166,16 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
             )
 
     return df.mapInArrow(run, out)
+
+
+def _cache_counters(sg: SparkGraph, df: DataFrame, query: g.SqlQuery) -> tuple[Any, Any, Any] | None:
+    """The accumulators of a cached query's hits, misses and loads (one set per query name)."""
+    if not query.cache_rows:
+        return None
+    if query.name not in sg.cache_counters:
+        sc = df.sparkSession.sparkContext
+        sg.cache_counters[query.name] = (sc.accumulator(0), sc.accumulator(0), sc.accumulator(0))
+    return sg.cache_counters[query.name]
 
 
 def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:

@@ -6,14 +6,17 @@ server; tests/stores covers the same reads on PostgreSQL.
 
 from __future__ import annotations
 
+import io
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import assert_same, at, compile_text, run_both
+from spark_helpers import assert_same, at, compile_text, prepare, run_both
 
 from deployer.runner import bind_stores
+from deployer.spark_run import SparkDeployment
 
 pytestmark = pytest.mark.spark
 
@@ -52,3 +55,42 @@ def test_figure_3_multi_row_no_row_and_outer(spark: Any, tmp_path: Path, monkeyp
     assert plans == [(1, 10), (1, 10), (2, 20), (2, 20), (2, 21), (2, 21), (4, 40)]
     # OUTER keeps caller 3 and the NULL caller, with a NULL plan
     assert sorted(str(r["idcaller"]) for r in spk["everyone"] if r["plan"] is None) == ["3", "None"]
+
+
+CACHED = """
+CREATE STREAMSCHEMA cdr1 WITH idcaller integer, duration integer, timestamp timestamp;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY plan_of ON crm AS 'SELECT idplan FROM plans WHERE idcaller = ?' RETURNS (idplan integer)
+  CACHE 100 ROWS;
+INSERT INTO withplan SELECT idcaller, p.idplan FROM cdr1 ON SQL plan_of, p, idcaller, idplan;
+"""
+
+
+def test_cache_counters_reach_the_progress_line(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executors' read caches report hits, misses and store loads to the driver (accumulators)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = sqlite3.connect(data / "crm.sqlite3")
+    db.executescript("CREATE TABLE plans (idcaller integer, idplan integer); INSERT INTO plans VALUES (1, 10), (2, 20);")
+    db.commit()
+    db.close()
+    monkeypatch.setenv("CEP_DATA_DIR", str(data))
+    graph = compile_text(CACHED)
+    events = [{"idcaller": 1 + i % 3, "duration": i, "timestamp": at(i)} for i in range(400)]
+    # four micro-batches of one file each, every file with the three callers: on local[2] at most two
+    # Python workers (each with its cache) run them, so one of them sees a caller again in a later batch
+    sources = prepare(tmp_path, {"cdr1": [events[k : k + 100] for k in range(0, 400, 100)]})
+    deployment = SparkDeployment(
+        spark, graph, sources, {"withplan": f"file:{tmp_path / 'out'}"}, str(tmp_path / "ck"),
+        dead_letter=f"file:{tmp_path / 'dead'}", stores=bind_stores(graph, {}), until_idle=True,
+        max_files_per_trigger=1,
+    )
+    deployment.run(out=io.StringIO())
+    line = deployment.progress_line()
+    found = re.search(r"cache plan_of: (\d+) hits, (\d+) misses, (\d+) loads", line)
+    assert found, line
+    hits, misses, loads = map(int, found.groups())
+    # every event passed the cache once per query that computes the ReadSQL; misses count events,
+    # loads count store calls (one per Arrow batch with a miss)
+    assert (hits + misses) % 400 == 0 and hits + misses > 0, line
+    assert hits >= 100 and misses >= 3 and 1 <= loads <= misses, line
