@@ -105,6 +105,13 @@ _pairs = pairs
 @click.option("--until-idle", is_flag=True, help="Stop once the input is consumed instead of watching it.")
 @click.option("--checkpoint", metavar="DIR", help="Spark: checkpoint dir; a restart resumes from it.")
 @click.option("--master", metavar="URL", default=None, help="Spark master (default local[*]).")
+@click.option(
+    "--max-files-per-trigger",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Spark: read at most N new files of a file: source per micro-batch (default: all).",
+)
 @_friendly
 def run(
     script: str,
@@ -116,6 +123,7 @@ def run(
     until_idle: bool,
     checkpoint: str | None,
     master: str | None,
+    max_files_per_trigger: int | None,
 ) -> None:
     """Run SCRIPT: read its input streams, write its results."""
     from deployer.runner import RunRequest, run_script
@@ -131,6 +139,7 @@ def run(
         until_idle=until_idle,
         checkpoint=checkpoint,
         master=master,
+        max_files_per_trigger=max_files_per_trigger,
     )
     run_script(request)
 

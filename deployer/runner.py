@@ -22,6 +22,7 @@ class RunRequest:
     until_idle: bool = False
     checkpoint: str | None = None
     master: str | None = None
+    max_files_per_trigger: int | None = None  # Spark file sources; the local engine reads file by file
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
             req.dead_letter,
             config,
             req.until_idle,
+            max_files_per_trigger=req.max_files_per_trigger,
         )
         stats_s = deployment.run(out=out)
         summary = RunSummary("spark", stats_s.rows_in, stats_s.rows_out, stats_s.dead_lettered, 0)
