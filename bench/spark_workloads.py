@@ -88,6 +88,23 @@ def measure(spark: SparkSession, build: Callable[[SparkSession, int], DataFrame]
     return timed_batches(q, batches)
 
 
+def batch_ms(spark: SparkSession, build: Callable[[SparkSession, int], DataFrame], batches: int, checkpoint: str) -> float:
+    """The median duration (Spark's triggerExecution, ms) of `batches` micro-batches of 10 events,
+    after two warm-up batches: what a micro-batch costs whatever its size."""
+    df = build(spark, 10)
+    q = df.writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start()
+    try:
+        while q.lastProgress is None or q.lastProgress["batchId"] < 2 + batches:
+            time.sleep(0.05)
+            if q.exception():
+                raise RuntimeError(str(q.exception()))
+        done = [p["durationMs"]["triggerExecution"] for p in q.recentProgress if 2 < p["batchId"] <= 2 + batches]
+    finally:
+        q.stop()
+    done.sort()
+    return float(done[len(done) // 2])
+
+
 def timed_batches(q: StreamingQuery, batches: int) -> dict[str, Any]:
     """Rows per second of `batches` micro-batches of a started query, after a warm-up batch; stops it."""
     try:

@@ -31,17 +31,20 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
+from deployer import faults
 from deployer.spark_expr import ExprCompiler, col_name, spark_type, struct_of
 from operators import graph as g
 from stores import ledger
 from stores.arrow import rows as arrow_rows
+from stores.sql_pg import NUL_IN_TEXT
 
 if TYPE_CHECKING:
     from deployer.spark_plan import SparkGraph
@@ -97,11 +100,32 @@ def _with_args(sg: SparkGraph, node: g.ReadSQL | g.UpdateSQL) -> tuple[DataFrame
 
     df = sg.input(node)
     c = ExprCompiler()
-    args = [c.compile(a).cast(spark_type(a.type)).alias(f"__p{i}") for i, a in enumerate(node.args)]
+    compiled = [c.compile(a).cast(spark_type(a.type)) for a in node.args]
+    args = [a.alias(f"__p{i}") for i, a in enumerate(compiled)]
     width = len(node.input_schema)
+    errors = list(c.errors)
+    if isinstance(node, g.ReadSQL):
+        errors += _unsendable(sg, node, compiled)
     # an argument that fails (e.g. division by zero) dead-letters its event, as in the reference
-    df = sg.split_errors(node, df, c.errors, width, on_input=True)
+    df = sg.split_errors(node, df, errors, width, on_input=True)
     return df.select(*[col_name(i) for i in range(width)], SEQ, *args), width
+
+
+def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tuple[Column, str]]:
+    """Postgres text cannot hold a NUL character, and psycopg refuses to send one: a ReadSQL event
+    with a NUL in a text parameter is dead-lettered with the reason the reference executor gives
+    (see SqlStore.read), found here by a column expression so that the read itself, one query per
+    batch, never sees it and the dead letter needs no second read."""
+    bindings = _config(sg)[0]
+    url = next((u for name, u in bindings.items() if name.lower() == node.query.store.lower()), None)
+    if url is None or url.kind != "postgresql":
+        return []
+    where = f"store {node.query.store} ({url.redacted()}): query {node.query.name}"
+    return [
+        (F.coalesce(F.instr(a, "\u0000") > 0, F.lit(False)), f"{where}, parameter {i + 1}: {NUL_IN_TEXT}")
+        for i, (a, e) in enumerate(zip(args, node.args, strict=True))
+        if e.type.is_string
+    ]
 
 
 def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
@@ -128,35 +152,20 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            params = list(zip(*[batch.column(f"__p{i}").to_pylist() for i in range(n_args)], strict=True))
-            if not params:  # a query without parameters still runs once per event
-                params = [()] * batch.num_rows
+            columns = [batch.column(f"__p{i}").to_pylist() for i in range(n_args)]
             before = stores.cache_stats().get(query.name, {}) if counters else {}
-            results = stores.read(query, params)
+            found = stores.read_columns(query, columns, batch.num_rows, width=n_result, outer=outer)
             if counters:  # the cache lives in this worker: send what this call did to the driver
                 after = stores.cache_stats().get(query.name, {})
                 for acc, what in zip(counters, ("hits", "misses", "loads"), strict=True):
                     acc.add(after.get(what, 0) - before.get(what, 0))
-            idx: list[int] = []
-            nth: list[str] = []
-            values: list[list[Any]] = [[] for _ in range(n_result)]
-            for e, found in enumerate(results):
-                if not found:
-                    if not outer:
-                        continue
-                    found = [(None,) * n_result]
-                for k, m in enumerate(found):
-                    idx.append(e)
-                    nth.append(f"#{k}")
-                    for j in range(n_result):
-                        values[j].append(m[j] if j < len(m) else None)
-            take = pa.array(idx, type=pa.int64())
-            events = batch.select([*event_cols, SEQ]).take(take)
+            event = np.asarray(found.event, dtype=np.int64)
+            events = batch.select([*event_cols, SEQ]).take(pa.array(event))
             arrays = [events.column(i) for i in range(width)]
-            arrays += [pa.array(v, type=arrow_schema.field(width + j).type) for j, v in enumerate(values)]
-            arrays.append(
-                pc.binary_join_element_wise(events.column(width), pa.array(nth, type=pa.string()), "")
-            )
+            arrays += [
+                pa.array(v, type=arrow_schema.field(width + j).type) for j, v in enumerate(found.columns)
+            ]
+            arrays.append(pc.binary_join_element_wise(events.column(width), _nth(event), ""))
             yield pa.RecordBatch.from_arrays(
                 [
                     a.cast(f.type) if a.type != f.type else a
@@ -166,6 +175,18 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
             )
 
     return df.mapInArrow(run, out)
+
+
+def _nth(event: np.ndarray) -> pa.Array:
+    """'#k' for the k-th result row (from 0) of each event, given each row's event in event order:
+    appended to the event's sequence id, it keeps the ids of an event's result rows distinct."""
+    if len(event) == 0:
+        return pa.array([], type=pa.string())
+    pos = np.arange(len(event))
+    first = np.ones(len(event), dtype=bool)
+    first[1:] = event[1:] != event[:-1]
+    k = pos - np.maximum.accumulate(np.where(first, pos, 0))
+    return pc.binary_join_element_wise("#", pc.cast(pa.array(k), pa.string()), "")
 
 
 def _cache_counters(sg: SparkGraph, df: DataFrame, query: g.SqlQuery) -> tuple[Any, Any, Any] | None:
@@ -196,6 +217,7 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     query = node.query
     with_count = node.count_field is not None
     scope = ledger.scope(deployment_of(sg), node.id)
+    fault = faults.after_update_hook(query.name)  # None unless a fault test sets it
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Column-wise: only the parameters and the event ids pass through Python; the events'
@@ -211,6 +233,8 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
             params = [tuple(c[k] for c in columns) for k in order]
             ids = [seqs[k] for k in order]
             result = stores.update(query, params, event_ids=ids, scope=scope)
+            if fault is not None:
+                fault()
             events = batch.select([*event_cols, SEQ]).take(pa.array(order, type=pa.int64()))
             arrays = [events.column(i) for i in range(width)]
             if with_count:
@@ -232,12 +256,17 @@ DeadLetterWriter = Callable[[DataFrame, int], None]
 
 
 def materialize_writer(
-    sg: SparkGraph, node: g.Materialize, dead_letter: DeadLetterWriter | None = None
+    sg: SparkGraph,
+    node: g.Materialize,
+    dead_letter: DeadLetterWriter | None = None,
+    applied: Callable[[int], None] | None = None,
 ) -> Any:
     """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
 
     Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
     (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
+    `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
+    its input is counted again by the run that replays it).
     """
     from deployer.spark_io import dead_letter_writer
 
@@ -247,6 +276,7 @@ def materialize_writer(
     deployment = deployment_of(sg)
     fallback = dead_letter_writer(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
     failed_to = dead_letter or fallback
+    fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
 
     def write(df: DataFrame, batch_id: int) -> None:
         # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
@@ -255,7 +285,11 @@ def materialize_writer(
         if not data.num_rows:
             return
         result = _stores(config).materialize_arrow(table, columns, data, ledger_key=(deployment, node.id, batch_id))
+        if fault is not None:
+            fault(batch_id)
         failed = result.failed
+        if applied is not None:
+            applied(data.num_rows - len(failed))
         if failed:
             rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
             event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])

@@ -1,7 +1,8 @@
 """TUPLE and BATCH window aggregates on Spark: per-key ordered state with transformWithStateInPandas.
 
-Spark has no count-based or condition-based windows, so each group keeps its window in state (a
-ListState of the events currently in it) and processes its new events in arrival (`__seq`) order.
+Spark has no count-based or condition-based windows, so each group keeps its window in state (one
+ValueState holding the events currently in it, column by column) and processes its new events in
+arrival (`__seq`) order.
 The work is vectorised per key: a micro-batch's events for a key are sorted once, the windows they
 complete are found with index arithmetic, and the aggregates over all those windows are computed
 with numpy reductions over a (windows x size) matrix, not with a Python loop per event.
@@ -89,13 +90,18 @@ def _missing(v: Any) -> bool:
 
 
 def _to_state(t: T.DataType) -> Any:
+    """The Python type a buffer column's values must have in the state; None: as they are."""
     if isinstance(t, T.IntegerType | T.LongType | T.ShortType | T.ByteType):
         return int
     if isinstance(t, T.DoubleType | T.FloatType):
         return float
     if isinstance(t, T.BooleanType):
         return bool
-    return lambda v: v
+    return None
+
+
+# The numpy dtype kind whose `tolist()` already gives each Python type.
+_NUMPY_KIND = {int: "i", float: "f", bool: "b"}
 
 
 def _exact_sum(xs: list[Any]) -> Any:
@@ -126,13 +132,21 @@ class WindowProcessor(StatefulProcessor):
         self.value_columns = [f.name for f in buf_schema.fields]
         self.out_columns = out_columns
         self.input_columns = input_columns
+        self.state_schema = T.StructType(
+            [
+                T.StructField("skip", T.LongType()),
+                T.StructField("open", T.BooleanType()),
+                *[T.StructField(f.name, T.ArrayType(f.dataType)) for f in buf_schema.fields],
+            ]
+        )
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.buf = handle.getListState("buf", self.buf_schema)
-        self.meta = handle.getValueState(
-            "meta",
-            T.StructType([T.StructField("skip", T.LongType()), T.StructField("open", T.BooleanType())]),
-        )
+        # One value per group: the skip count, whether a BATCH window is open, and the buffered
+        # events column by column (one array per buffer column). Each state call is a round trip
+        # to the JVM and a ListState serializes row by row, so one get and one update per group and
+        # micro-batch (instead of a list of events plus a second value: ~7 calls and a pickle per
+        # buffered event) is what makes a window cheap per group.
+        self.win = handle.getValueState("win", self.state_schema)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
@@ -141,31 +155,39 @@ class WindowProcessor(StatefulProcessor):
         # PySpark may hand the rows over with positional column names (`_0`, ...): name them.
         new.columns = self.input_columns
         new = new.sort_values("__seq", kind="stable")
-        old = pd.DataFrame(list(self.buf.get()), columns=self.value_columns) if self.buf.exists() else None
-        meta = self.meta.get() if self.meta.exists() else None
-        skip = int(meta[0]) if meta else 0
-        is_open = bool(meta[1]) if meta else False
+        state = self.win.get()  # None for a new group
+        old = None
+        skip, is_open = 0, False
+        if state is not None:
+            skip, is_open = int(state[0] or 0), bool(state[1])
+            old = pd.DataFrame(dict(zip(self.value_columns, state[2:], strict=True)), columns=self.value_columns)
         if self.kind == "tuple":
             events, windows, rest, skip = self._tuple(old, new[self.value_columns], skip)
         else:
             events, windows, rest, is_open = self._batch(old, new, is_open)
-        # Keep the window's remaining events; ListState.put takes a list of tuples (DESIGN.md pitfalls).
-        self.buf.clear()
-        if len(rest):
-            self.buf.put(self._state_rows(rest))
-        self.meta.update((skip, is_open))
+        # Keep the window's remaining events (and the skip count and open flag) for the next batch.
+        if len(rest) or skip or is_open:
+            self.win.update((skip, is_open, *self._state_columns(rest)))
+        elif state is not None:
+            self.win.clear()
         if windows:
             yield self._aggregate(new, events, windows)
 
-    def _state_rows(self, rest: pd.DataFrame) -> list[tuple[Any, ...]]:
-        """Rows for ListState.put: plain Python values of the buffer's types. pandas hands an
-        integer column with NULLs over as floats with NaN, which the state would store as NULL.
+    def _state_columns(self, rest: pd.DataFrame) -> list[list[Any]]:
+        """The buffer's columns as lists of plain Python values of the buffer's types. pandas hands
+        an integer column with NULLs over as floats with NaN, which must go back as ints and None.
         (The buffer holds no timestamps: they are kept as epoch microseconds.)"""
-        convert = [_to_state(f.dataType) for f in self.buf_schema.fields]
-        return [
-            tuple(None if _missing(v) else fn(v) for v, fn in zip(row, convert, strict=True))
-            for row in rest.itertuples(index=False, name=None)
-        ]
+        out: list[list[Any]] = []
+        for f in self.buf_schema.fields:
+            column = rest[f.name]
+            fn = _to_state(f.dataType)
+            values = column.tolist()
+            if column.isna().any():
+                values = [None if _missing(v) else (fn(v) if fn is not None else v) for v in values]
+            elif fn is not None and column.dtype.kind != _NUMPY_KIND.get(fn, column.dtype.kind):
+                values = [fn(v) for v in values]
+            out.append(values)
+        return out
 
     def _tuple(
         self, old: pd.DataFrame | None, new: pd.DataFrame, skip: int

@@ -47,6 +47,37 @@ class UpdateResult:
 
 
 @dataclass(frozen=True)
+class ReadColumns:
+    """The result rows of a batched SELECT, column by column (what the Spark deployer turns into
+    Arrow without a Python object per row).
+
+    Row i belongs to the event (parameter tuple) `event[i]`, counted from 0; rows come in event order
+    and, within an event, in the query's order. `columns[j][i]` is the j-th result value of row i,
+    coerced to the query's RETURNS types as `read` does. With `outer`, an event without result rows
+    has one row of Nones.
+    """
+
+    event: list[int]
+    columns: list[list[Any]]
+
+
+def columns_of(results: Sequence[Sequence[Row]], width: int, outer: bool) -> ReadColumns:
+    """`read`'s per-event result lists as `ReadColumns` of `width` columns (short rows padded)."""
+    event: list[int] = []
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    for e, found in enumerate(results):
+        if not found:
+            if not outer:
+                continue
+            found = [(None,) * width]
+        for row in found:
+            event.append(e)
+            for j in range(width):
+                columns[j].append(row[j] if j < len(row) else None)
+    return ReadColumns(event, columns)
+
+
+@dataclass(frozen=True)
 class MaterializeResult:
     """Per row, in order: None when stored, else the (redacted) reason it was not.
 

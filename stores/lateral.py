@@ -68,8 +68,10 @@ def select_text(text: str) -> SelectText:
     return SelectText("".join(chars), tuple(params), bool(_ORDER_BY.search(blanked)))
 
 
-def lateral_query(st: SelectText, types: Sequence[str]) -> str:
+def lateral_query(st: SelectText, types: Sequence[str], outer: bool = False) -> str:
     """The batched query; binds one array per parameter, or the batch size when there are none.
+
+    `outer`: an event whose query returns no row still gets one, of NULLs (LEFT JOIN LATERAL).
 
     `types` are Postgres type names chosen by us or returned by the server's `format_type`, never
     text from events.
@@ -89,7 +91,8 @@ def lateral_query(st: SelectText, types: Sequence[str]) -> str:
     if st.ordered:
         inner = f"SELECT _cep_u.*, row_number() OVER () AS _cep_rn FROM (\n{inner}\n) AS _cep_u"
         order += ", _cep_q._cep_rn"
-    return f"SELECT _cep_p._cep_ord, _cep_q.* FROM {source} CROSS JOIN LATERAL (\n{inner}\n) AS _cep_q ORDER BY {order}"
+    join, on = ("LEFT JOIN", " ON true") if outer else ("CROSS JOIN", "")
+    return f"SELECT _cep_p._cep_ord, _cep_q.* FROM {source} {join} LATERAL (\n{inner}\n) AS _cep_q{on} ORDER BY {order}"
 
 
 def describe_statements(st: SelectText, declared: Sequence[str]) -> tuple[str, str, str]:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from operators.graph import DataStore, SqlQuery, Table
 from stores import arrow
-from stores.api import LedgerKey, MaterializeResult, UpdateResult
+from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of
 from stores.cache import ReadCache
 from stores.errors import StoreConfigError
 from stores.redis_store import RedisStore
@@ -116,6 +116,20 @@ class StoreRegistry:
         if not query.cache_rows or not params:
             return store.read(query, params)
         return self._cache(query).read(params, lambda missing: store.read(query, missing))
+
+    def read_columns(
+        self, query: SqlQuery, columns: Sequence[Sequence[Any]], n: int, *, width: int, outer: bool = False
+    ) -> ReadColumns:
+        """`read` for `n` events given column by column; the result column by column (ReadColumns).
+
+        An uncached query on a SQL store takes the store's columnar path; a cached one goes through
+        the cache, which works per parameter tuple.
+        """
+        store = self.store(query.store)
+        if not query.cache_rows and isinstance(store, SqlStore):
+            return store.read_columns(query, columns, n, width=width, outer=outer)
+        rows = list(zip(*columns, strict=True)) if columns else [()] * n
+        return columns_of(self.read(query, rows), width, outer)
 
     def update(
         self,

@@ -50,23 +50,28 @@ import psycopg
 import pyarrow as pa
 import sqlalchemy as sa
 from psycopg import errors as pg_errors
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from operators.graph import SqlQuery, Table
 from operators.sqltext import to_driver_placeholders
 from stores import arrow, ledger, pg_bulk
-from stores.api import LedgerKey, MaterializeResult, UpdateResult
+from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, scrub
 from stores.lateral import SelectText, describe_statements, lateral_query, select_text
 from stores.schema import declared_shape, existing_shape, schema_mismatch
 from stores.sql import MaterializePlan, Row, is_event_error, isolate, materialize_plan
 from stores.urls import StoreURL
-from stores.values import from_db, normalize_row, pg_array_type, pg_value
+from stores.values import coerce_column, from_db, normalize_row, pg_array_type, pg_value
 
 T = TypeVar("T")
 
 POOL_MIN, POOL_MAX = 1, 4
 CONNECT_TIMEOUT_S = 10
+# pg_stat_activity.application_name of the engine's pooled connections, and of the short-lived ones
+# that check or create tables (unless the URL sets its own): an operator, or a test, can tell them
+# from others, e.g. `WHERE application_name LIKE 'cep%'`.
+APPLICATION_NAME, DDL_APPLICATION_NAME = "cep", "cep-ddl"
 _CACHE_LIMIT = 1024
 _PARAM_NUMBER = re.compile(r"\$(\d+)")
 
@@ -149,6 +154,25 @@ def _sqlstate(e: BaseException) -> str | None:
     return getattr(e, "sqlstate", None)
 
 
+def _event_failure(e: BaseException) -> bool:
+    """Whether `e` is caused by one event's own data (SQLSTATE classes in stores.sql), so that the
+    event is dead-lettered and the rest of its batch applies.
+
+    psycopg refuses some values before sending them, with a DataError that has no SQLSTATE: a NUL
+    character in text ("PostgreSQL text fields cannot contain NUL (0x00) bytes"). That is the
+    event's data too. Without this, the row path of a batch whose COPY the server refused for a NUL
+    (SQLSTATE 22021) raised for the whole batch, and a Spark run stopped on one bad event.
+
+    SQLSTATE 54000 (program limit exceeded, without a subclass) is what a value too large for an
+    index says ("index row requires 10016 bytes, maximum size is 8191"): that event's data as well.
+    Its subclasses (statement too complex, too many columns or arguments) are about the statement.
+    """
+    if not isinstance(e, psycopg.Error):
+        return False
+    state = _sqlstate(e)
+    return is_event_error(state) or state == "54000" or (state is None and isinstance(e, psycopg.DataError))
+
+
 class PostgresBackend:
     def __init__(self, url: StoreURL, name: str, statement_timeout_ms: int) -> None:
         self.url = url
@@ -172,7 +196,7 @@ class PostgresBackend:
     def pool(self) -> ConnectionPool:
         with self._lock:
             if self._pool is None:
-                conninfo = self.url.libpq_conninfo()
+                conninfo = make_conninfo(self.url.libpq_conninfo(), **_application_name(self.url))
                 # One direct connection first: a wrong host or password then fails at once with the
                 # server's own message, instead of a pool timeout after retries.
                 try:
@@ -265,7 +289,7 @@ class PostgresBackend:
 
     def _event_error(self, what: str) -> Callable[[Exception], str | None]:
         def message(e: Exception) -> str | None:
-            if isinstance(e, psycopg.Error) and is_event_error(_sqlstate(e)):
+            if _event_failure(e):
                 return str(StoreQueryError(f"{what}: {self._scrub(str(e))}", store=self.name, url=self.url.redacted()))
             return None
 
@@ -276,36 +300,7 @@ class PostgresBackend:
     def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]:
         if not params:
             return []
-        try:
-            st = self._select(query.text)
-        except ValueError as e:
-            raise StoreQueryError(f"query {query.name}: {e}", store=self.name, url=self.url.redacted()) from None
-        types: list[str | None] = []
-        arrays: list[list[Any]] = []
-        for i, column in enumerate(zip(*params, strict=True)):
-            try:
-                t, values = pg_array_type(list(column))
-            except TypeError as e:
-                raise StoreQueryError(
-                    f"query {query.name}, parameter {i + 1}: {e}", store=self.name, url=self.url.redacted()
-                ) from None
-            types.append(t)
-            arrays.append(values)
-
-        def body(conn: psycopg.Connection[Any]) -> list[Any]:
-            final = self._param_types(conn, st, tuple(types)) if None in types else types
-            sql = lateral_query(st, [t for t in final if t is not None])
-            bind: list[Any] = list(arrays) if st.params else [len(params)]
-            with conn.pipeline(), conn.transaction():
-                conn.execute("SET TRANSACTION READ ONLY")
-                cur = conn.execute(sql, bind)
-            return cur.fetchall()
-
-        try:
-            rows = self._run(f"query {query.name} (batch of {len(params)})", body, write=False)
-        except StoreError:
-            self._types = {k: v for k, v in self._types.items() if k[0] != st.text}  # may be stale
-            raise
+        st, rows = self._read_rows(query, list(zip(*params, strict=True)), len(params), outer=False)
         out: list[list[Row]] = [[] for _ in params]
         end = -1 if st.ordered else None
         returns = query.returns
@@ -315,6 +310,74 @@ class PostgresBackend:
                 row = tuple(from_db(v, f.type) for v, f in zip(row, returns, strict=True))
             out[r[0] - 1].append(row)
         return out
+
+    def read_columns(
+        self, query: SqlQuery, columns: Sequence[Sequence[Any]], n: int, *, width: int, outer: bool = False
+    ) -> ReadColumns:
+        """`read` for a batch given column by column, its result column by column (see ReadColumns).
+
+        The same query as `read`; with `outer` the server adds the NULL row of an event without
+        result rows (LEFT JOIN LATERAL). No Python object is made per result row: the rows are
+        transposed at C speed and a column is coerced one value at a time only when it needs it.
+        """
+        if n == 0:
+            return ReadColumns([], [[] for _ in range(width)])
+        st, rows = self._read_rows(query, columns, n, outer=outer)
+        if not rows:
+            return ReadColumns([], [[] for _ in range(width)])
+        transposed = list(zip(*rows, strict=True))
+        got = len(transposed) - 1 - (1 if st.ordered else 0)
+        returns = query.returns if query.returns is not None and len(query.returns) == got else None
+        out: list[list[Any]] = []
+        for j in range(width):
+            if j >= got:  # the query returned fewer columns than the operator reads: NULLs
+                out.append([None] * len(rows))
+                continue
+            values = list(transposed[1 + j])
+            out.append(coerce_column(values, returns.fields[j].type if returns is not None else None))
+        return ReadColumns(list(map((-1).__add__, transposed[0])), out)
+
+    def _read_rows(
+        self, query: SqlQuery, columns: Sequence[Sequence[Any]], n: int, *, outer: bool
+    ) -> tuple[SelectText, list[Any]]:
+        """The batched query's rows: (event ordinal from 1, the query's columns..., [row number])."""
+        try:
+            st = self._select(query.text)
+        except ValueError as e:
+            raise StoreQueryError(f"query {query.name}: {e}", store=self.name, url=self.url.redacted()) from None
+        types: list[str | None] = []
+        arrays: list[Any] = []
+        for i, column in enumerate(columns):
+            try:
+                t, values = pg_array_type(list(column))
+            except TypeError as e:
+                raise StoreQueryError(
+                    f"query {query.name}, parameter {i + 1}: {e}", store=self.name, url=self.url.redacted()
+                ) from None
+            if t is None and any("\x00" in v for v in values if v is not None):
+                # psycopg refuses the whole batch for it; Spark finds these events beforehand
+                # (deployer.spark_sql._unsendable), so this is the reference executor's one event
+                raise StoreQueryError(
+                    f"query {query.name}, parameter {i + 1}: {NUL_IN_TEXT}", store=self.name, url=self.url.redacted()
+                )
+            types.append(t)
+            arrays.append(_array_literal(values) if t == "bigint" else values)
+
+        def body(conn: psycopg.Connection[Any]) -> list[Any]:
+            final = self._param_types(conn, st, tuple(types)) if None in types else types
+            sql = lateral_query(st, [t for t in final if t is not None], outer=outer)
+            bind: list[Any] = list(arrays) if st.params else [n]
+            with conn.pipeline(), conn.transaction():
+                conn.execute("SET TRANSACTION READ ONLY")
+                cur = conn.execute(sql, bind)
+            return cur.fetchall()
+
+        try:
+            rows = self._run(f"query {query.name} (batch of {n})", body, write=False)
+        except StoreError:
+            self._types = {k: v for k, v in self._types.items() if k[0] != st.text}  # may be stale
+            raise
+        return st, rows
 
     def _select(self, text: str) -> SelectText:
         st = self._selects.get(text)
@@ -417,7 +480,7 @@ class PostgresBackend:
                 cur.executemany(text, rows, returning=True)
             return UpdateResult([*self._counts(cur, len(rows), query)], [None] * len(rows))
         except psycopg.Error as e:
-            if not is_event_error(_sqlstate(e)):
+            if not _event_failure(e):
                 raise
         with conn.pipeline(), conn.transaction():
             counts, errors = self._isolate(conn, query, text, rows, list(range(len(rows))), known_failing=True)
@@ -452,7 +515,7 @@ class PostgresBackend:
                     conn.execute(_RECORD_NEW, (sc.deployment, sc.operator, keys, counts))
                     return UpdateResult([*counts], [None] * n)
         except psycopg.Error as e:
-            if not (_ledger_conflict(e) or is_event_error(_sqlstate(e))):
+            if not (_ledger_conflict(e) or _event_failure(e)):
                 raise
             retry_failing = not _ledger_conflict(e)
         # A replay, an id twice in the batch, or an event that fails: claim what is not claimed yet,
@@ -590,7 +653,7 @@ class PostgresBackend:
         except psycopg.Error as e:
             if entry is not None and _ledger_conflict(e):
                 return self._recorded_batch(conn, entry, n)
-            if not is_event_error(_sqlstate(e)):
+            if not _event_failure(e):
                 raise
             failing = True
         values = rows()
@@ -668,9 +731,24 @@ class PostgresBackend:
                 # DDL and reflection only, once per table: no pool of its own.
                 self._engine = sa.create_engine(
                     self.url.sqlalchemy_url(), poolclass=sa.NullPool,
-                    connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+                    connect_args={
+                        "connect_timeout": CONNECT_TIMEOUT_S,
+                        **_application_name(self.url, DDL_APPLICATION_NAME),
+                    },
                 )
             return self._engine
+
+
+# psycopg's own words for a text value it will not send
+NUL_IN_TEXT = "PostgreSQL text fields cannot contain NUL (0x00) bytes"
+
+
+def _array_literal(values: list[int | None]) -> str:
+    """A bigint parameter array as Postgres array text, `{1,2,NULL}`: bound as one string and cast
+    by the query (`%s::bigint[]`), it costs one `str` per value here instead of psycopg's per-element
+    array dumper, the largest cost of a batched read on the client. Only ints go this way: their text
+    form is unambiguous."""
+    return "{" + ",".join(["NULL" if v is None else str(v) for v in values]) + "}"
 
 
 def _driver_rows(plan: MaterializePlan, rows: Sequence[Row]) -> list[Row]:
@@ -686,6 +764,10 @@ def _driver_rows(plan: MaterializePlan, rows: Sequence[Row]) -> list[Row]:
             column = tuple(pg_value(v) for v in column)
         out.append(column)
     return list(zip(*out, strict=True))
+
+
+def _application_name(url: StoreURL, name: str = APPLICATION_NAME) -> dict[str, str]:
+    return {} if any(k == "application_name" for k, _ in url.options) else {"application_name": name}
 
 
 def _transient_connect(message: str) -> bool:

@@ -12,8 +12,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
-from spark_helpers import assert_same, at, compile_text, prepare, run_both
+from spark_helpers import assert_same, assert_same_dead_letters, at, compile_text, prepare, run_both
 
 from deployer.runner import bind_stores
 from deployer.spark_run import SparkDeployment
@@ -31,7 +32,9 @@ INSERT INTO everyone SELECT idcaller, q.idplan AS plan FROM cdr1 ON OUTER SQL pl
 """
 
 
-def test_figure_3_multi_row_no_row_and_outer(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_figure_3_multi_row_no_row_and_outer(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
     db = sqlite3.connect(data / "crm.sqlite3")
@@ -66,12 +69,16 @@ INSERT INTO withplan SELECT idcaller, p.idplan FROM cdr1 ON SQL plan_of, p, idca
 """
 
 
-def test_cache_counters_reach_the_progress_line(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_counters_reach_the_progress_line(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The executors' read caches report hits, misses and store loads to the driver (accumulators)."""
     data = tmp_path / "data"
     data.mkdir()
     db = sqlite3.connect(data / "crm.sqlite3")
-    db.executescript("CREATE TABLE plans (idcaller integer, idplan integer); INSERT INTO plans VALUES (1, 10), (2, 20);")
+    db.executescript(
+        "CREATE TABLE plans (idcaller integer, idplan integer); INSERT INTO plans VALUES (1, 10), (2, 20);"
+    )
     db.commit()
     db.close()
     monkeypatch.setenv("CEP_DATA_DIR", str(data))
@@ -81,8 +88,14 @@ def test_cache_counters_reach_the_progress_line(spark: Any, tmp_path: Path, monk
     # Python workers (each with its cache) run them, so one of them sees a caller again in a later batch
     sources = prepare(tmp_path, {"cdr1": [events[k : k + 100] for k in range(0, 400, 100)]})
     deployment = SparkDeployment(
-        spark, graph, sources, {"withplan": f"file:{tmp_path / 'out'}"}, str(tmp_path / "ck"),
-        dead_letter=f"file:{tmp_path / 'dead'}", stores=bind_stores(graph, {}), until_idle=True,
+        spark,
+        graph,
+        sources,
+        {"withplan": f"file:{tmp_path / 'out'}"},
+        str(tmp_path / "ck"),
+        dead_letter=f"file:{tmp_path / 'dead'}",
+        stores=bind_stores(graph, {}),
+        until_idle=True,
         max_files_per_trigger=1,
     )
     deployment.run(out=io.StringIO())
@@ -94,3 +107,38 @@ def test_cache_counters_reach_the_progress_line(spark: Any, tmp_path: Path, monk
     # loads count store calls (one per Arrow batch with a miss)
     assert (hits + misses) % 400 == 0 and hits + misses > 0, line
     assert hits >= 100 and misses >= 3 and 1 <= loads <= misses, line
+
+
+NUL_SCRIPT = """
+CREATE STREAMSCHEMA ev WITH id integer, name varchar;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY look ON crm AS 'SELECT v FROM lk WHERE name = ? AND v > ?' RETURNS (v integer);
+INSERT INTO found SELECT id, l.v AS v FROM ev ON OUTER SQL look, l, name, id, v;
+"""
+
+
+@pytest.mark.postgres
+def test_a_nul_in_a_text_parameter_dead_letters_its_event_only(
+    spark: Any, tmp_path: Path, pg_db: str
+) -> None:
+    """Postgres text cannot hold NUL and psycopg will not send it: on both engines that one event is
+    dead-lettered with the same reason, and the rest of its batch is read and goes on."""
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE lk (name text, v integer)")
+        conn.execute("INSERT INTO lk VALUES ('a', 7), ('b', 8), ('a', 9)")
+    events = [
+        {"id": 0, "name": "a"},
+        {"id": 1, "name": "b\x00"},
+        {"id": 2, "name": "\x00"},
+        {"id": 3, "name": "b"},
+    ]
+    config = bind_stores(compile_text(NUL_SCRIPT), {"crm": pg_db})
+    ref, spk = run_both(spark, tmp_path, NUL_SCRIPT, {"ev": [events]}, ["found"], stores=config)
+    assert_same(ref, spk, "found", min_rows=3)
+    assert sorted((r["id"], r["v"]) for r in spk["found"]) == [(0, 7), (0, 9), (3, 8)]
+    assert_same_dead_letters(ref, spk)
+    assert sorted(d["event"][0] for d in spk.dead) == [1, 2]
+    assert all(
+        d["stage"] == "ReadSQL" and "parameter 1: PostgreSQL text fields cannot contain NUL" in d["reason"]
+        for d in spk.dead
+    )
