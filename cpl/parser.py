@@ -244,7 +244,7 @@ class _ToAst(Transformer[Token, Any]):
         return ast.CreateSqlQuery(
             name.text,
             store.text,
-            _unquote(text_tok),
+            _unquote(text_tok, self._tpos(text_tok)),
             tuple(returns),
             cache[0] if cache else None,
             cache[1] if cache else None,
@@ -465,10 +465,10 @@ class _ToAst(Transformer[Token, Any]):
         return ast.Literal("decimal", text, self._pos(meta))
 
     def str_lit(self, meta: Any, children: list[Token]) -> ast.Expr:
-        return ast.Literal("string", _unquote(children[0]), self._pos(meta))
+        return ast.Literal("string", _unquote(children[0], self._tpos(children[0])), self._pos(meta))
 
     def ts_lit(self, meta: Any, children: list[Token]) -> ast.Expr:
-        return ast.Literal("timestamp", _unquote(children[1]), self._pos(meta))
+        return ast.Literal("timestamp", _unquote(children[1], self._tpos(children[1])), self._pos(meta))
 
     def true_lit(self, meta: Any, children: list[Token]) -> ast.Expr:
         return ast.Literal("bool", True, self._pos(meta))
@@ -480,15 +480,13 @@ class _ToAst(Transformer[Token, Any]):
         return ast.Literal("null", None, self._pos(meta))
 
 
-def _unquote(tok: Token) -> str:
+def _unquote(tok: Token, pos: Pos) -> str:
+    """The value of a string token; `pos` is where it is in the script (the token's own position is
+    relative to its statement), for the error of an oversized literal."""
     text = str(tok)
     if len(text) > MAX_STRING_CHARS + 2:
-        raise CplSyntaxError(f"string literal is longer than {MAX_STRING_CHARS} characters", _tok_pos(tok))
+        raise CplSyntaxError(f"string literal is longer than {MAX_STRING_CHARS} characters", pos)
     return text[1:-1].replace("''", "'")
-
-
-def _tok_pos(tok: Token) -> Pos:
-    return Pos(tok.line or 0, tok.column or 0, tok.end_line or 0, tok.end_column or 0)
 
 
 # ---- syntax errors --------------------------------------------------------------------------------

@@ -6,16 +6,22 @@
 
 No Python or lark stack trace reaches the user: compile errors are diagnostics, run-time failures a
 one-line message (add --debug for the trace).
+
+`cep run` on Spark stops between micro-batches on SIGTERM (exit 0: a stop asked for, as by a service
+manager) or SIGINT (Ctrl-C: exit 130, the shell's code for an interrupted command, so that
+`cep run ... && next` does not go on); a second signal stops it at once.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 
 import click
 
 from cpl.compiler import Compiled, compile_script
 from cpl.errors import CompileError
+from deployer.checkpoint import CheckpointRefused
 from deployer.cli_common import friendly, pairs, read_script
 from operators import explain as dump
 
@@ -112,7 +118,7 @@ _pairs = pairs
     metavar="N",
     help="Spark: read at most N new files of a file: source per micro-batch (default: all).",
 )
-@_friendly
+@friendly(CheckpointRefused)  # the user's to fix: no --debug hint
 def run(
     script: str,
     engine: str,
@@ -141,7 +147,8 @@ def run(
         master=master,
         max_files_per_trigger=max_files_per_trigger,
     )
-    run_script(request)
+    if run_script(request).stopped_by == signal.SIGINT:
+        raise SystemExit(130)
 
 
 from deployer import service_cli  # noqa: E402  (the catalog and service commands)

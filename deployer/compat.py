@@ -105,8 +105,11 @@ def _diff(
         return [f"its {kind} changed from [{before}] to [{after}]"]
     out = []
     for (_, parts_o), (label, parts_n) in zip(old, new, strict=True):
-        # Labels hold line numbers, which may move freely: only the parts are compared.
-        for (what, vo), (_, vn) in zip(parts_o, parts_n, strict=True):
+        # Labels hold line numbers, which may move freely: only the parts are compared. An operator
+        # may have more parts than the one it replaces (a TUPLE window adds its buffered schema).
+        was, now = dict(parts_o), dict(parts_n)
+        for what in dict.fromkeys([*was, *now]):
+            vo, vn = was.get(what, ""), now.get(what, "")
             if vo != vn:
                 out.append(f"{label}: {what} changed from {vo or 'none'} to {vn or 'none'}")
     return out
@@ -121,6 +124,12 @@ def incompatibilities(
     """Why `new` cannot resume from `old`'s checkpoint; empty when it can."""
     before = outputs(old, old_bindings.get("sources", {}), old_bindings.get("sinks", {}))
     after = outputs(new, new_bindings.get("sources", {}), new_bindings.get("sinks", {}))
+    return compare(before, after)
+
+
+def compare(before: Mapping[str, Signature], after: Mapping[str, Signature]) -> list[str]:
+    """`incompatibilities` of two sets of `outputs` signatures (deployer.checkpoint keeps the
+    signatures of a checkpoint's outputs in its manifest, not the script)."""
     problems: list[str] = []
     for key in sorted(before.keys() & after.keys()):
         (ins_o, st_o), (ins_n, st_n) = before[key], after[key]

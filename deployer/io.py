@@ -113,6 +113,10 @@ def _json_record(text: str, source: str) -> RawRecord:
         value = json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as err:
         return RawRecord(text, source, None, f"malformed JSON: {err.msg} at column {err.colno}")
+    except (ValueError, RecursionError) as err:
+        # Valid JSON that Python refuses to read (an integer of more than 4,300 digits, nesting
+        # deeper than the recursion limit): one bad record, not the end of the run.
+        return RawRecord(text, source, None, f"unreadable JSON: {_python_reason(err)}")
     if not isinstance(value, dict):
         return RawRecord(text, source, None, f"a record must be a JSON object, not {type(value).__name__}")
     return RawRecord(text, source, value)
@@ -124,6 +128,9 @@ def _read_json_array(f: TextIO, path: Path) -> Iterator[RawRecord]:
         items = json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as err:
         yield RawRecord(text[:1000], f"{path}:{err.lineno}", None, f"malformed JSON: {err.msg}")
+        return
+    except (ValueError, RecursionError) as err:  # see _json_record
+        yield RawRecord(text[:1000], f"{path}:1", None, f"unreadable JSON: {_python_reason(err)}")
         return
     for n, item in enumerate(items, start=1):
         raw = json.dumps(item, default=str)
@@ -167,10 +174,28 @@ _EMPTY = _Empty()
 # ---- converting ---------------------------------------------------------------------------------------
 
 
+# A reason quotes the value it is about, but at most this many characters of it: a 10 MB field
+# makes a short reason (the dead letter keeps the whole record beside it).
+SHOWN_CHARS = 100
+
+
 def _show(v: Any) -> str:
     if isinstance(v, str):
+        if len(v) > SHOWN_CHARS:
+            return f"{v[:SHOWN_CHARS]!r}... ({len(v)} characters)"
         return repr(v)
-    return json.dumps(v, default=str)
+    try:
+        text = json.dumps(v, default=str)
+    except ValueError:  # an integer of more than 4,300 digits, which Python will not print
+        return "a number of more than 4300 digits"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+
+
+def _python_reason(err: BaseException) -> str:
+    """The message of a Python error about a value, without its advice to the programmer."""
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    return str(err).split("; use ", 1)[0]
 
 
 def _integer(f: Field, v: Any) -> int:
@@ -191,7 +216,7 @@ def _integer(f: Field, v: Any) -> int:
         raise RecordError(f"field '{f.name}': {_show(v)} is not an integer")
     lo, hi = INT_RANGES[kind]
     if not lo <= out <= hi:
-        raise RecordError(f"field '{f.name}': {out} is out of range for {kind}")
+        raise RecordError(f"field '{f.name}': {_show(out)} is out of range for {kind}")
     return out
 
 
@@ -258,7 +283,7 @@ def _timestamp(f: Field, v: Any) -> datetime:
         try:
             return from_micros(millis * 1000)
         except OverflowError:
-            raise RecordError(f"field '{f.name}': {millis} is out of the timestamp range") from None
+            raise RecordError(f"field '{f.name}': {_show(v)} is out of the timestamp range") from None
     if isinstance(v, str):
         ts = parse_timestamp(v)
         if ts is not None:
@@ -292,7 +317,12 @@ def to_event(fields: dict[str, Any], schema: Schema) -> tuple[Any, ...]:
         if v is None:
             out.append(None)
             continue
-        out.append(_CONVERT.get(f.type.kind, _string)(f, v))
+        try:
+            out.append(_CONVERT.get(f.type.kind, _string)(f, v))
+        except (ValueError, OverflowError) as err:
+            # e.g. epoch milliseconds of more than 4,300 digits, which int() refuses: the record's
+            # fault, so it is rejected like any other bad value instead of stopping the run
+            raise RecordError(f"field '{f.name}': {_show(v)} cannot be read: {_python_reason(err)}") from None
     return tuple(out)
 
 

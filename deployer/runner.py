@@ -1,11 +1,20 @@
-"""`cep run`, independent of the engine: bind data stores, then hand the graph to an executor."""
+"""`cep run`, independent of the engine: bind data stores, then hand the graph to an executor.
+
+On Spark, a run with --checkpoint first checks the directory (deployer.checkpoint), and SIGTERM or
+SIGINT (Ctrl-C) stop it between micro-batches rather than killing it (`stop_requests`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from operators import graph as g
@@ -27,11 +36,45 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class RunSummary:
+    """The counts of a run (docs/guarantees.md, "Counting events"): for a script with one output
+    that keeps events one for one, events_in = applied (or events_out) + dead_lettered + filtered
+    + late."""
+
     engine: str
-    events_in: int
-    events_out: int
-    dead_lettered: int
+    events_in: int  # records read: events and the records rejected as input
+    events_out: int  # rows written to the requested sinks
+    dead_lettered: int  # records and events dead-lettered (late events are counted in `late`)
     late: int
+    stopped_by: int | None = None  # the signal that stopped the run before the end of its input
+    applied: int = 0  # rows the stores accepted into tables
+    filtered: int = 0  # events dropped by a WHERE (Filter/MultiFilter)
+
+
+@contextlib.contextmanager
+def stop_requests() -> Iterator[tuple[threading.Event, list[int]]]:
+    """While inside: the first SIGTERM or SIGINT sets the event (and is recorded in the list), for
+    the run to stop between micro-batches; a second one raises KeyboardInterrupt, to stop at once.
+
+    Only the main thread can own signals; elsewhere (a run inside another program) the event is
+    never set by a signal and the caller's handlers stay as they are.
+    """
+    event, got = threading.Event(), list[int]()
+    if threading.current_thread() is not threading.main_thread():
+        yield event, got
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if event.is_set():
+            raise KeyboardInterrupt
+        got.append(signum)
+        event.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield event, got
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def data_dir() -> Path:
@@ -70,32 +113,68 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
                 registry.close()
         summary = RunSummary(
             "local",
-            sum(stats.events_in.values()),
+            # the records read: the executor counts the events it accepted, the rejected records
+            # are dead letters of stage "input" (Spark's count includes them too)
+            stats.total_in + stats.dead_lettered.get("input", 0),
             # events written to the requested sinks (not every intermediate stream)
             sum(n for name, n in stats.events_out.items() if name.lower() in {k.lower() for k in req.sinks}),
             sum(stats.dead_lettered.values()),
             sum(stats.late.values()),
+            applied=stats.total_applied,
+            filtered=stats.total_filtered,
         )
     else:
+        guard = None
+        if req.checkpoint is not None:
+            from deployer.checkpoint import CheckpointGuard
+
+            # Before Spark starts: a refused checkpoint starts no query and writes nothing anywhere.
+            guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)
         from deployer.spark_run import SparkDeployment, spark_session
 
         spark = spark_session(req.master)
-        deployment = SparkDeployment(
-            spark,
-            req.graph,
-            req.sources,
-            req.sinks,
-            req.checkpoint,
-            req.dead_letter,
-            config,
-            req.until_idle,
-            max_files_per_trigger=req.max_files_per_trigger,
+        # After the session: PySpark's SparkContext puts a SIGINT handler of its own in place (cancel
+        # every job, raise KeyboardInterrupt), which would cut the batches short.
+        with stop_requests() as (stop, signals):
+            deployment = SparkDeployment(
+                spark,
+                req.graph,
+                req.sources,
+                req.sinks,
+                req.checkpoint,
+                req.dead_letter,
+                config,
+                req.until_idle,
+                max_files_per_trigger=req.max_files_per_trigger,
+                on_started=guard.started if guard is not None else None,
+            )
+            stats_s = deployment.run(out=out, stop=stop)
+        summary = RunSummary(
+            "spark",
+            stats_s.rows_in,
+            stats_s.rows_out,
+            stats_s.dead_lettered,
+            stats_s.late,
+            (signals[0] if signals else signal.SIGTERM) if stats_s.stopped else None,
+            applied=stats_s.applied,
+            filtered=stats_s.filtered,
         )
-        stats_s = deployment.run(out=out)
-        summary = RunSummary("spark", stats_s.rows_in, stats_s.rows_out, stats_s.dead_lettered, 0)
-    print(
-        f"done ({summary.engine}): {summary.events_in} events in, {summary.events_out} out, "
-        f"{summary.dead_lettered} dead-lettered, {summary.late} late",
-        file=out,
+    counts = (
+        f"{summary.events_in} events in, {summary.events_out} out, {summary.applied} applied, "
+        f"{summary.dead_lettered} dead-lettered, {summary.filtered} filtered, {summary.late} late"
     )
+    if summary.stopped_by is None:
+        print(f"done ({summary.engine}): {counts}", file=out)
+    elif req.checkpoint is not None:
+        print(
+            f"stopped ({summary.engine}): {counts}; run the same command with the same --checkpoint "
+            "to resume",
+            file=out,
+        )
+    else:
+        print(
+            f"stopped ({summary.engine}): {counts}; without --checkpoint its progress is not kept: "
+            "a new run starts from the beginning of the input",
+            file=out,
+        )
     return summary

@@ -36,6 +36,8 @@ from stores.arrow import rows as arrow_rows
 RAW = "__raw"
 REASON = "__reason"
 ORIGIN = "__origin"
+# Name prefix of the observed metric counting the records of a file source, `cep_in:<stream>`.
+INPUT_METRIC = "cep_in:"
 
 
 class SourceError(ValueError):
@@ -127,6 +129,10 @@ def file_source(
     )
     out = _parsed_schema(schema)
     parsed = lines.mapInArrow(_parser(schema, out, directory), out)
+    # The records read, good and rejected, as the local engine counts them: the text source's own
+    # numInputRows counts blank lines too, which are no records (deployer.spark_run sums this).
+    name = node.stream if node is not None else str(directory)
+    parsed = parsed.observe(f"{INPUT_METRIC}{name}", F.count(F.lit(1)).alias("rows"))
     values = [col_name(i) for i in range(len(schema))]
     rejected = F.col(REASON).isNotNull()
     good = parsed.filter(~rejected)

@@ -25,7 +25,13 @@ WATERMARK >= end, the reference executor's rule. Known differences, by design:
 
 - Late events (behind the watermark on arrival) are dead-lettered by the reference executor at
   the source; Spark drops them only in stateful operators (a TIME window drops an event when all
-  its windows have closed), and stateless outputs keep them.
+  its windows have closed), and stateless outputs keep them. Spark judges lateness against the
+  watermark of the batch before the previous one, so an event late by one batch still joins a
+  window that is being emitted in its batch.
+- The watermark is declared at a stateful operator's input, after the filters and the expressions
+  that can fail before it (Spark even pushes an aggregate's own failure filter below it): events
+  dropped or dead-lettered on the way do not move it; the reference's per-source watermark counts
+  every event read.
 - Sources with different WATERMARK delays merged by a Union: Spark uses the largest delay for the
   merged stream, the reference each source's own, so Spark may close windows later (and at the
   end of the input, fire fewer).
@@ -191,12 +197,26 @@ def _map(sg: SparkGraph, node: g.Node) -> None:
     sg.ports[g.Port(node.id)] = df.select(*cols, SEQ)
 
 
+# Name prefix of the observed metric (Dataset.observe) counting the events a Filter or MultiFilter
+# drops, `cep_filtered:<node id>`: reported in the progress of every query that runs the node, and
+# summed by deployer.spark_run for the run's summary (docs/guarantees.md, "Counting events").
+FILTERED_METRIC = "cep_filtered:"
+
+
+def count_filtered(node: g.Node, df: DataFrame, kept: Column) -> DataFrame:
+    """`df` with an observation of its rows for which `kept` is not TRUE. An observation is
+    aggregated while the batch runs, so counting costs no Spark action of its own."""
+    dropped = F.count(F.when(~F.coalesce(kept, F.lit(False)), F.lit(1)))
+    return df.observe(f"{FILTERED_METRIC}{node.id}", dropped.alias("rows"))
+
+
 def _filter(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.Filter)
     c = ExprCompiler()
     pred = c.compile(node.predicate)
     df = sg.split_errors(node, sg.input(node), c.errors, len(node.input_schema))
-    sg.ports[g.Port(node.id)] = df.filter(pred)
+    # counted after the split: an event that fails the predicate is dead-lettered, not filtered
+    sg.ports[g.Port(node.id)] = count_filtered(node, df, pred).filter(pred)
 
 
 def _multifilter(sg: SparkGraph, node: g.Node) -> None:
@@ -204,6 +224,11 @@ def _multifilter(sg: SparkGraph, node: g.Node) -> None:
     c = ExprCompiler()
     preds = [c.compile(p) for p in node.predicates]
     df = sg.split_errors(node, sg.input(node), c.errors, len(node.input_schema))
+    # filtered: the events that no predicate keeps (as the reference executor counts them)
+    kept = F.lit(False)
+    for p in preds:
+        kept = kept | F.coalesce(p, F.lit(False))
+    df = count_filtered(node, df, kept)
     for i, p in enumerate(preds):
         sg.ports[g.Port(node.id, i)] = df.filter(p)
 

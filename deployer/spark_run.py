@@ -13,10 +13,13 @@ With `until_idle` the queries run with the availableNow trigger, a few at a time
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,10 +29,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from deployer.checkpoint import query_dir
 from deployer.io import file_dir
 from deployer.redis_stream import is_redis_stream_uri, redis_stream_source, redis_stream_writer
 from deployer.spark_expr import col_name
 from deployer.spark_io import (
+    INPUT_METRIC,
     SourceError,
     console_batch_writer,
     dead_letter_frame,
@@ -38,7 +43,7 @@ from deployer.spark_io import (
     file_source,
     generator_source,
 )
-from deployer.spark_plan import SEQ, SparkGraph, named
+from deployer.spark_plan import FILTERED_METRIC, SEQ, SparkGraph, named
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -46,13 +51,46 @@ from stores.urls import redact_text
 @dataclass
 class SparkRunStats:
     """What a run did. Every query reads its sources itself, so `rows_in` counts each source's
-    input lines once (the most any query read of it), not once per query."""
+    records once (the least any query read of it), not once per query; blank lines are no records."""
 
     batches: int = 0
     rows_in: int = 0
     queries: list[str] = field(default_factory=list)
     dead_lettered: int = 0
     rows_out: int = 0  # rows written to the sinks
+    stopped: bool = False  # stopped on request (`run`'s `stop`), not at the end of its input
+    applied: int = 0  # rows the stores accepted into tables
+    filtered: int = 0  # events a Filter or MultiFilter dropped (the most any query counted)
+    late: int = 0  # rows the stateful operators dropped behind the watermark (the most any query did)
+
+
+@dataclass(frozen=True)
+class BatchCounts:
+    """What one micro-batch of one query reported in its progress."""
+
+    read: dict[str, int]  # per source: records (file sources, observed) or input rows (others)
+    filtered: dict[str, int]  # per Filter/MultiFilter node (observed, spark_plan.count_filtered)
+    late: int  # rows its stateful operators dropped behind the watermark
+
+
+def batch_counts(p: Any) -> BatchCounts | None:
+    """The counts of one progress report; None for a trigger that ran no batch."""
+    if "addBatch" not in (p.get("durationMs") or {}):
+        return None
+    read: dict[str, int] = {}
+    filtered: dict[str, int] = {}
+    for name, row in (p.get("observedMetrics") or {}).items():
+        if name.startswith(INPUT_METRIC):
+            read[name] = int(row["rows"] or 0)
+        elif name.startswith(FILTERED_METRIC):
+            filtered[name[len(FILTERED_METRIC) :]] = int(row["rows"] or 0)
+    for src in p.get("sources") or []:
+        key = str(src.get("description"))
+        if read and key.startswith("FileStreamSource"):
+            continue  # counted by its observation, which leaves out blank lines
+        read[key] = read.get(key, 0) + int(src.get("numInputRows") or 0)
+    late = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in p.get("stateOperators") or [])
+    return BatchCounts(read, filtered, late)
 
 
 # What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
@@ -122,6 +160,21 @@ def root_cause(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
+def drop_interrupted_log_writes(location: Path) -> None:
+    """Remove what a crash left of a query's offsets or commits log entry being written.
+
+    Spark writes each entry to a hidden temp file (`.0.<uuid>.tmp`) and renames it into place. A
+    crash in between leaves the temp file, which Spark never reads, but which makes Spark 4 refuse,
+    on every restart, a query that had not logged its first batch yet: "[STATE_STORE_CHECKPOINT_
+    LOCATION_NOT_EMPTY] ... offsets should be empty on batch 0" (SIGKILL at a random point, tests/
+    faults/test_materialize_kill.py, left one in the dead letters' query). Dropping it is safe: the
+    entry was never written, so the batch is planned again, as after any crash before its offsets.
+    """
+    for log in ("offsets", "commits"):
+        for partial in (location / log).glob(".*.tmp*"):
+            partial.unlink(missing_ok=True)
+
+
 class SparkDeployment:
     """Builds and starts the queries of one script; `run` drives them to the end or forever."""
 
@@ -137,6 +190,7 @@ class SparkDeployment:
         until_idle: bool = False,
         name: str = "cep",
         max_files_per_trigger: int | None = None,
+        on_started: Callable[[str], None] | None = None,
     ):
         self.spark = spark
         for key, value in SESSION_CONF.items():
@@ -188,7 +242,13 @@ class SparkDeployment:
             os.environ.get("CEP_MAX_QUERIES", max(2, spark.sparkContext.defaultParallelism))
         )
         self._pending: list[tuple[DataFrame, str, Any]] = []
-        self.written = {"out": 0, "dead": 0}  # rows the writers wrote (they run in this process)
+        # rows the writers wrote (they run in this process); "applied": rows stored into tables
+        self.written = {"out": 0, "dead": 0, "applied": 0}
+        # query name -> batch id -> its counts, taken from the progress as the run goes: a query
+        # keeps only its last spark.sql.streaming.numRecentProgressUpdates (100) reports
+        self.counts: dict[str, dict[int, BatchCounts]] = {}
+        self.on_started = on_started  # told each query's name once it has started (deployer.checkpoint)
+        self._stopping = threading.Event()  # set by stop_between_batches: no writer begins a batch
 
     def _start(self, df: DataFrame, name: str, writer: Any) -> None:
         self._pending.append((df, name, writer))
@@ -199,10 +259,25 @@ class SparkDeployment:
             not self.until_idle or sum(1 for q in self.queries if q.isActive) < self.max_concurrent
         ):
             df, name, writer = self._pending.pop(0)
-            w = df.writeStream.queryName(f"{self.name}:{name}").foreachBatch(writer)
-            w = w.option("checkpointLocation", str(self.checkpoint / name.replace(":", "_")))
+            w = df.writeStream.queryName(f"{self.name}:{name}").foreachBatch(self._gated(writer))
+            w = w.option("checkpointLocation", str(self.checkpoint / query_dir(name)))
             w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
+            drop_interrupted_log_writes(self.checkpoint / query_dir(name))
             self.queries.append(w.start())
+            if self.on_started is not None:
+                self.on_started(name)
+
+    def _gated(self, writer: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
+        """`writer`, unless the run is stopping: then a batch that has not begun writing fails before
+        it touches its DataFrame (lazy: nothing of the batch runs, no store is called), is not
+        committed, and is replayed whole on restart."""
+
+        def write(df: DataFrame, batch_id: int) -> None:
+            if self._stopping.is_set():
+                raise RuntimeError(f"batch {batch_id} left to the next run: this one is stopping")
+            writer(df, batch_id)
+
+        return write
 
     def start(self) -> None:
         consoles = [s for s, u in self.sinks.items() if u == "console"]
@@ -238,7 +313,14 @@ class SparkDeployment:
                     {"stage": "Materialize", "node": node.id, "line": node.line},
                     counted=self._count("dead"),
                 )
-                self._start(df, f"table:{node.table.name}", materialize_writer(self.sg, node, refused))
+                write = materialize_writer(self.sg, node, refused, applied=self._count("applied"))
+                self._start(df, f"table:{node.table.name}", write)
+        for node in self.graph.nodes:
+            if isinstance(node, g.UpdateSQL):
+                # An UpdateSQL's statements are effects of their own: they run whether or not its
+                # output reaches a sink or a table, as in the reference executor. Translating it
+                # gives it a dead-letter query (below), which executes it for every event.
+                self.sg.port(g.Port(node.id))
         # Dead letters: the rejected records of every source and the failures of every stateless
         # operator share one query (one DataFrame shape, `dead_letter_frame`); a failure after a
         # stateful operator or a data store call gets a query of its own, which re-runs that part.
@@ -276,14 +358,28 @@ class SparkDeployment:
 
         return add
 
-    def run(self, progress_every: float = 5.0, out: Any = sys.stderr) -> SparkRunStats:
-        self.start()
+    def run(
+        self, progress_every: float = 5.0, out: Any = sys.stderr, stop: threading.Event | None = None
+    ) -> SparkRunStats:
+        """Run the queries until they have consumed their input (until_idle) or `stop` is set: then
+        each query is stopped between two micro-batches (see `stop_between_batches`)."""
+        stopped = False
+        if stop is None or not stop.is_set():
+            self.start()
         ui = self.spark.sparkContext.uiWebUrl
         if ui:
             print(f"spark UI: {ui}", file=out)
         last = time.monotonic()
         try:
             while self._pending or any(q.isActive for q in self.queries):
+                if stop is not None and stop.is_set():
+                    # Checked before failures: a stop from a terminal's Ctrl-C reaches Spark's Python
+                    # workers too, and a batch it breaks is not a failure of the run (the batch stays
+                    # in the checkpoint and is replayed on restart).
+                    print("stopping: letting the micro-batches in progress finish", file=out)
+                    self.stop_between_batches()
+                    stopped = True
+                    break
                 for q in self.queries:
                     if q.exception() is not None:
                         raise self._failed(q.name, q.exception())
@@ -291,8 +387,9 @@ class SparkDeployment:
                 time.sleep(0.1)
                 if time.monotonic() - last >= progress_every:
                     last = time.monotonic()
+                    self.absorb_progress()
                     print(self.progress_line(), file=out)
-            for q in self.queries:
+            for q in self.queries if not stopped else ():
                 exc = q.exception()
                 if exc is not None:
                     raise self._failed(q.name, exc)
@@ -302,21 +399,42 @@ class SparkDeployment:
             queries=[q.name for q in self.queries],
             rows_out=self.written["out"],
             dead_lettered=self.written["dead"],
+            stopped=stopped,
+            applied=self.written["applied"],
         )
+        self.absorb_progress()
         read: dict[str, int] = {}
-        for q in self.queries:
+        filtered: dict[str, int] = {}
+        for batches in self.counts.values():
+            stats.batches += len(batches)
             per_source: dict[str, int] = {}
-            for p in q.recentProgress:
-                stats.batches += 1
-                for src in p["sources"]:
-                    key = str(src["description"])
-                    per_source[key] = per_source.get(key, 0) + int(src.get("numInputRows") or 0)
+            per_node: dict[str, int] = {}
+            for b in batches.values():
+                for key, n in b.read.items():
+                    per_source[key] = per_source.get(key, 0) + n
+                for key, n in b.filtered.items():
+                    per_node[key] = per_node.get(key, 0) + n
             for key, n in per_source.items():
                 # The least any query read: a query whose plan reads a source twice (two
-                # branches of a union) counts its lines twice.
+                # branches of a union) counts its input rows twice.
                 read[key] = min(read.get(key, n), n)
+            for key, n in per_node.items():
+                # Every query that runs a node counts the same events; one that stopped early, fewer.
+                filtered[key] = max(filtered.get(key, n), n)
+            # Each query runs the stateful operators upstream of its output: the most any query dropped.
+            stats.late = max(stats.late, sum(b.late for b in batches.values()))
         stats.rows_in = sum(read.values())
+        stats.filtered = sum(filtered.values())
         return stats
+
+    def absorb_progress(self) -> None:
+        """Take the counts of the batches each query has reported since the last call."""
+        for q in self.queries:
+            seen = self.counts.setdefault(q.name, {})
+            for p in q.recentProgress:
+                batch = int(p["batchId"])
+                if batch not in seen and (counts := batch_counts(p)) is not None:
+                    seen[batch] = counts
 
     def _failed(self, query: str, exc: Any) -> QueryFailed:
         resume = (
@@ -341,6 +459,41 @@ class SparkDeployment:
         for name, (hits, misses, loads) in sorted(self.sg.cache_counters.items()):
             parts.append(f"cache {name}: {hits.value} hits, {misses.value} misses, {loads.value} loads")
         return "progress: " + ("; ".join(parts) if parts else "starting")
+
+    def stop_between_batches(self, timeout: float | None = None) -> None:
+        """Let the micro-batch each query is writing finish, and begin no other: then stop the
+        queries. Queries not started yet (until_idle runs a few at a time) are not started. A query
+        still busy after `timeout` seconds (CEP_STOP_TIMEOUT, default 10) is stopped in its batch.
+
+        Spark cannot stop a query between two batches: with more input waiting, the next batch
+        begins as soon as one ends, and `StreamingQuery.stop` cuts it short. So the writers are
+        closed first (`_gated`): a query whose next batch reaches its writer fails there, having
+        written nothing, and ends. Either way a batch not finished is not committed in the
+        checkpoint, and the restart replays it with the same id and events (docs/guarantees.md).
+        """
+        if timeout is None:
+            timeout = float(os.environ.get("CEP_STOP_TIMEOUT", "10"))
+        self._pending.clear()
+        self._stopping.set()
+        deadline = time.monotonic() + timeout
+        # A query ended by its closed writer fails, and Spark and py4j log that failure with pages of
+        # stack traces: not an error of this run, so the logs are silenced while the queries stop.
+        py4j, level = logging.getLogger("py4j"), logging.getLogger("py4j").level
+        py4j.setLevel(logging.CRITICAL)
+        self.spark.sparkContext.setLogLevel("OFF")
+        try:
+            busy = list(self.queries)
+            while busy:
+                for q in list(busy):
+                    with contextlib.suppress(Exception):  # a query that fails now is stopped anyway
+                        if q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
+                            continue  # writing its last batch, or about to fail at its closed writer
+                        q.stop()
+                    busy.remove(q)
+                time.sleep(0.02)
+        finally:
+            self.spark.sparkContext.setLogLevel(os.environ.get("CEP_SPARK_LOG_LEVEL", "ERROR"))
+            py4j.setLevel(level)
 
     def stop(self) -> None:
         for q in self.queries:

@@ -44,13 +44,14 @@ def _bump(counter: dict[str, int], key: str, n: int = 1) -> None:
 
 @dataclass
 class RunStats:
-    """Counters of a run; every dict is keyed by stream name (or node id for `filtered`)."""
+    """Counters of a run; every dict is keyed by stream name (node id for `filtered`, table for `applied`)."""
 
     events_in: dict[str, int] = field(default_factory=dict)  # accepted by a source (late ones too)
     events_out: dict[str, int] = field(default_factory=dict)  # emitted on each named stream
     filtered: dict[str, int] = field(default_factory=dict)  # dropped by a Filter/MultiFilter node
     late: dict[str, int] = field(default_factory=dict)  # behind the watermark, per source stream
     dead_lettered: dict[str, int] = field(default_factory=dict)  # per stage ("input", "Map", ...)
+    applied: dict[str, int] = field(default_factory=dict)  # rows a store accepted, per table
 
     def count_in(self, stream: str) -> None:
         _bump(self.events_in, stream)
@@ -66,6 +67,9 @@ class RunStats:
 
     def count_dead(self, stage: str) -> None:
         _bump(self.dead_lettered, stage)
+
+    def count_applied(self, table: str) -> None:
+        _bump(self.applied, table)
 
     @property
     def total_in(self) -> int:
@@ -87,6 +91,10 @@ class RunStats:
     def total_dead_lettered(self) -> int:
         return sum(self.dead_lettered.values())
 
+    @property
+    def total_applied(self) -> int:
+        return sum(self.applied.values())
+
     def summary(self) -> dict[str, Any]:
         """Plain data for printing or JSON: totals plus the per-stream breakdowns."""
         return {
@@ -95,6 +103,7 @@ class RunStats:
             "filtered": self.total_filtered,
             "late": self.total_late,
             "dead_lettered": self.total_dead_lettered,
+            "applied": self.total_applied,
             "events_in": dict(self.events_in),
             "events_out": dict(self.events_out),
             "late_by_stream": dict(self.late),

@@ -253,6 +253,8 @@ class MaterializeOp(Operator):
         errors = getattr(result, "errors", None)
         if errors and errors[0] is not None:
             self.fail(errors[0], event)
+            return
+        self.rt.stats.count_applied(self.node.table.name)
 
 
 class ReadSQLOp(Operator):

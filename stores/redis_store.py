@@ -46,6 +46,7 @@ from stores.values import redis_text
 Row = tuple[Any, ...]
 MAX_CONNECTIONS = 4
 CONNECT_TIMEOUT_S = 10
+DEFAULT_TIMEOUT_MS = 30_000  # a reply's timeout unless the URL sets statement_timeout_ms (as SQL stores)
 MARKER_TTL_MS = 7 * 86_400_000  # how long a batch marker guards against a replay (or the table's TTL)
 
 
@@ -76,7 +77,16 @@ class RedisStore:
     def client(self) -> redis.Redis:
         with self._lock:
             if self._client is None:
-                kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT_S, **self.url.redis_kwargs()}
+                # A read timeout, not only a connect timeout: a server that stops answering (frozen,
+                # or a network that drops packets) blocked the run forever. Now the call fails after
+                # the store's timeout, as a SQL statement does, and is retried like a lost
+                # connection (a write that may have applied is retried only with its batch marker).
+                timeout_s = (self.url.statement_timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
+                kwargs = {
+                    "socket_connect_timeout": CONNECT_TIMEOUT_S,
+                    "socket_timeout": timeout_s,
+                    **self.url.redis_kwargs(),
+                }
                 pool = redis.BlockingConnectionPool(max_connections=MAX_CONNECTIONS, **kwargs)
                 self._client = redis.Redis(connection_pool=pool)
             return self._client

@@ -11,7 +11,8 @@ Query options understood by every kind:
 
     password_file=/path      the password is the file's content (one trailing newline dropped); the
                              file must not be readable by group or others (like ~/.pgpass)
-    statement_timeout_ms=N   per-statement timeout for SQL stores (default 30 s)
+    statement_timeout_ms=N   per-statement timeout for SQL stores, per-reply timeout for Redis
+                             (default 30 s)
 
 Other query options of a postgresql URL (sslmode, connect_timeout, application_name, options, host
 for a Unix socket ...) are passed to libpq unchanged; `password=` is taken as the password.

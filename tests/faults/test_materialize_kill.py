@@ -21,22 +21,17 @@ that enough kills hit a batch in flight for the comparison to mean something.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
+import fault_helpers
 import psycopg
 import pytest
+from fault_helpers import Feeder, Row, in_flight, kill_all, ledger, rows, start, tail
 
 from cpl.compiler import compile_script
 from operators import graph as g
@@ -62,141 +57,14 @@ KILLS = 10
 IMMEDIATE = 5  # kills as soon as a run's first commit is visible
 MIN_HITS = 5  # kills that must land in a table's batch in flight, after some batches, before the last
 MIN_SKIPS = 2  # kills after which Spark replays a batch already committed in Postgres (1+ of call_log)
-CEP = Path(sys.executable).parent / "cep"
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-Row = dict[str, Any]
 
 
-# ---- input -------------------------------------------------------------------------------------------
+# Input, processes and state: tests/faults/fault_helpers.py (shared with the other fault tests).
 
 
 def generate(rnd: random.Random) -> list[list[Row]]:
-    """FILES files of PER_FILE calls, ids 1.. unique, event times strictly increasing across files
-    (so no event is ever behind the watermark, whatever the micro-batches are)."""
-    t, n, files = T0, 0, []
-    for _ in range(FILES):
-        rows = []
-        for _ in range(PER_FILE):
-            t += timedelta(seconds=rnd.randint(1, 100))
-            n += 1
-            rows.append(
-                {
-                    "id": n,
-                    "caller": rnd.randint(1, 8),
-                    "duration": rnd.choice([0, 4, 9, 10, 15, 60, 240, 900]) + rnd.randint(0, 3),
-                    "ts": t.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                }
-            )
-        files.append(rows)
-    return files
-
-
-class Feeder:
-    """Writes input files into a directory, each renamed into place whole (Spark's file source
-    skips names starting with '.'), with increasing modification times."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.written = 0
-        self.mtime = time.time() - 3600.0
-        directory.mkdir(parents=True)
-
-    def add(self, files: list[list[Row]]) -> None:
-        for rows in files:
-            name = f"calls-{self.written:04d}.jsonl"
-            tmp = self.directory / f".{name}.tmp"
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-            self.mtime += 1.0
-            os.utime(tmp, (self.mtime, self.mtime))
-            tmp.rename(self.directory / name)
-            self.written += 1
-
-
-# ---- processes ---------------------------------------------------------------------------------------
-
-
-def start(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    """`cep run ARGS` in a session of its own: the JVM and Python workers it starts are in it too."""
-    with log.open("ab") as f:
-        f.write(f"\n===== cep run {' '.join(args)}\n".encode())
-        f.flush()
-        return subprocess.Popen(
-            [str(CEP), "run", *args],
-            env=env,
-            cwd=cwd,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-
-def session_members(sid: int) -> list[int]:
-    """Live processes of session `sid` (PySpark's worker daemon moves to a process group of its
-    own, but stays in the session)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            pids.append(int(d.name))
-    return pids
-
-
-def kill_all(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the run's process group (driver and JVM), then wait until nothing of its session is
-    left (the worker daemon exits once the JVM's pipe closes; stragglers are killed by pid)."""
-    if proc.poll() is None:  # not reaped yet, so its pid (= its group's id) cannot have been reused
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(30)
-    deadline = time.monotonic() + 15
-    while (left := session_members(proc.pid)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def tail(log: Path, n: int = 4000) -> str:
-    return log.read_text(errors="replace")[-n:]
-
-
-# ---- state -------------------------------------------------------------------------------------------
-
-
-def ledger(conn: psycopg.Connection[Any]) -> set[tuple[str, str]]:
-    """(operator, key) of every committed ledger row; empty before the table exists."""
-    found = conn.execute("SELECT to_regclass('cep_ledger')").fetchone()
-    if found is None or found[0] is None:
-        return set()
-    return {(str(op), str(key)) for op, key in conn.execute("SELECT operator, key FROM cep_ledger")}
-
-
-def batch_ids(directory: Path) -> set[int]:
-    return {int(p.name) for p in directory.iterdir() if p.name.isdigit()} if directory.is_dir() else set()
-
-
-def in_flight(checkpoint: Path) -> dict[str, int]:
-    """Query checkpoint dir -> the batch whose offsets are logged but whose commit is not: the batch
-    Spark replays, with the same id and input, when it restarts."""
-    out: dict[str, int] = {}
-    if checkpoint.is_dir():
-        for q in sorted(checkpoint.iterdir()):
-            offsets, commits = batch_ids(q / "offsets"), batch_ids(q / "commits")
-            if offsets and max(offsets) > max(commits, default=-1):
-                out[q.name] = max(offsets)
-    return out
-
-
-def rows(url: str, query: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url) as conn:
-        return [tuple(r) for r in conn.execute(query).fetchall()]
+    """FILES files of PER_FILE calls (see fault_helpers.generate)."""
+    return fault_helpers.generate(rnd, FILES, PER_FILE)
 
 
 @dataclass

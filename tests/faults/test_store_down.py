@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from fault_helpers import Feeder, generate, kill_all, rows, start, tail
 from servers import start_postgres
-from test_materialize_kill import Feeder, generate, kill_all, rows, start, tail
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
