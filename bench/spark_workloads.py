@@ -8,6 +8,7 @@ divided by the wall time of a fixed number of micro-batches after a warm-up batc
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -66,6 +67,19 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
         return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
 
     return build
+
+
+def filters_uncounted(build: Callable[[SparkSession, int], DataFrame]) -> Callable[[SparkSession, int], DataFrame]:
+    """`build` with CEP_COUNT_FILTERED=0 while the plan is built: the Filters count nothing."""
+
+    def uncounted(spark: SparkSession, rows: int) -> DataFrame:
+        os.environ["CEP_COUNT_FILTERED"] = "0"
+        try:
+            return build(spark, rows)
+        finally:
+            del os.environ["CEP_COUNT_FILTERED"]
+
+    return uncounted
 
 
 def hand_stateless(spark: SparkSession, rows: int) -> DataFrame:

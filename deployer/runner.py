@@ -47,7 +47,7 @@ class RunSummary:
     late: int
     stopped_by: int | None = None  # the signal that stopped the run before the end of its input
     applied: int = 0  # rows the stores accepted into tables
-    filtered: int = 0  # events dropped by a WHERE (Filter/MultiFilter)
+    filtered: int | None = 0  # events dropped by a WHERE (Filter/MultiFilter); None: not counted
 
 
 @contextlib.contextmanager
@@ -161,7 +161,9 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
         )
     counts = (
         f"{summary.events_in} events in, {summary.events_out} out, {summary.applied} applied, "
-        f"{summary.dead_lettered} dead-lettered, {summary.filtered} filtered, {summary.late} late"
+        f"{summary.dead_lettered} dead-lettered, "
+        f"{'? (not counted: CEP_COUNT_FILTERED=0)' if summary.filtered is None else summary.filtered} filtered, "
+        f"{summary.late} late"
     )
     if summary.stopped_by is None:
         print(f"done ({summary.engine}): {counts}", file=out)

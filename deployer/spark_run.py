@@ -43,7 +43,7 @@ from deployer.spark_io import (
     file_source,
     generator_source,
 )
-from deployer.spark_plan import FILTERED_METRIC, SEQ, SparkGraph, named
+from deployer.spark_plan import FILTERED_METRIC, SEQ, SparkGraph, filters_counted, named
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -60,7 +60,8 @@ class SparkRunStats:
     rows_out: int = 0  # rows written to the sinks
     stopped: bool = False  # stopped on request (`run`'s `stop`), not at the end of its input
     applied: int = 0  # rows the stores accepted into tables
-    filtered: int = 0  # events a Filter or MultiFilter dropped (the most any query counted)
+    # events a Filter or MultiFilter dropped (the most any query counted); None: not counted
+    filtered: int | None = 0
     late: int = 0  # rows the stateful operators dropped behind the watermark (the most any query did)
 
 
@@ -424,7 +425,7 @@ class SparkDeployment:
             # Each query runs the stateful operators upstream of its output: the most any query dropped.
             stats.late = max(stats.late, sum(b.late for b in batches.values()))
         stats.rows_in = sum(read.values())
-        stats.filtered = sum(filtered.values())
+        stats.filtered = sum(filtered.values()) if filters_counted() else None
         return stats
 
     def absorb_progress(self) -> None:

@@ -202,3 +202,29 @@ def test_dead_letters(both: tuple[Outputs, Outputs]) -> None:
     stages = {r["stage"] for r in ref.dead}
     assert {"input", "Source", "Map", "Filter", "MultiFilter"} <= stages, stages
     assert_same_dead_letters(ref, spk)
+
+
+def test_filter_counts_can_be_turned_off(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Filter observes the events it drops (the run's `filtered` count) unless CEP_COUNT_FILTERED=0,
+    which leaves the plan without the observation (it ends the stage's generated code)."""
+    from pyspark.sql import functions as F
+
+    from cpl.compiler import compile_script
+    from deployer.spark_expr import col_name
+    from deployer.spark_plan import SEQ, SparkGraph
+
+    graph = compile_script(
+        "CREATE STREAMSCHEMA s WITH a integer;\nINSERT INTO big SELECT a FROM s WHERE a > 1;"
+    ).graph
+    src = spark.readStream.format("rate").load()
+    frame = src.select(
+        F.col("value").cast("int").alias(col_name(0)), F.col("value").cast("string").alias(SEQ)
+    )
+
+    def plan() -> str:
+        sg = SparkGraph(graph, {"s": frame})
+        return str(sg.port(graph.streams["big"])._jdf.queryExecution().logical().toString())
+
+    assert "CollectMetrics" in plan()
+    monkeypatch.setenv("CEP_COUNT_FILTERED", "0")
+    assert "CollectMetrics" not in plan()
