@@ -16,7 +16,7 @@ from cpl.errors import CompileError, Diagnostic, Diagnostics
 from cpl.parser import MAX_EXPR_DEPTH, expr_depth, parse
 from cpl.passes import PASSES
 from cpl.planner import Planner
-from operators.graph import Graph, Port
+from operators.graph import Aggregate, Graph, Port
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,16 @@ def compile_script(source: str, filename: str = "<script>") -> Compiled:
     for src in graph.sources():
         if src.id not in consumed:
             diags.warning(f"stream '{src.stream}' is declared but no statement reads it", _line_pos(src.line))
+    for node in graph.nodes:
+        # TIME windows and joins are bounded by the watermark (every timed stream has one); a count
+        # or condition window per group is not: its open window waits for the group's next event.
+        if isinstance(node, Aggregate) and node.window.kind in ("tuple", "batch") and node.keys:
+            diags.warning(
+                f"the {node.window.kind.upper()} window keeps each group's open window until the group's "
+                "next events complete it; nothing expires it, so its state grows with the number of "
+                "distinct groups: group by values from a bounded set, or use a TIME window",
+                _line_pos(node.line),
+            )
     return Compiled(graph, diags.sorted())
 
 

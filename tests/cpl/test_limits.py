@@ -55,3 +55,28 @@ def test_several_sql_statements_are_refused() -> None:
 
 def test_a_script_with_only_declarations_has_nothing_to_run() -> None:
     assert _errors(HEAD) == ["the script has no INSERT INTO ... SELECT statement: there is nothing to run"]
+
+
+def test_a_count_window_per_group_is_warned_about() -> None:
+    """Scenario 14 of the fault suite: state that nothing expires is pointed out at compile time. A
+    TUPLE or BATCH window per group keeps every group's open window; TIME windows and joins are
+    bounded by the watermark, and a count window over the whole stream keeps one window."""
+    head = "CREATE STREAMSCHEMA s WITH a integer, k integer, ts timestamp TIMESTAMP BY ts;\n"
+    per_group = compile_script(
+        head + "INSERT INTO o SELECT k, sum(a) AS t FROM s WINDOW TUPLE SIZE 3 GROUP BY k;"
+    )
+    [w] = per_group.warnings
+    assert (
+        w.pos.line == 2
+        and "TUPLE window" in w.message
+        and "grows with the number of distinct groups" in w.message
+    )
+    batch = compile_script(
+        head + "INSERT INTO o SELECT k, count(*) AS n FROM s WINDOW BATCH START a > 1 STOP a < 0 GROUP BY k;"
+    )
+    assert [w.pos.line for w in batch.warnings] == [2]
+    for bounded in (
+        "INSERT INTO o SELECT sum(a) AS t FROM s WINDOW TUPLE SIZE 3;",
+        "INSERT INTO o SELECT k, sum(a) AS t FROM s WINDOW TIME SIZE 1 MINUTE GROUP BY k;",
+    ):
+        assert compile_script(head + bounded).warnings == []
