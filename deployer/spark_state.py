@@ -111,6 +111,20 @@ def _exact_sum(xs: list[Any]) -> Any:
     return total
 
 
+def _tuple_windows(n: int, size: int, advance: int, skip: int) -> tuple[np.ndarray, int, int]:
+    """The TUPLE windows that `n` buffered events complete: their events' indices (windows x size),
+    where the buffer is cut (the events before are in no open window) and the events still to skip.
+    The windows start every ADVANCE events; with ADVANCE > SIZE the rest of the last advance is
+    taken from future events."""
+    fired = 0 if n < size else (n - size) // advance + 1
+    idx = (np.arange(fired) * advance)[:, None] + np.arange(size)[None, :]
+    cut = fired * advance
+    if cut > n:
+        skip += cut - n
+        cut = n
+    return idx, cut, skip
+
+
 class WindowProcessor(StatefulProcessor):
     """State per group: the events in its open window (`buf`) and, for TUPLE, events still to skip."""
 
@@ -208,15 +222,8 @@ class WindowProcessor(StatefulProcessor):
             if old is not None and len(old)
             else new.reset_index(drop=True)
         )
-        n = len(events)
-        fired = 0 if n < self.size else (n - self.size) // self.advance + 1
-        starts = np.arange(fired) * self.advance
-        windows = [starts[:, None] + np.arange(self.size)[None, :]] if fired else []
-        cut = fired * self.advance
-        if cut > n:  # ADVANCE > SIZE: the rest of the advance is taken from future events
-            skip += cut - n
-            cut = n
-        return events, windows, events.iloc[cut:], skip
+        idx, cut, skip = _tuple_windows(len(events), self.size, self.advance, skip)
+        return events, [idx] if len(idx) else [], events.iloc[cut:], skip
 
     def _batch(
         self, old: pd.DataFrame | None, new: pd.DataFrame, is_open: bool
@@ -349,13 +356,8 @@ class _NumericTuple:
 
     def run(self) -> Iterator[pd.DataFrame]:
         proc, n = self.proc, len(self.seq)
-        size, advance = proc.size, proc.advance
-        fired = 0 if n < size else (n - size) // advance + 1
-        skip = self.skip
-        cut = fired * advance
-        if cut > n:  # ADVANCE > SIZE: the rest of the advance is taken from future events
-            skip += cut - n
-            cut = n
+        idx, cut, skip = _tuple_windows(n, proc.size, proc.advance, self.skip)
+        fired = len(idx)
         if cut < n or skip:
             rest: list[Any] = [skip, False]
             for c in proc.value_columns:
@@ -375,14 +377,13 @@ class _NumericTuple:
             proc.win.clear()
         if not fired:
             return
-        idx = (np.arange(fired) * advance)[:, None] + np.arange(size)[None, :]
         # numpy arrays, not lists: pandas then infers nothing, which is most of a DataFrame's cost
         out: dict[str, Any] = {}
         for name, k in self.key_values.items():
             out[name] = np.full(fired, None, dtype=object) if pd.isna(k) else np.full(fired, k)
         for j, (func, column, scale) in enumerate(proc.aggs):
             if column is None:
-                out[f"_a{j}"] = np.full(fired, size, dtype=np.int64)
+                out[f"_a{j}"] = np.full(fired, proc.size, dtype=np.int64)
                 continue
             values, valid = self.columns[column]
             vals, null = _reduce(func, values[idx], valid[idx], scale)

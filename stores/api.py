@@ -61,6 +61,11 @@ class ReadColumns:
     columns: list[list[Any]]
 
 
+def rows_of(columns: Sequence[Sequence[Any]], n: int) -> list[Row]:
+    """The `n` parameter tuples of a batch given column by column (`()` each without parameters)."""
+    return list(zip(*columns, strict=True)) if columns else [()] * n
+
+
 def columns_of(results: Sequence[Sequence[Row]], width: int, outer: bool) -> ReadColumns:
     """`read`'s per-event result lists as `ReadColumns` of `width` columns (short rows padded)."""
     event: list[int] = []

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from operators.graph import DataStore, SqlQuery, Table
 from stores import arrow
-from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of
+from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
 from stores.cache import ReadCache
 from stores.errors import StoreConfigError
 from stores.redis_store import RedisStore
@@ -128,7 +128,7 @@ class StoreRegistry:
         store = self.store(query.store)
         if not query.cache_rows and isinstance(store, SqlStore):
             return store.read_columns(query, columns, n, width=width, outer=outer)
-        rows = list(zip(*columns, strict=True)) if columns else [()] * n
+        rows = rows_of(columns, n)
         return columns_of(self.read(query, rows), width, outer)
 
     def update(

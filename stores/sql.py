@@ -35,7 +35,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from operators.graph import SqlQuery, Table
 from stores import arrow, ledger
-from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of
+from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
 from stores.errors import StoreError, StoreQueryError
 from stores.retry import RetryPolicy, call_with_retries
 from stores.schema import sa_table, stored_name
@@ -115,7 +115,7 @@ class SqlStore:
             raise self.error(f"query {query.name} takes {query.param_count} parameter(s) for each of {n} events")
         fast = getattr(self._backend, "read_columns", None)
         if fast is None:
-            rows = list(zip(*columns, strict=True)) if columns else [()] * n
+            rows = rows_of(columns, n)
             return columns_of(self.read(query, rows), width, outer)
         return call_with_retries(
             lambda: fast(query, columns, n, width=width, outer=outer), idempotent=True, policy=self.retry

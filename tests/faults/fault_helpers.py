@@ -15,12 +15,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 import redis
@@ -210,12 +211,21 @@ def with_password(url: str, password: str) -> str:
 def reference_run(script: Path, sources: list[str], stores: list[str], tmp_path: Path, *extra: str) -> str:
     """The reference executor (`--engine local`) over the same input, into its own stores: the
     oracle of every fault test. Returns what it printed."""
-    args = [str(script), "--engine", "local", "--until-idle", "--dead-letter", f"file:{tmp_path / 'ref-dead'}"]
+    args = [
+        str(script),
+        "--engine",
+        "local",
+        "--until-idle",
+        "--dead-letter",
+        f"file:{tmp_path / 'ref-dead'}",
+    ]
     for s in sources:
         args += ["--source", s]
     for s in stores:
         args += ["--store", s]
-    code, _, out = run_to_end([*args, *extra], run_env(tmp_path), tmp_path, tmp_path / "reference.log", timeout=120)
+    code, _, out = run_to_end(
+        [*args, *extra], run_env(tmp_path), tmp_path, tmp_path / "reference.log", timeout=120
+    )
     assert code == 0, f"the reference run failed:\n{out[-3000:]}"
     return out
 
@@ -242,6 +252,22 @@ def ledger_row(url: str, node: str, batch: int) -> list[tuple[Any, ...]]:
 
 
 # ---- a script with several ReadSQL, UpdateSQL and Materialize nodes on one Postgres store -------------
+
+# Calls priced, logged (append) and summed per caller and hour (keyed, a TIME window): the script
+# of the SIGKILL and graceful-stop tests.
+CALLS_SCRIPT = """
+CREATE STREAMSCHEMA calls WITH id integer, caller integer, duration integer, ts timestamp
+  TIMESTAMP BY ts WATERMARK 1 MINUTE;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE TABLE call_log (id integer, caller integer, cost integer, ts timestamp) IN crm;
+CREATE TABLE hourly_bill (caller integer, hour timestamp, total bigint, calls bigint,
+  PRIMARY KEY (caller, hour)) IN crm;
+INSERT INTO priced SELECT id, caller, duration * 10 + 10 AS cost, ts FROM calls WHERE duration >= 10;
+INSERT INTO TABLE call_log SELECT id, caller, cost, ts FROM priced;
+INSERT INTO TABLE hourly_bill SELECT caller, window_start() AS hour, sum(cost) AS total, count(*) AS calls
+  FROM priced WINDOW TIME SIZE 1 HOUR GROUP BY caller;
+"""
+
 
 CRM_SCRIPT = """
 CREATE STREAMSCHEMA calls WITH id integer, caller integer, duration integer, ts timestamp
@@ -273,7 +299,9 @@ def crm_tables(url: str, callers: int = 8) -> None:
         conn.execute("INSERT INTO plans SELECT c, c * 3 FROM generate_series(1, %s) c", (callers,))
         conn.execute("CREATE TABLE owners (caller integer PRIMARY KEY, name text NOT NULL)")
         conn.execute("INSERT INTO owners SELECT c, 'owner ' || c FROM generate_series(1, %s) c", (callers,))
-        conn.execute("CREATE TABLE accounts (caller integer PRIMARY KEY, spent bigint NOT NULL, calls integer NOT NULL)")
+        conn.execute(
+            "CREATE TABLE accounts (caller integer PRIMARY KEY, spent bigint NOT NULL, calls integer NOT NULL)"
+        )
         conn.execute("INSERT INTO accounts SELECT c, 0, 0 FROM generate_series(1, %s) c", (callers,))
 
 
@@ -282,17 +310,40 @@ def crm_results(url: str) -> dict[str, Counter[tuple[Any, ...]]]:
     return {name: Counter(rows(url, query)) for name, query in CRM_RESULTS.items()}
 
 
-def assert_same_results(got: dict[str, Counter[tuple[Any, ...]]], want: dict[str, Counter[tuple[Any, ...]]]) -> None:
+def assert_same_results(
+    got: dict[str, Counter[tuple[Any, ...]]], want: dict[str, Counter[tuple[Any, ...]]]
+) -> None:
     """Every table equals the reference's: nothing lost, nothing written twice."""
     for name, expected in want.items():
         assert sum(expected.values()) > 0, f"the reference wrote no {name}"
         doubled = [r for r, k in got[name].items() if k > 1]
         assert not doubled, f"{name}: {len(doubled)} rows written twice, e.g. {doubled[:3]}"
         lost, extra = expected - got[name], got[name] - expected
-        assert not lost and not extra, f"{name}: lost {sorted(lost)[:3]}..., unexpected {sorted(extra)[:3]}..."
+        assert not lost and not extra, (
+            f"{name}: lost {sorted(lost)[:3]}..., unexpected {sorted(extra)[:3]}..."
+        )
 
 
 # ---- the run's Postgres connections ------------------------------------------------------------------
+
+
+class Background:
+    """A daemon thread running `_run` for the length of a `with` block; `_stop` is set on leaving it."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
 
 def run_connections(admin: psycopg.Connection[Any], database: str) -> list[tuple[int, int, str, str]]:
@@ -371,8 +422,23 @@ class PrivateRedis:
         return False
 
     def start(self) -> None:
-        cmd = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-               "--appendfsync", "always", "--dir", str(self.dir), "--daemonize", "no"]
+        cmd = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--dir",
+            str(self.dir),
+            "--daemonize",
+            "no",
+        ]
         if self.password:
             cmd += ["--requirepass", self.password]
         with (self.dir / "server.log").open("ab") as log:
@@ -380,7 +446,9 @@ class PrivateRedis:
         deadline = time.monotonic() + 15
         while not self._answers():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start: {(self.dir / 'server.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"redis-server did not start: {(self.dir / 'server.log').read_text()[-2000:]}"
+                )
             time.sleep(0.02)
 
     def kill(self) -> None:

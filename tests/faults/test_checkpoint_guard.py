@@ -61,9 +61,20 @@ class Run:
 
     def args(self, script: Path, checkpoint: Path) -> list[str]:
         return [
-            str(script), "--source", f"calls=file:{self.feeder.directory}", "--sink", f"hourly=file:{self.out}",
-            "--store", f"crm={self.store}", "--dead-letter", f"file:{self.dead}", "--checkpoint", str(checkpoint),
-            "--until-idle", "--master", "local[2]",
+            str(script),
+            "--source",
+            f"calls=file:{self.feeder.directory}",
+            "--sink",
+            f"hourly=file:{self.out}",
+            "--store",
+            f"crm={self.store}",
+            "--dead-letter",
+            f"file:{self.dead}",
+            "--checkpoint",
+            str(checkpoint),
+            "--until-idle",
+            "--master",
+            "local[2]",
         ]
 
     def in_process(self, text: str) -> str:
@@ -88,7 +99,11 @@ class Run:
         script.write_text(text, encoding="utf-8")
         return subprocess.run(
             [str(CEP), "run", *self.args(script, checkpoint or self.checkpoint)],
-            env=run_env(self.tmp), cwd=self.tmp, capture_output=True, text=True, timeout=300,
+            env=run_env(self.tmp),
+            cwd=self.tmp,
+            capture_output=True,
+            text=True,
+            timeout=300,
             stdin=subprocess.DEVNULL,
         )
 
@@ -170,7 +185,9 @@ def test_damaged_foreign_or_incompatible_checkpoints_are_refused_good_ones_resum
 
     # (c) the window changed: the sink's query would misread its state
     error = run.refused(SCRIPT.replace("SIZE 1 HOUR", "SIZE 2 HOURS"))
-    assert error.startswith(f"error: cannot resume from checkpoint {run.checkpoint}: it was written by a different script")
+    assert error.startswith(
+        f"error: cannot resume from checkpoint {run.checkpoint}: it was written by a different script"
+    )
     assert (
         "output sink 'hourly': the window aggregate of line 7: window changed from TIME SIZE 1 HOUR "
         "ADVANCE 1 HOUR to TIME SIZE 2 HOURS ADVANCE 2 HOURS" in error
@@ -181,7 +198,9 @@ def test_damaged_foreign_or_incompatible_checkpoints_are_refused_good_ones_resum
     offsets = run.checkpoint / "table_call_log" / "offsets"
     latest = max((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     whole = latest.read_bytes()
-    assert whole.startswith(b"v1\n{") and len(whole.splitlines()) == 3  # Spark's format, as the guard reads it
+    assert (
+        whole.startswith(b"v1\n{") and len(whole.splitlines()) == 3
+    )  # Spark's format, as the guard reads it
     latest.write_bytes(whole[: len(whole) // 2])
     error = run.refused(SCRIPT)
     assert re.search(rf"{re.escape(str(latest))} (line 2 is not JSON|has 2 line\(s\))", error), error
@@ -199,7 +218,9 @@ def test_damaged_foreign_or_incompatible_checkpoints_are_refused_good_ones_resum
     assert "done (spark)" in second, second
     events = [e for f in files for e in f]
     priced = Counter((e["id"], e["caller"], e["duration"] * 10 + 10) for e in events if e["duration"] >= 10)
-    table = Counter((i, c, cost) for i, c, cost, _ in rows(pg_db, "SELECT id, caller, cost, ts FROM call_log"))
+    table = Counter(
+        (i, c, cost) for i, c, cost, _ in rows(pg_db, "SELECT id, caller, cost, ts FROM call_log")
+    )
     assert max(table.values()) == 1, "a call was priced twice"
     assert table == priced
     assert len(priced) > priced_first

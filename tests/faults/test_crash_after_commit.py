@@ -48,11 +48,15 @@ FILES, PER_FILE, CRASH_AT = 3, 40, 1  # one file per micro-batch (--max-files-pe
 
 def _accounts(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE accounts (caller integer PRIMARY KEY, spent bigint NOT NULL, calls integer NOT NULL)")
+        conn.execute(
+            "CREATE TABLE accounts (caller integer PRIMARY KEY, spent bigint NOT NULL, calls integer NOT NULL)"
+        )
         conn.execute("INSERT INTO accounts SELECT c, 0, 0 FROM generate_series(1, 8) c")
 
 
-def test_crash_after_the_postgres_commit_replays_nothing(pg_db: str, pg_reference_db: str, tmp_path: Path) -> None:
+def test_crash_after_the_postgres_commit_replays_nothing(
+    pg_db: str, pg_reference_db: str, tmp_path: Path
+) -> None:
     for url in (pg_db, pg_reference_db):
         _accounts(url)
     script = tmp_path / "calls.cpl"
@@ -62,12 +66,25 @@ def test_crash_after_the_postgres_commit_replays_nothing(pg_db: str, pg_referenc
     feeder.add(generate(random.Random(3), FILES, PER_FILE))
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "spark.log"
     args = [
-        str(script), "--source", f"calls=file:{feeder.directory}", "--until-idle", "--store", f"crm={pg_db}",
-        "--checkpoint", str(checkpoint), "--dead-letter", f"file:{tmp_path / 'dead'}", "--master", "local[2]",
-        "--max-files-per-trigger", "1",
+        str(script),
+        "--source",
+        f"calls=file:{feeder.directory}",
+        "--until-idle",
+        "--store",
+        f"crm={pg_db}",
+        "--checkpoint",
+        str(checkpoint),
+        "--dead-letter",
+        f"file:{tmp_path / 'dead'}",
+        "--master",
+        "local[2]",
+        "--max-files-per-trigger",
+        "1",
     ]
 
-    code, _, out = run_to_end(args, run_env(tmp_path, CEP_FAULT_AFTER_COMMIT=f"call_log:{CRASH_AT}"), tmp_path, log)
+    code, _, out = run_to_end(
+        args, run_env(tmp_path, CEP_FAULT_AFTER_COMMIT=f"call_log:{CRASH_AT}"), tmp_path, log
+    )
     assert code == -9, f"the hook did not kill the run ({code}):\n{out[-3000:]}"
     # Exactly the state of a crash between the two commits: Postgres has batch CRASH_AT, Spark not.
     query = checkpoint / "table_call_log"

@@ -65,9 +65,22 @@ def test_crash_between_a_redis_and_a_postgres_sink(
     feeder.add(generate(random.Random(4), FILES, PER_FILE))
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "spark.log"
     args = [
-        str(script), "--source", f"calls=file:{feeder.directory}", "--until-idle", "--store", f"crm={pg_db}",
-        "--store", f"cache={redis_db}", "--checkpoint", str(checkpoint), "--dead-letter",
-        f"file:{tmp_path / 'dead'}", "--master", "local[2]", "--max-files-per-trigger", "1",
+        str(script),
+        "--source",
+        f"calls=file:{feeder.directory}",
+        "--until-idle",
+        "--store",
+        f"crm={pg_db}",
+        "--store",
+        f"cache={redis_db}",
+        "--checkpoint",
+        str(checkpoint),
+        "--dead-letter",
+        f"file:{tmp_path / 'dead'}",
+        "--master",
+        "local[2]",
+        "--max-files-per-trigger",
+        "1",
     ]
     client = redis.Redis.from_url(redis_db)
     client.config_resetstat()
@@ -80,7 +93,9 @@ def test_crash_between_a_redis_and_a_postgres_sink(
         assert (checkpoint / "table_cost_of" / "offsets" / str(CRASH_AT)).exists()
         assert not (checkpoint / "table_cost_of" / "commits" / str(CRASH_AT)).exists()
         with psycopg.connect(pg_db) as conn:
-            assert conn.execute("SELECT to_regclass('cep_ledger')").fetchone() == (None,), "Postgres had begun"
+            assert conn.execute("SELECT to_regclass('cep_ledger')").fetchone() == (None,), (
+                "Postgres had begun"
+            )
         before = _hashes(client, "cost_of")
         assert before
         # What a crash while the Postgres table's query logged its first batch would leave too: the
@@ -95,7 +110,10 @@ def test_crash_between_a_redis_and_a_postgres_sink(
         assert _markers(client) == set(range(FILES))
         written = _hset_calls(client)
         reference_run(
-            script, [f"calls=file:{feeder.directory}"], [f"crm={pg_reference_db}", f"cache={ref_redis}"], tmp_path
+            script,
+            [f"calls=file:{feeder.directory}"],
+            [f"crm={pg_reference_db}", f"cache={ref_redis}"],
+            tmp_path,
         )
 
         log_query = "SELECT id, caller, cost, ts FROM call_log"

@@ -23,6 +23,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from fault_helpers import (
+    CALLS_SCRIPT,
     Feeder,
     generate,
     in_flight,
@@ -41,18 +42,6 @@ from operators import graph as g
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
-SCRIPT = """
-CREATE STREAMSCHEMA calls WITH id integer, caller integer, duration integer, ts timestamp
-  TIMESTAMP BY ts WATERMARK 1 MINUTE;
-CREATE DATASTORE crm TYPE postgresql;
-CREATE TABLE call_log (id integer, caller integer, cost integer, ts timestamp) IN crm;
-CREATE TABLE hourly_bill (caller integer, hour timestamp, total bigint, calls bigint,
-  PRIMARY KEY (caller, hour)) IN crm;
-INSERT INTO priced SELECT id, caller, duration * 10 + 10 AS cost, ts FROM calls WHERE duration >= 10;
-INSERT INTO TABLE call_log SELECT id, caller, cost, ts FROM priced;
-INSERT INTO TABLE hourly_bill SELECT caller, window_start() AS hour, sum(cost) AS total, count(*) AS calls
-  FROM priced WINDOW TIME SIZE 1 HOUR GROUP BY caller;
-"""
 FILES, PER_FILE = 15, 40
 # signal, expected exit code, files fed by then. SIGTERM comes once the run has committed batches;
 # SIGINT as soon as its queries run (waiting for a commit again would only make the test longer).
@@ -60,8 +49,15 @@ STOPS = [(signal.SIGTERM, 0, 5), (signal.SIGINT, 130, 10)]
 
 
 def stop_mid_stream(
-    args: list[str], env: dict[str, str], tmp_path: Path, log: Path, feeder: Feeder, files: list[list[dict]],
-    until: int, sig: int, db: str,
+    args: list[str],
+    env: dict[str, str],
+    tmp_path: Path,
+    log: Path,
+    feeder: Feeder,
+    files: list[list[dict]],
+    until: int,
+    sig: int,
+    db: str,
 ) -> tuple[int, float, str]:
     """Start a watching run; once it has committed a batch (SIGTERM) or runs its queries (SIGINT),
     feed a file every 0.3 s up to `until` files, then send `sig` (SIGINT to the process group, as a
@@ -105,18 +101,25 @@ def stop_mid_stream(
 def test_stop_on_sigterm_and_ctrl_c_then_resume(pg_db: str, pg_reference_db: str, tmp_path: Path) -> None:
     files = generate(random.Random(1), files=FILES, per_file=PER_FILE, callers=4)
     script = tmp_path / "calls.cpl"
-    script.write_text(SCRIPT, encoding="utf-8")
+    script.write_text(CALLS_SCRIPT, encoding="utf-8")
     feeder = Feeder(tmp_path / "in")
     log = tmp_path / "spark.log"
     # Long enough for any batch here: a stop then never cuts one short (that is not what is tested).
     env = run_env(tmp_path, CEP_STOP_TIMEOUT="60")
-    graph = compile_script(SCRIPT).graph
+    graph = compile_script(CALLS_SCRIPT).graph
     tables = {f"table_{n.table.name}": n.id for n in graph.nodes if isinstance(n, g.Materialize)}
     checkpoint = tmp_path / "checkpoint"
     common = [str(script), "--source", f"calls=file:{feeder.directory}"]
     args = [
-        *common, "--store", f"crm={pg_db}", "--checkpoint", str(checkpoint),
-        "--dead-letter", f"file:{tmp_path / 'spark-dead'}", "--master", "local[2]",
+        *common,
+        "--store",
+        f"crm={pg_db}",
+        "--checkpoint",
+        str(checkpoint),
+        "--dead-letter",
+        f"file:{tmp_path / 'spark-dead'}",
+        "--master",
+        "local[2]",
     ]
     one_file_at_a_time = ["--max-files-per-trigger", "1"]  # a backlog, so that a stop cuts into it
     priced = [e for f in files for e in f if e["duration"] >= 10]
@@ -155,15 +158,28 @@ def test_stop_on_sigterm_and_ctrl_c_then_resume(pg_db: str, pg_reference_db: str
 
     ref_log = tmp_path / "reference.log"
     code, _, output = run_to_end(
-        [*common, "--until-idle", "--engine", "local", "--store", f"crm={pg_reference_db}",
-         "--dead-letter", f"file:{tmp_path / 'ref-dead'}"],
-        env, tmp_path, ref_log, timeout=120,
+        [
+            *common,
+            "--until-idle",
+            "--engine",
+            "local",
+            "--store",
+            f"crm={pg_reference_db}",
+            "--dead-letter",
+            f"file:{tmp_path / 'ref-dead'}",
+        ],
+        env,
+        tmp_path,
+        ref_log,
+        timeout=120,
     )
     assert code == 0, output[-3000:]
 
     log_query = "SELECT id, caller, cost, ts FROM call_log"
     reference, spark = Counter(rows(pg_reference_db, log_query)), Counter(rows(pg_db, log_query))
-    assert sorted(r[0] for r in reference.elements()) == sorted(e["id"] for e in priced)  # the oracle is right
+    assert sorted(r[0] for r in reference.elements()) == sorted(
+        e["id"] for e in priced
+    )  # the oracle is right
     doubled = [r for r, n in spark.items() if n > 1]
     assert not doubled, f"{len(doubled)} rows written twice, e.g. {doubled[:3]}"
     assert spark == reference, (

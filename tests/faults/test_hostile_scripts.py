@@ -87,20 +87,39 @@ def victim(url: str) -> list[tuple[int, str]] | None:
 
 def tables(url: str) -> set[str]:
     with psycopg.connect(url) as conn:
-        return {str(r[0]) for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        return {
+            str(r[0]) for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        }
 
 
-def cep_run(tmp_path: Path, name: str, script: str, store: str) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def cep_run(
+    tmp_path: Path, name: str, script: str, store: str
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     run = tmp_path / re.sub(r"\W+", "-", name)
     (run / "in").mkdir(parents=True)
-    events = [{"id": i, "caller": 1 + i % 2, "name": "ann", "ts": f"2026-01-01T00:00:0{i}Z"} for i in range(3)]
+    events = [
+        {"id": i, "caller": 1 + i % 2, "name": "ann", "ts": f"2026-01-01T00:00:0{i}Z"} for i in range(3)
+    ]
     (run / "in" / "calls-0.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     path = run / "hostile.cpl"
     path.write_text(script, encoding="utf-8")
     args = [
-        str(CEP), "run", str(path), "--source", f"calls=file:{run / 'in'}", "--sink", f"out=file:{run / 'out'}",
-        "--dead-letter", f"file:{run / 'dead'}", "--store", f"crm={store}", "--checkpoint", str(run / "ck"),
-        "--until-idle", "--master", "local[2]",
+        str(CEP),
+        "run",
+        str(path),
+        "--source",
+        f"calls=file:{run / 'in'}",
+        "--sink",
+        f"out=file:{run / 'out'}",
+        "--dead-letter",
+        f"file:{run / 'dead'}",
+        "--store",
+        f"crm={store}",
+        "--checkpoint",
+        str(run / "ck"),
+        "--until-idle",
+        "--master",
+        "local[2]",
     ]
     done = subprocess.run(
         args, env=run_env(run), cwd=run, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL

@@ -31,25 +31,13 @@ from pathlib import Path
 import fault_helpers
 import psycopg
 import pytest
-from fault_helpers import Feeder, Row, in_flight, kill_all, ledger, rows, start, tail
+from fault_helpers import CALLS_SCRIPT, Feeder, Row, in_flight, kill_all, ledger, rows, start, tail
 
 from cpl.compiler import compile_script
 from operators import graph as g
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
-SCRIPT = """
-CREATE STREAMSCHEMA calls WITH id integer, caller integer, duration integer, ts timestamp
-  TIMESTAMP BY ts WATERMARK 1 MINUTE;
-CREATE DATASTORE crm TYPE postgresql;
-CREATE TABLE call_log (id integer, caller integer, cost integer, ts timestamp) IN crm;
-CREATE TABLE hourly_bill (caller integer, hour timestamp, total bigint, calls bigint,
-  PRIMARY KEY (caller, hour)) IN crm;
-INSERT INTO priced SELECT id, caller, duration * 10 + 10 AS cost, ts FROM calls WHERE duration >= 10;
-INSERT INTO TABLE call_log SELECT id, caller, cost, ts FROM priced;
-INSERT INTO TABLE hourly_bill SELECT caller, window_start() AS hour, sum(cost) AS total, count(*) AS calls
-  FROM priced WINDOW TIME SIZE 1 HOUR GROUP BY caller;
-"""
 
 SEED = 20260101
 FILES, PER_FILE, FILES_PER_RUN = 42, 70, 3  # 2,940 events over ~41 hours of event time
@@ -108,8 +96,8 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     files = generate(random.Random(SEED))
     plans = kill_plans(random.Random(SEED + 1))
     script = tmp_path / "calls.cpl"
-    script.write_text(SCRIPT, encoding="utf-8")
-    graph = compile_script(SCRIPT).graph
+    script.write_text(CALLS_SCRIPT, encoding="utf-8")
+    graph = compile_script(CALLS_SCRIPT).graph
     # Materialize node id -> the checkpoint dir of its query (deployer.spark_run names it table:<name>)
     tables = {n.id: f"table_{n.table.name}" for n in graph.nodes if isinstance(n, g.Materialize)}
     assert sorted(tables.values()) == ["table_call_log", "table_hourly_bill"]

@@ -16,7 +16,6 @@ ever hold more than the pool's bound, `stores.sql_pg.POOL_MAX` connections per s
 from __future__ import annotations
 
 import random
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import psycopg
 import pytest
 from fault_helpers import (
     CRM_SCRIPT,
+    Background,
     Feeder,
     assert_same_results,
     crm_results,
@@ -51,7 +51,7 @@ TIMEOUT_MS = 1500
 FILES, PER_FILE = 2, 40
 
 
-class PoolSampler:
+class PoolSampler(Background):
     """Samples the run's connections every `every` s while the run lives: per process, the most it
     held at once."""
 
@@ -61,16 +61,7 @@ class PoolSampler:
         self.most_at_once = 0
         self.samples = 0
         self.unowned = 0  # connections whose process had gone by the time it was looked up
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> PoolSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        super().__init__()
 
     def _run(self) -> None:
         with psycopg.connect(self.admin_url, autocommit=True) as admin:
@@ -93,16 +84,25 @@ def test_locked_tables_time_out_clearly_and_pools_stay_bounded(
     for url in (pg_db, pg_reference_db):
         crm_tables(url)
     with psycopg.connect(pg_db, autocommit=True) as conn:  # there to be locked before the first run
-        conn.execute("CREATE TABLE call_log (id integer, caller integer, cost integer, n bigint, ts timestamptz)")
+        conn.execute(
+            "CREATE TABLE call_log (id integer, caller integer, cost integer, n bigint, ts timestamptz)"
+        )
     script = tmp_path / "crm.cpl"
     script.write_text(CRM_SCRIPT, encoding="utf-8")
     feeder = Feeder(tmp_path / "in")
     feeder.add(generate(random.Random(8), FILES, PER_FILE))
     store = with_password(pg_db, PASSWORD) + f"?statement_timeout_ms={TIMEOUT_MS}"
     args = [
-        str(script), "--source", f"calls=file:{feeder.directory}", "--until-idle",
-        "--checkpoint", str(tmp_path / "checkpoint"), "--dead-letter", f"file:{tmp_path / 'dead'}",
-        "--master", "local[2]",
+        str(script),
+        "--source",
+        f"calls=file:{feeder.directory}",
+        "--until-idle",
+        "--checkpoint",
+        str(tmp_path / "checkpoint"),
+        "--dead-letter",
+        f"file:{tmp_path / 'dead'}",
+        "--master",
+        "local[2]",
     ]
     env = run_env(tmp_path, CEP_STORE_CRM_URL=store)  # not on the command line, which the log shows
     log = tmp_path / "spark.log"

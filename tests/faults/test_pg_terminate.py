@@ -15,7 +15,6 @@ writes, nothing lost, nothing twice.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import psycopg
 import pytest
 from fault_helpers import (
     CRM_SCRIPT,
+    Background,
     Feeder,
     assert_same_results,
     crm_results,
@@ -49,7 +49,7 @@ CREATE TRIGGER slow_copy BEFORE INSERT ON call_log FOR EACH ROW EXECUTE FUNCTION
 """
 
 
-class Killer:
+class Killer(Background):
     """Terminates the run's backends that are busy (a statement running, or inside a transaction),
     at most once every KILL_SPACING_S; the first one in the middle of a write (an UPDATE or COPY
     running), the others whatever they are doing."""
@@ -58,16 +58,7 @@ class Killer:
         self.url = url
         self.database = url.rsplit("/", 1)[1]
         self.kills: list[tuple[float, str, str]] = []  # (time, state, statement) of each kill
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Killer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        super().__init__()
 
     def _run(self) -> None:
         t0 = last = time.monotonic()
@@ -103,9 +94,20 @@ def test_backends_terminated_mid_batch_are_retried(pg_db: str, pg_reference_db: 
     feeder.add(generate(random.Random(9), FILES, PER_FILE))
     log = tmp_path / "spark.log"
     args = [
-        str(script), "--source", f"calls=file:{feeder.directory}", "--until-idle", "--store", f"crm={pg_db}",
-        "--checkpoint", str(tmp_path / "checkpoint"), "--dead-letter", f"file:{tmp_path / 'dead'}",
-        "--master", "local[2]", "--max-files-per-trigger", "1",
+        str(script),
+        "--source",
+        f"calls=file:{feeder.directory}",
+        "--until-idle",
+        "--store",
+        f"crm={pg_db}",
+        "--checkpoint",
+        str(tmp_path / "checkpoint"),
+        "--dead-letter",
+        f"file:{tmp_path / 'dead'}",
+        "--master",
+        "local[2]",
+        "--max-files-per-trigger",
+        "1",
     ]
     proc = start(args, run_env(tmp_path), tmp_path, log)
     try:

@@ -83,9 +83,18 @@ class Setup:
         self.feeder.add(self.inputs)
         self.log = tmp_path / "spark.log"
         self.args = [
-            str(self.script), "--source", f"calls=file:{self.feeder.directory}", "--until-idle",
-            "--checkpoint", str(tmp_path / "checkpoint"), "--dead-letter", f"file:{tmp_path / 'dead'}",
-            "--master", "local[2]", "--max-files-per-trigger", "1",
+            str(self.script),
+            "--source",
+            f"calls=file:{self.feeder.directory}",
+            "--until-idle",
+            "--checkpoint",
+            str(tmp_path / "checkpoint"),
+            "--dead-letter",
+            f"file:{tmp_path / 'dead'}",
+            "--master",
+            "local[2]",
+            "--max-files-per-trigger",
+            "1",
         ]
 
     def check(self, seen: str) -> None:
@@ -96,7 +105,12 @@ class Setup:
         reference = PrivateRedis(self.tmp_path / "ref-redis")
         reference.start()
         try:
-            reference_run(self.script, [f"calls=file:{self.feeder.directory}"], [f"cache={reference.url}"], self.tmp_path)
+            reference_run(
+                self.script,
+                [f"calls=file:{self.feeder.directory}"],
+                [f"cache={reference.url}"],
+                self.tmp_path,
+            )
             want = _hashes(reference.client())
         finally:
             reference.stop()
@@ -113,8 +127,12 @@ def test_redis_paused_then_frozen(tmp_path: Path) -> None:
     s.server.start()
     try:
         # The URL (with its password) in the environment, not on the command line the log shows.
-        env = run_env(tmp_path, CEP_STORE_CACHE_URL=f"{s.server.url}?statement_timeout_ms={TIMEOUT_MS}",
-                      CEP_STORE_RETRIES="2", CEP_STORE_RETRY_BASE_MS="200")
+        env = run_env(
+            tmp_path,
+            CEP_STORE_CACHE_URL=f"{s.server.url}?statement_timeout_ms={TIMEOUT_MS}",
+            CEP_STORE_RETRIES="2",
+            CEP_STORE_RETRY_BASE_MS="200",
+        )
         client = s.server.client()
         proc = start(s.args, env, tmp_path, s.log)
         try:

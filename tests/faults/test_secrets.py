@@ -48,17 +48,35 @@ def test_the_password_appears_nowhere(engine: str, pg_db: str, tmp_path: Path) -
     url = f"postgresql://{user}:{quote(SENTINEL, safe='')}@{host}"
     run = tmp_path / "run"
     (run / "in").mkdir(parents=True)
-    events = [{"id": 1, "amount": 10, "ts": "2026-01-01T00:00:00Z"}, {"id": 2, "amount": 500, "ts": "2026-01-01T00:00:01Z"}]
+    events = [
+        {"id": 1, "amount": 10, "ts": "2026-01-01T00:00:00Z"},
+        {"id": 2, "amount": 500, "ts": "2026-01-01T00:00:01Z"},
+    ]
     (run / "in" / "part-0.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (run / "s.cpl").write_text(SCRIPT)
     args = [
-        str(CEP), "run", str(run / "s.cpl"), "--engine", engine, "--source", f"pay=file:{run / 'in'}",
-        "--sink", f"charged=file:{run / 'out'}", "--store", f"crm={url}", "--dead-letter", f"file:{run / 'dead'}",
+        str(CEP),
+        "run",
+        str(run / "s.cpl"),
+        "--engine",
+        engine,
+        "--source",
+        f"pay=file:{run / 'in'}",
+        "--sink",
+        f"charged=file:{run / 'out'}",
+        "--store",
+        f"crm={url}",
+        "--dead-letter",
+        f"file:{run / 'dead'}",
         "--until-idle",
     ]
     if engine == "spark":
         args += ["--checkpoint", str(run / "ck"), "--master", "local[2]"]
-    env = {**os.environ, "CEP_DATA_DIR": str(run / "data"), "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false pyspark-shell"}
+    env = {
+        **os.environ,
+        "CEP_DATA_DIR": str(run / "data"),
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false pyspark-shell",
+    }
     done = subprocess.run(args, env=env, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log.decode(errors="replace")[-3000:]

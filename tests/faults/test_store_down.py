@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
-from fault_helpers import Feeder, generate, kill_all, rows, start, tail
+from fault_helpers import Feeder, generate, reference_run, rows, run_to_end, tail
 from servers import start_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
@@ -67,19 +66,23 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
             PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",
         )
         args = [
-            str(script), "--source", f"calls=file:{feeder.directory}", "--until-idle",
-            "--store", f"crm={run_db}", "--checkpoint", str(tmp_path / "checkpoint"),
-            "--dead-letter", f"file:{tmp_path / 'dead'}", "--master", "local[2]",
+            str(script),
+            "--source",
+            f"calls=file:{feeder.directory}",
+            "--until-idle",
+            "--store",
+            f"crm={run_db}",
+            "--checkpoint",
+            str(tmp_path / "checkpoint"),
+            "--dead-letter",
+            f"file:{tmp_path / 'dead'}",
+            "--master",
+            "local[2]",
         ]
 
         def run() -> tuple[int, float]:
-            proc = start(args, env, tmp_path, log)
-            t0 = time.monotonic()
-            try:
-                code = proc.wait(240)
-            finally:
-                kill_all(proc)
-            return code, time.monotonic() - t0
+            code, took, _ = run_to_end(args, env, tmp_path, log)
+            return code, took
 
         feeder.add(files[:4])
         code, _ = run()
@@ -104,12 +107,7 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
         code, _ = run()
         assert code == 0, tail(log)
 
-        ref = start(
-            [str(script), "--engine", "local", "--source", f"calls=file:{feeder.directory}", "--until-idle",
-             "--store", f"crm={ref_db}", "--dead-letter", f"file:{tmp_path / 'ref-dead'}"],
-            env, tmp_path, tmp_path / "local.log",
-        )
-        assert ref.wait(120) == 0, tail(tmp_path / "local.log")
+        reference_run(script, [f"calls=file:{feeder.directory}"], [f"crm={ref_db}"], tmp_path)
 
         query = "SELECT id, caller, cost, ts FROM priced"
         got, want = Counter(rows(run_db, query)), Counter(rows(ref_db, query))

@@ -37,7 +37,11 @@ def _orders() -> list[list[dict[str, Any]]]:
     rnd = random.Random(5)
     return [
         [
-            {"id": f * PER_FILE + i + 1, "item": rnd.randint(1, ITEMS), "ts": f"2026-01-01T00:{f:02d}:{i:02d}Z"}
+            {
+                "id": f * PER_FILE + i + 1,
+                "item": rnd.randint(1, ITEMS),
+                "ts": f"2026-01-01T00:{f:02d}:{i:02d}Z",
+            }
             for i in range(PER_FILE)
         ]
         for f in range(FILES)
@@ -71,9 +75,22 @@ def test_a_task_retried_after_its_update_committed_applies_once(
     feeder.add(orders)
     marker = tmp_path / "fault-fired"
     args = [
-        str(script), "--source", f"orders=file:{feeder.directory}", "--sink", f"taken=file:{tmp_path / 'out'}",
-        "--until-idle", "--store", f"crm={pg_db}", "--checkpoint", str(tmp_path / "checkpoint"),
-        "--dead-letter", f"file:{tmp_path / 'dead'}", "--master", "local[2,3]", "--max-files-per-trigger", "1",
+        str(script),
+        "--source",
+        f"orders=file:{feeder.directory}",
+        "--sink",
+        f"taken=file:{tmp_path / 'out'}",
+        "--until-idle",
+        "--store",
+        f"crm={pg_db}",
+        "--checkpoint",
+        str(tmp_path / "checkpoint"),
+        "--dead-letter",
+        f"file:{tmp_path / 'dead'}",
+        "--master",
+        "local[2,3]",
+        "--max-files-per-trigger",
+        "1",
     ]
     # WARN: Spark then logs the failed task ("Lost task ...") with its exception.
     env = run_env(tmp_path, CEP_FAULT_AFTER_UPDATE=f"take:{marker}", CEP_SPARK_LOG_LEVEL="WARN")
@@ -83,8 +100,14 @@ def test_a_task_retried_after_its_update_committed_applies_once(
     assert marker.exists()
     assert "InjectedFault" in out and "Lost task" in out, out[-3000:]
 
-    reference_run(script, [f"orders=file:{feeder.directory}"], [f"crm={pg_reference_db}"], tmp_path,
-                  "--sink", f"taken=file:{tmp_path / 'ref-out'}")
+    reference_run(
+        script,
+        [f"orders=file:{feeder.directory}"],
+        [f"crm={pg_reference_db}"],
+        tmp_path,
+        "--sink",
+        f"taken=file:{tmp_path / 'ref-out'}",
+    )
     stock = "SELECT item, qty FROM stock ORDER BY item"
     assert rows(pg_reference_db, stock) == [(i, 0) for i in range(1, ITEMS + 1)]  # it ran out
     assert rows(pg_db, stock) == rows(pg_reference_db, stock)  # no event took stock twice
@@ -95,7 +118,9 @@ def test_a_task_retried_after_its_update_committed_applies_once(
 
     # Each count emitted is the one recorded when the event was first executed: the ledger has
     # one row per event (key: source file, block, line), with its count.
-    by_position = {(f"calls-{f:04d}.jsonl", i): o["id"] for f, batch in enumerate(orders) for i, o in enumerate(batch)}
+    by_position = {
+        (f"calls-{f:04d}.jsonl", i): o["id"] for f, batch in enumerate(orders) for i, o in enumerate(batch)
+    }
     recorded = {}
     for key, affected in rows(pg_db, "SELECT key, affected FROM cep_ledger"):
         assert not key.startswith("sha256:"), key  # short paths: the key is the readable event id
