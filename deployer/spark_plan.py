@@ -208,8 +208,8 @@ def filters_counted() -> bool:
     """Whether Filters and MultiFilters count the events they drop: yes unless CEP_COUNT_FILTERED=0.
 
     An observation costs no Spark action, but it ends the operator's whole-stage generated code:
-    on a plan that does nothing else (bench/run, "stateless") it costs about a quarter of the
-    throughput. A run that does not need the balance of its counts can turn it off."""
+    on a plan that does nothing else (bench/run, "stateless") it took the throughput from
+    1.04x to 0.78x of the hand-written job. A run that does not need the balance of its counts can turn it off."""
     return os.environ.get("CEP_COUNT_FILTERED", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
