@@ -26,6 +26,7 @@ the `dead_letter` writer given to `materialize_writer` (stderr without one).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import pickle
 from collections.abc import Callable, Iterator
@@ -62,6 +63,10 @@ def _stores(config: Any) -> Any:
     bindings, declared = config[0], config[1]
     key = hash(pickle.dumps((bindings, declared)))
     if key not in _STORES:
+        # The objects alive now (modules: pyspark, pandas, pyarrow...) live as long as the worker;
+        # frozen, the garbage collector no longer walks them in every full collection, which the
+        # result rows of each batch set off.
+        gc.freeze()
         _STORES[key] = StoreRegistry.from_config(config)
     return _STORES[key]
 
@@ -152,7 +157,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            columns = [batch.column(f"__p{i}").to_pylist() for i in range(n_args)]
+            columns = [_pylist(batch.column(f"__p{i}")) for i in range(n_args)]
             before = stores.cache_stats().get(query.name, {}) if counters else {}
             found = stores.read_columns(query, columns, batch.num_rows, width=n_result, outer=outer)
             if counters:  # the cache lives in this worker: send what this call did to the driver
@@ -175,6 +180,15 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
             )
 
     return df.mapInArrow(run, out)
+
+
+def _pylist(column: pa.Array) -> list[Any]:
+    """The values of an Arrow column as Python objects; numbers without nulls through numpy, which
+    makes them at C speed (Arrow's `to_pylist` builds a scalar per value: the largest Python cost of
+    a read, after the database's own time)."""
+    if column.null_count == 0 and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        return column.to_numpy().tolist()
+    return column.to_pylist()
 
 
 def _nth(event: np.ndarray) -> pa.Array:
@@ -227,15 +241,15 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            seqs = batch.column(SEQ).to_pylist()
-            order = sorted(range(batch.num_rows), key=seqs.__getitem__)  # statements in event order
-            columns = [batch.column(f"__p{i}").to_pylist() for i in range(n_args)]
-            params = [tuple(c[k] for c in columns) for k in order]
-            ids = [seqs[k] for k in order]
+            # statements in event order (a stable sort: the same id twice keeps its order)
+            events = batch.take(pc.sort_indices(batch.column(SEQ)))
+            columns = [_pylist(events.column(f"__p{i}")) for i in range(n_args)]
+            params = list(zip(*columns, strict=True)) if columns else [()] * events.num_rows
+            ids = events.column(SEQ).to_pylist()
             result = stores.update(query, params, event_ids=ids, scope=scope)
             if fault is not None:
                 fault()
-            events = batch.select([*event_cols, SEQ]).take(pa.array(order, type=pa.int64()))
+            events = events.select([*event_cols, SEQ])
             arrays = [events.column(i) for i in range(width)]
             if with_count:
                 arrays.append(pa.array(result.counts, type=arrow_schema.field(width).type))

@@ -15,7 +15,7 @@ from store_helpers import Backend, query
 
 from operators.graph import Table
 from operators.types import T_DOUBLE, T_INTEGER, T_STRING, schema_of
-from stores import ledger
+from stores import ledger, sql_pg
 from stores.api import UpdateResult
 from stores.redis_store import RedisStore, marker_key
 from stores.sql import SqlStore
@@ -70,6 +70,18 @@ def test_a_partly_replayed_batch_executes_only_the_new_events_in_order(sql_backe
     assert _amounts(sql_backend)[0] == (1, 80)
 
 
+def test_a_replayed_event_the_ledger_sample_misses_is_still_skipped(sql_backend: Backend) -> None:
+    # Postgres looks up a sample of a batch's keys before its fast path; an event recorded earlier
+    # that the sample does not include must still execute only once (the ledger's key refuses it).
+    sql_backend.execute(*BALANCES)
+    ids = [f"e{i:02d}" for i in range(40)]
+    assert "e01" not in sql_pg._sample(ids, sql_pg.SAMPLED_KEYS)
+    assert sql_backend.store.update(CHARGE, [(1, 1)], event_ids=["e01"], scope=SCOPE).replayed == 0
+    got = sql_backend.store.update(CHARGE, [(1, 1)] * len(ids), event_ids=ids, scope=SCOPE)
+    assert got.replayed == 1 and got.counts == [1] * len(ids)
+    assert _amounts(sql_backend)[0] == (1, 100 - len(ids))
+
+
 def test_long_and_binary_event_ids(sql_backend: Backend) -> None:
     # Spark's ids hold file paths and NULs; long ones are stored as digests, all stay distinct.
     sql_backend.execute(*BALANCES)
@@ -80,6 +92,19 @@ def test_long_and_binary_event_ids(sql_backend: Backend) -> None:
     assert _amounts(sql_backend)[0] == (1, 96)
     keys = {r[0] for r in sql_backend.fetch("SELECT key FROM cep_ledger")}
     assert len(keys) == len(ids) and all(len(str(k)) <= ledger.MAX_KEY + 8 for k in keys)
+
+
+def test_event_ids_with_array_syntax_are_stored_verbatim(sql_backend: Backend) -> None:
+    # Postgres receives the batch's keys as one array text (`{"...","..."}`): every character the
+    # array syntax gives a meaning to must come back as it went in, and each id must stay one key.
+    sql_backend.execute(*BALANCES)
+    ids = ['a"b', "back\\slash", "\\", '"', "{x,y}", "a,b", " padded ", "", "NULL", "tab\tnew\nline", "ünï😀"]
+    params = [(1, 1)] * len(ids)
+    assert sql_backend.store.update(CHARGE, params, event_ids=ids, scope=SCOPE).counts == [1] * len(ids)
+    again = sql_backend.store.update(CHARGE, params, event_ids=ids, scope=SCOPE)
+    assert again.replayed == len(ids) and again.counts == [1] * len(ids)
+    assert _amounts(sql_backend)[0] == (1, 100 - len(ids))
+    assert {r[0] for r in sql_backend.fetch("SELECT key FROM cep_ledger")} == set(ids)
 
 
 def test_a_failed_event_is_recorded_and_replayed_as_failed(sql_backend: Backend) -> None:
