@@ -23,7 +23,7 @@ Updates: psycopg's `executemany(..., returning=True)` keeps one result per execu
 
 Exactly-once (stores/ledger.py), round trips per batch:
 
-- UpdateSQL with event ids: [BEGIN, look whether any id is in cep_ledger] then [the statements]
+- UpdateSQL with event ids: [BEGIN, look whether a sample of the ids is in cep_ledger] then [the statements]
   then [INSERT every id with its count, COMMIT]. If an id is already there (a replay), or the
   INSERT fails on the ledger's key (a second transaction with the same ids committed first: its
   statements are rolled back with it), the batch is redone claiming with ON CONFLICT DO NOTHING:
