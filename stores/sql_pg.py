@@ -771,7 +771,7 @@ def _sample(values: list[str], k: int) -> list[str]:
     n = len(values)
     if n <= k:
         return values
-    return [values[round(i * (n - 1) / (k - 1))] for i in range(k)]
+    return [values[round(i * (n - 1) / max(k - 1, 1))] for i in range(k)]
 
 
 def _text_array_literal(values: list[str]) -> str:
