@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from store_helpers import Backend
 
+from stores.redis_store import RedisStore
 from stores.sql import SqlStore
 from stores.urls import parse_store_url
 
@@ -40,3 +42,18 @@ def pg_backend(pg_db: str) -> Iterator[Backend]:
     store = SqlStore(url, "crm")
     yield Backend("postgresql", url, store)
     store.close()
+
+
+@pytest.fixture
+def redis_cache(redis_db: str) -> Iterator[RedisStore]:
+    """A Redis store named `cache` on an emptied database."""
+    s = RedisStore(parse_store_url(redis_db), "cache")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def redis_client(redis_db: str) -> Iterator[redis.Redis]:
+    """A client of the same database, answering str."""
+    with redis.Redis.from_url(redis_db, decode_responses=True) as client:
+        yield client

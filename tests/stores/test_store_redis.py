@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -14,7 +13,6 @@ from operators.graph import Table
 from operators.types import T_BOOLEAN, T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, DataType, schema_of
 from stores.errors import StoreQueryError, StoreUnsupportedError
 from stores.redis_store import RedisStore, row_key
-from stores.urls import parse_store_url
 
 pytestmark = pytest.mark.redis
 
@@ -36,22 +34,9 @@ LIVE_BILL = Table(
 COLUMNS = ["idcaller", "total", "at", "vip", "fee", "note"]
 
 
-@pytest.fixture
-def store(redis_db: str) -> Iterator[RedisStore]:
-    s = RedisStore(parse_store_url(redis_db), "cache")
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def r(redis_db: str) -> Iterator[redis.Redis]:
-    with redis.Redis.from_url(redis_db, decode_responses=True) as client:
-        yield client
-
-
-def test_upsert_encodes_values_and_sets_ttl(store: RedisStore, r: redis.Redis) -> None:
+def test_upsert_encodes_values_and_sets_ttl(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
     at = datetime(2024, 1, 2, 4, 4, 5, tzinfo=timezone(timedelta(hours=1)))
-    store.materialize(
+    redis_cache.materialize(
         LIVE_BILL,
         COLUMNS,
         [
@@ -60,8 +45,8 @@ def test_upsert_encodes_values_and_sets_ttl(store: RedisStore, r: redis.Redis) -
             (7, 2.25, at + timedelta(seconds=1), False, Decimal("3.50"), None),  # same key: latest wins
         ],
     )
-    assert sorted(r.keys("*")) == ["live_bill:7", "live_bill:8"]
-    assert r.hgetall("live_bill:7") == {
+    assert sorted(redis_client.keys("*")) == ["live_bill:7", "live_bill:8"]
+    assert redis_client.hgetall("live_bill:7") == {
         "idcaller": "7",
         "total": "2.25",
         "at": "2024-01-02T03:04:06+00:00",  # ISO 8601, converted to UTC
@@ -69,16 +54,16 @@ def test_upsert_encodes_values_and_sets_ttl(store: RedisStore, r: redis.Redis) -
         "fee": "3.50",
         # "note" was set by the first row and removed by the NULL of the last one
     }
-    assert r.hgetall("live_bill:8") == {"idcaller": "8", "total": "2.0", "vip": "false"}
+    assert redis_client.hgetall("live_bill:8") == {"idcaller": "8", "total": "2.0", "vip": "false"}
     for key in ("live_bill:7", "live_bill:8"):
-        assert DAY_MS - 60_000 < r.pttl(key) <= DAY_MS
+        assert DAY_MS - 60_000 < redis_client.pttl(key) <= DAY_MS
 
     # A later batch with a subset of the columns leaves the other fields alone.
-    store.materialize(LIVE_BILL, ["total", "idcaller"], [(9.0, 8)])
-    assert r.hgetall("live_bill:8") == {"idcaller": "8", "total": "9.0", "vip": "false"}
+    redis_cache.materialize(LIVE_BILL, ["total", "idcaller"], [(9.0, 8)])
+    assert redis_client.hgetall("live_bill:8") == {"idcaller": "8", "total": "9.0", "vip": "false"}
 
 
-def test_key_encoding_cannot_collide_or_escape_the_prefix(store: RedisStore, r: redis.Redis) -> None:
+def test_key_encoding_cannot_collide_or_escape_the_prefix(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
     table = Table("t:x", "cache", schema_of(("a", T_STRING), ("b", T_STRING), ("v", T_INTEGER)), ("a", "b"))
     rows = [
         ("a:b", "c", 1),
@@ -87,7 +72,7 @@ def test_key_encoding_cannot_collide_or_escape_the_prefix(store: RedisStore, r: 
         ("", ":", 4),
         ("%", "", 5),
     ]
-    store.materialize(table, ["a", "b", "v"], rows)
+    redis_cache.materialize(table, ["a", "b", "v"], rows)
     keys = {row_key(table, (a, b)): v for a, b, v in rows}
     assert len(keys) == len(rows)
     assert sorted(keys) == sorted(
@@ -95,38 +80,38 @@ def test_key_encoding_cannot_collide_or_escape_the_prefix(store: RedisStore, r: 
     )
     for key, v in keys.items():
         assert key.startswith("t%3Ax:") and key.count(":") == 2
-        assert r.hget(key, "v") == str(v)
-    assert r.dbsize() == len(rows)
-    assert r.pttl("t%3Ax:a%3Ab:c") == -1  # no TTL declared, none set
+        assert redis_client.hget(key, "v") == str(v)
+    assert redis_client.dbsize() == len(rows)
+    assert redis_client.pttl("t%3Ax:a%3Ab:c") == -1  # no TTL declared, none set
 
 
-def test_append_without_primary_key(store: RedisStore, r: redis.Redis) -> None:
+def test_append_without_primary_key(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
     log = Table("call_log", "cache", schema_of(("idcaller", T_INTEGER), ("cost", T_DOUBLE)), ttl_ms=60_000)
-    store.materialize(log, ["idcaller", "cost"], [(1, 2.0), (1, 2.0)])
-    store.materialize(log, ["cost", "idcaller"], [(3.0, 2)])
-    assert sorted(r.keys("call_log:*")) == ["call_log:1", "call_log:2", "call_log:3"]
-    assert [r.hgetall(f"call_log:{i}") for i in (1, 2, 3)] == [
+    redis_cache.materialize(log, ["idcaller", "cost"], [(1, 2.0), (1, 2.0)])
+    redis_cache.materialize(log, ["cost", "idcaller"], [(3.0, 2)])
+    assert sorted(redis_client.keys("call_log:*")) == ["call_log:1", "call_log:2", "call_log:3"]
+    assert [redis_client.hgetall(f"call_log:{i}") for i in (1, 2, 3)] == [
         {"idcaller": "1", "cost": "2.0"},
         {"idcaller": "1", "cost": "2.0"},
         {"idcaller": "2", "cost": "3.0"},
     ]
-    assert 0 < r.pttl("call_log:3") <= 60_000 and 0 < r.pttl("call_log") <= 60_000
+    assert 0 < redis_client.pttl("call_log:3") <= 60_000 and 0 < redis_client.pttl("call_log") <= 60_000
 
 
-def test_bad_rows_and_sql_are_refused(store: RedisStore, r: redis.Redis) -> None:
+def test_bad_rows_and_sql_are_refused(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
     # A NULL key fails that row only: reported, not written, the others are.
-    result = store.materialize(LIVE_BILL, ["idcaller", "total"], [(None, 1.0), (5, 2.0)])
+    result = redis_cache.materialize(LIVE_BILL, ["idcaller", "total"], [(None, 1.0), (5, 2.0)])
     assert result.failed == [0]
     assert "NULL in primary key" in (result.errors[0] or "")
     assert str(result.errors[0]).startswith("store cache (redis://")
-    assert r.keys("*") == ["live_bill:5"]
-    r.flushdb()
+    assert redis_client.keys("*") == ["live_bill:5"]
+    redis_client.flushdb()
     with pytest.raises(StoreQueryError, match="lack its primary key"):
-        store.materialize(LIVE_BILL, ["total"], [(1.0,)])
+        redis_cache.materialize(LIVE_BILL, ["total"], [(1.0,)])
     with pytest.raises(StoreQueryError, match="no column"):
-        store.materialize(LIVE_BILL, ["idcaller", "nope"], [(1, 1)])
+        redis_cache.materialize(LIVE_BILL, ["idcaller", "nope"], [(1, 1)])
     with pytest.raises(StoreUnsupportedError, match="Redis is not a SQL store"):
-        store.read(query("SELECT 1 WHERE 1 = ?", store="cache"), [(1,)])
+        redis_cache.read(query("SELECT 1 WHERE 1 = ?", store="cache"), [(1,)])
     with pytest.raises(StoreUnsupportedError, match="Redis is not a SQL store"):
-        store.update(query("UPDATE t SET x = ?", store="cache"), [(1,)])
-    assert r.dbsize() == 0
+        redis_cache.update(query("UPDATE t SET x = ?", store="cache"), [(1,)])
+    assert redis_client.dbsize() == 0
