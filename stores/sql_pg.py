@@ -328,7 +328,7 @@ class PostgresBackend:
             return ReadColumns([], [[] for _ in range(width)])
         # One column at a time with itemgetter, not zip(*rows): zip makes an iterator per row, and
         # 10,000 short-lived container objects per batch set off the garbage collector's full
-        # collections (5 ms of the read on average, measured in a Spark worker).
+        # collections (a visible share of the read when profiled in a Spark worker).
         transposed = [list(map(itemgetter(j), rows)) for j in range(len(rows[0]))]
         got = len(transposed) - 1 - (1 if st.ordered else 0)
         returns = query.returns if query.returns is not None and len(query.returns) == got else None
@@ -509,8 +509,8 @@ class PostgresBackend:
         # first keeps replays and recomputations from executing the statements only to roll back;
         # it asks about a sample of the keys (SAMPLED_KEYS), not all of them: a replayed or
         # recomputed batch is found by any one of its keys, and a batch that shares only some keys
-        # with the ledger the sample misses still fails on the INSERT (a third of the ledger's cost
-        # was looking up every key).
+        # with the ledger the sample misses still fails on the INSERT (looking up every key was a
+        # large part of the ledger's server time).
         retry_failing = False
         try:
             with conn.pipeline() as p, conn.transaction():
@@ -778,7 +778,7 @@ def _text_array_literal(values: list[str]) -> str:
     """Text values as Postgres array text, `{"a","b"}`, for `%s::text[]`: every element quoted,
     with `\\` and `"` escaped, which is the whole of the array input syntax inside quotes (the
     values carry no NUL: Postgres text cannot). Like `_array_literal`, one string per batch instead
-    of psycopg's per-element dumper, which cost 7% of a ledgered UpdateSQL batch on the client."""
+    of psycopg's per-element dumper, a visible cost of a ledgered UpdateSQL batch on the client."""
     return "{" + ",".join(['"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values]) + "}"
 
 

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
@@ -206,6 +206,29 @@ def with_password(url: str, password: str) -> str:
     scheme, rest = url.split("://", 1)
     user, host = rest.split("@", 1)
     return f"{scheme}://{user}:{quote(password, safe='')}@{host}"
+
+
+def spark_run_args(
+    script: Path,
+    tmp_path: Path,
+    sources: Sequence[str],
+    *,
+    stores: Sequence[str] = (),
+    sinks: Sequence[str] = (),
+    checkpoint: Path | None = None,
+    master: str = "local[2]",
+    one_file_per_batch: bool = True,
+) -> list[str]:
+    """`cep run` arguments of a fault test's Spark run: its sources, sinks and stores, --until-idle,
+    the checkpoint (tmp_path/checkpoint unless given), dead letters in tmp_path/dead, the master and,
+    unless told otherwise, one input file per micro-batch (a backlog for a fault to cut into)."""
+    args = [str(script)]
+    for flag, values in (("--source", sources), ("--sink", sinks), ("--store", stores)):
+        for v in values:
+            args += [flag, v]
+    args += ["--until-idle", "--checkpoint", str(checkpoint or tmp_path / "checkpoint")]
+    args += ["--dead-letter", f"file:{tmp_path / 'dead'}", "--master", master]
+    return args + (["--max-files-per-trigger", "1"] if one_file_per_batch else [])
 
 
 def reference_run(script: Path, sources: list[str], stores: list[str], tmp_path: Path, *extra: str) -> str:

@@ -28,6 +28,7 @@ from fault_helpers import (
     rows,
     run_env,
     run_to_end,
+    spark_run_args,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
@@ -65,22 +66,9 @@ def test_crash_after_the_postgres_commit_replays_nothing(
     feeder = Feeder(tmp_path / "in")
     feeder.add(generate(random.Random(3), FILES, PER_FILE))
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "spark.log"
-    args = [
-        str(script),
-        "--source",
-        f"calls=file:{feeder.directory}",
-        "--until-idle",
-        "--store",
-        f"crm={pg_db}",
-        "--checkpoint",
-        str(checkpoint),
-        "--dead-letter",
-        f"file:{tmp_path / 'dead'}",
-        "--master",
-        "local[2]",
-        "--max-files-per-trigger",
-        "1",
-    ]
+    args = spark_run_args(
+        script, tmp_path, [f"calls=file:{feeder.directory}"], stores=[f"crm={pg_db}"], checkpoint=checkpoint
+    )
 
     code, _, out = run_to_end(
         args, run_env(tmp_path, CEP_FAULT_AFTER_COMMIT=f"call_log:{CRASH_AT}"), tmp_path, log

@@ -17,7 +17,16 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
-from fault_helpers import Feeder, generate, materialize_node, reference_run, rows, run_env, run_to_end
+from fault_helpers import (
+    Feeder,
+    generate,
+    materialize_node,
+    reference_run,
+    rows,
+    run_env,
+    run_to_end,
+    spark_run_args,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres, pytest.mark.redis]
 
@@ -64,24 +73,13 @@ def test_crash_between_a_redis_and_a_postgres_sink(
     feeder = Feeder(tmp_path / "in")
     feeder.add(generate(random.Random(4), FILES, PER_FILE))
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "spark.log"
-    args = [
-        str(script),
-        "--source",
-        f"calls=file:{feeder.directory}",
-        "--until-idle",
-        "--store",
-        f"crm={pg_db}",
-        "--store",
-        f"cache={redis_db}",
-        "--checkpoint",
-        str(checkpoint),
-        "--dead-letter",
-        f"file:{tmp_path / 'dead'}",
-        "--master",
-        "local[2]",
-        "--max-files-per-trigger",
-        "1",
-    ]
+    args = spark_run_args(
+        script,
+        tmp_path,
+        [f"calls=file:{feeder.directory}"],
+        stores=[f"crm={pg_db}", f"cache={redis_db}"],
+        checkpoint=checkpoint,
+    )
     client = redis.Redis.from_url(redis_db)
     client.config_resetstat()
     try:

@@ -29,6 +29,7 @@ from fault_helpers import (
     in_flight,
     kill_all,
     ledger,
+    reference_run,
     rows,
     run_env,
     run_to_end,
@@ -156,24 +157,7 @@ def test_stop_on_sigterm_and_ctrl_c_then_resume(pg_db: str, pg_reference_db: str
     code, _, output = run_to_end([*args, "--until-idle"], env, tmp_path, log)
     assert code == 0 and "done (spark)" in output, output[-3000:]
 
-    ref_log = tmp_path / "reference.log"
-    code, _, output = run_to_end(
-        [
-            *common,
-            "--until-idle",
-            "--engine",
-            "local",
-            "--store",
-            f"crm={pg_reference_db}",
-            "--dead-letter",
-            f"file:{tmp_path / 'ref-dead'}",
-        ],
-        env,
-        tmp_path,
-        ref_log,
-        timeout=120,
-    )
-    assert code == 0, output[-3000:]
+    reference_run(script, [f"calls=file:{feeder.directory}"], [f"crm={pg_reference_db}"], tmp_path)
 
     log_query = "SELECT id, caller, cost, ts FROM call_log"
     reference, spark = Counter(rows(pg_reference_db, log_query)), Counter(rows(pg_db, log_query))

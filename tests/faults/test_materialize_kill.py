@@ -191,26 +191,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     spark_seconds = time.monotonic() - began
     assert feeder.written == FILES
 
-    ref_log = tmp_path / "reference.log"
-    ref = start(
-        [
-            str(script),
-            *common,
-            "--engine",
-            "local",
-            "--store",
-            f"crm={pg_reference_db}",
-            "--dead-letter",
-            f"file:{tmp_path / 'ref-dead'}",
-        ],
-        env,
-        tmp_path,
-        ref_log,
-    )
-    try:
-        assert ref.wait(120) == 0, f"the reference run failed:\n{tail(ref_log)}"
-    finally:
-        kill_all(ref)
+    fault_helpers.reference_run(script, [f"calls=file:{feeder.directory}"], [f"crm={pg_reference_db}"], tmp_path)
 
     hits = [
         k for k in kills if set(k.in_flight) & set(tables.values()) and 0 < k.committed < len(final_entries)

@@ -38,6 +38,7 @@ from fault_helpers import (
     run_to_end,
     session_members,
     socket_owners,
+    spark_run_args,
     start,
     with_password,
 )
@@ -92,18 +93,7 @@ def test_locked_tables_time_out_clearly_and_pools_stay_bounded(
     feeder = Feeder(tmp_path / "in")
     feeder.add(generate(random.Random(8), FILES, PER_FILE))
     store = with_password(pg_db, PASSWORD) + f"?statement_timeout_ms={TIMEOUT_MS}"
-    args = [
-        str(script),
-        "--source",
-        f"calls=file:{feeder.directory}",
-        "--until-idle",
-        "--checkpoint",
-        str(tmp_path / "checkpoint"),
-        "--dead-letter",
-        f"file:{tmp_path / 'dead'}",
-        "--master",
-        "local[2]",
-    ]
+    args = spark_run_args(script, tmp_path, [f"calls=file:{feeder.directory}"], one_file_per_batch=False)
     env = run_env(tmp_path, CEP_STORE_CRM_URL=store)  # not on the command line, which the log shows
     log = tmp_path / "spark.log"
 

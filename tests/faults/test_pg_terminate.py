@@ -31,6 +31,7 @@ from fault_helpers import (
     kill_all,
     reference_run,
     run_env,
+    spark_run_args,
     start,
 )
 
@@ -93,22 +94,7 @@ def test_backends_terminated_mid_batch_are_retried(pg_db: str, pg_reference_db: 
     feeder = Feeder(tmp_path / "in")
     feeder.add(generate(random.Random(9), FILES, PER_FILE))
     log = tmp_path / "spark.log"
-    args = [
-        str(script),
-        "--source",
-        f"calls=file:{feeder.directory}",
-        "--until-idle",
-        "--store",
-        f"crm={pg_db}",
-        "--checkpoint",
-        str(tmp_path / "checkpoint"),
-        "--dead-letter",
-        f"file:{tmp_path / 'dead'}",
-        "--master",
-        "local[2]",
-        "--max-files-per-trigger",
-        "1",
-    ]
+    args = spark_run_args(script, tmp_path, [f"calls=file:{feeder.directory}"], stores=[f"crm={pg_db}"])
     proc = start(args, run_env(tmp_path), tmp_path, log)
     try:
         with Killer(pg_db) as killer:

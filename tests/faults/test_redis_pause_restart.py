@@ -37,6 +37,7 @@ from fault_helpers import (
     reference_run,
     run_env,
     run_to_end,
+    spark_run_args,
     start,
 )
 
@@ -82,20 +83,7 @@ class Setup:
         self.inputs = generate(random.Random(11), files, 20)
         self.feeder.add(self.inputs)
         self.log = tmp_path / "spark.log"
-        self.args = [
-            str(self.script),
-            "--source",
-            f"calls=file:{self.feeder.directory}",
-            "--until-idle",
-            "--checkpoint",
-            str(tmp_path / "checkpoint"),
-            "--dead-letter",
-            f"file:{tmp_path / 'dead'}",
-            "--master",
-            "local[2]",
-            "--max-files-per-trigger",
-            "1",
-        ]
+        self.args = spark_run_args(self.script, tmp_path, [f"calls=file:{self.feeder.directory}"])
 
     def check(self, seen: str) -> None:
         """The hashes equal the reference's; every key written once."""

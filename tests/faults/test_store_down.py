@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fault_helpers import Feeder, generate, reference_run, rows, run_to_end, tail
+from fault_helpers import Feeder, generate, reference_run, rows, run_to_end, spark_run_args, tail
 from servers import start_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
@@ -65,20 +65,9 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
             SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"),
             PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",
         )
-        args = [
-            str(script),
-            "--source",
-            f"calls=file:{feeder.directory}",
-            "--until-idle",
-            "--store",
-            f"crm={run_db}",
-            "--checkpoint",
-            str(tmp_path / "checkpoint"),
-            "--dead-letter",
-            f"file:{tmp_path / 'dead'}",
-            "--master",
-            "local[2]",
-        ]
+        args = spark_run_args(
+            script, tmp_path, [f"calls=file:{feeder.directory}"], stores=[f"crm={run_db}"], one_file_per_batch=False
+        )
 
         def run() -> tuple[int, float]:
             code, took, _ = run_to_end(args, env, tmp_path, log)

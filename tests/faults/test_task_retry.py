@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from fault_helpers import Feeder, reference_run, rows, run_env, run_to_end
+from fault_helpers import Feeder, reference_run, rows, run_env, run_to_end, spark_run_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
@@ -74,24 +74,14 @@ def test_a_task_retried_after_its_update_committed_applies_once(
     feeder = Feeder(tmp_path / "in")
     feeder.add(orders)
     marker = tmp_path / "fault-fired"
-    args = [
-        str(script),
-        "--source",
-        f"orders=file:{feeder.directory}",
-        "--sink",
-        f"taken=file:{tmp_path / 'out'}",
-        "--until-idle",
-        "--store",
-        f"crm={pg_db}",
-        "--checkpoint",
-        str(tmp_path / "checkpoint"),
-        "--dead-letter",
-        f"file:{tmp_path / 'dead'}",
-        "--master",
-        "local[2,3]",
-        "--max-files-per-trigger",
-        "1",
-    ]
+    args = spark_run_args(
+        script,
+        tmp_path,
+        [f"orders=file:{feeder.directory}"],
+        sinks=[f"taken=file:{tmp_path / 'out'}"],
+        stores=[f"crm={pg_db}"],
+        master="local[2,3]",
+    )
     # WARN: Spark then logs the failed task ("Lost task ...") with its exception.
     env = run_env(tmp_path, CEP_FAULT_AFTER_UPDATE=f"take:{marker}", CEP_SPARK_LOG_LEVEL="WARN")
     code, _, out = run_to_end(args, env, tmp_path, tmp_path / "spark.log")
