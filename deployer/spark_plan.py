@@ -52,6 +52,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark_expr import ExprCompiler, Message, col_name, error_column, spark_type
+from deployer.spark_live import live_fields
 from operators import expr as ir
 from operators import graph as g
 
@@ -96,6 +97,13 @@ class SparkGraph:
     # Per cached SQLQUERY: Spark accumulators of its read cache's hits, misses and store loads,
     # added to by the executors (deployer.spark_sql.read_sql), read by the progress line.
     cache_counters: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict)
+    _live: dict[g.Port, frozenset[int] | None] | None = field(default=None, repr=False)
+
+    def live(self, port: g.Port) -> frozenset[int] | None:
+        """The fields of `port` some consumer reads; None when all may be (deployer.spark_live)."""
+        if self._live is None:
+            self._live = live_fields(self.graph, _can_fail)
+        return self._live.get(port)
 
     def port(self, port: g.Port) -> DataFrame:
         if port not in self.ports:
@@ -144,6 +152,13 @@ class SparkGraph:
             )
         )
         return df.filter(F.col(ERR).isNull()).drop(ERR)
+
+
+def _can_fail(e: ir.Expr) -> bool:
+    """Whether `e` may raise for some event: its compiled form records an error condition."""
+    c = ExprCompiler()
+    c.compile(e)
+    return bool(c.errors)
 
 
 _STATELESS = (g.Source, g.Map, g.Filter, g.MultiFilter, g.Union)

@@ -16,8 +16,11 @@ import psycopg
 import pytest
 from spark_helpers import assert_same, assert_same_dead_letters, at, compile_text, prepare, run_both
 
+from deployer import spark_sql
 from deployer.runner import bind_stores
+from deployer.spark_plan import SparkGraph
 from deployer.spark_run import SparkDeployment
+from operators import graph as g
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +89,9 @@ def test_cache_counters_reach_the_progress_line(
     events = [{"idcaller": 1 + i % 3, "duration": i, "timestamp": at(i)} for i in range(400)]
     # one micro-batch of one file, handed to the ReadSQL as four Arrow batches of 100 events with
     # the three callers: one task, so one Python worker and one cache sees them all (across
-    # micro-batches, a task may get another worker, e.g. when earlier tests left idle ones)
+    # micro-batches, a task may get another worker, e.g. when earlier tests left idle ones); the
+    # ReadSQL would read them as one batch, so it is told to read 100 events at a time
+    monkeypatch.setattr(spark_sql, "READ_BATCH_ROWS", 100)
     sources = prepare(tmp_path, {"cdr1": [events]})
     deployment = SparkDeployment(
         spark,
@@ -148,3 +153,52 @@ def test_a_nul_in_a_text_parameter_dead_letters_its_event_only(
         d["stage"] == "ReadSQL" and "parameter 1: PostgreSQL text fields cannot contain NUL" in d["reason"]
         for d in spk.dead
     )
+
+
+NARROW = """
+CREATE STREAMSCHEMA cdr1 WITH idcaller integer, idreceiver integer, duration integer, note varchar,
+  timestamp timestamp TIMESTAMP BY timestamp;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY plan_of ON crm AS 'SELECT idplan, fee FROM plans WHERE idcaller = ?'
+  RETURNS (idplan integer, fee double);
+INSERT INTO priced SELECT idcaller, duration * p.fee AS amount FROM cdr1 ON SQL plan_of, p, idcaller, idplan, fee
+  WHERE idreceiver > 0;
+INSERT INTO ratio SELECT idcaller, duration / q.idplan AS per FROM cdr1 ON SQL plan_of, q, idcaller, idplan, fee;
+"""
+
+
+def test_fields_no_consumer_reads_stay_on_the_jvm_and_dead_letters_keep_the_whole_event(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its ReadSQL, `priced` reads idcaller and duration of the event (its WHERE is applied
+    before the read): only those cross to Python (the other fields come back as NULLs nobody reads), and its output equals the reference's.
+    `ratio`'s division can fail, so its ReadSQL keeps every field: the dead letter of plan 0
+    shows the whole event, as the reference's does."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = sqlite3.connect(data / "crm.sqlite3")
+    db.executescript(
+        "CREATE TABLE plans (idcaller integer, idplan integer, fee double precision);"
+        "INSERT INTO plans VALUES (1, 10, 2.5), (2, 0, 1.5), (2, 21, 3.0);"
+    )
+    db.commit()
+    db.close()
+    monkeypatch.setenv("CEP_DATA_DIR", str(data))
+    events = [
+        {"idcaller": 1 + i % 3, "idreceiver": i % 4, "duration": 10 * i, "note": f"n'{i}", "timestamp": at(i)}
+        for i in range(12)
+    ]
+    graph = compile_text(NARROW)
+    reads = [n for n in graph.nodes if isinstance(n, g.ReadSQL)]
+    sg = SparkGraph(graph, {})
+    live = [sg.live(g.Port(n.id)) for n in reads]
+    # priced: idcaller, duration and the fee; ratio: all (a dead letter)
+    assert sorted(x for x in live if x is not None) == [frozenset({0, 2, 6})] and None in live
+    config = bind_stores(graph, {})
+    ref, spk = run_both(spark, tmp_path, NARROW, {"cdr1": [events]}, ["priced", "ratio"], stores=config)
+    assert_same(ref, spk, "priced", min_rows=6)
+    assert_same(ref, spk, "ratio", min_rows=4)
+    assert_same_dead_letters(ref, spk)
+    # caller 2's events die in ratio's Map (plan 0), with every field of the event and the plan
+    dead = [d for d in spk.dead if d["stage"] == "Map"]
+    assert len(dead) == 4 and all(d["event"][3].startswith("n'") and d["event"][4] is not None for d in dead)
