@@ -48,6 +48,10 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
         ]
         if node.window.kind != "time":  # TUPLE/BATCH windows keep the events themselves in state
             parts.append(("buffered schema", str(node.input_schema)))
+        from deployer.spark_tuple import bucketed
+
+        if bucketed(node):  # the state is per bucket of groups, not per group
+            parts.append(("state", "per bucket of groups"))
         return f"the window aggregate of line {node.line}", tuple(parts)
     if isinstance(node, g.Join):
         return (

@@ -41,6 +41,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
 from deployer import faults
+from deployer.spark_arrow import coalesced
 from deployer.spark_expr import ExprCompiler, col_name, spark_type, struct_of
 from operators import graph as g
 from stores import ledger
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 _STORES: dict[int, Any] = {}
 DEFAULT_DEPLOYMENT = "cep"
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
-# Events per ReadSQL query on Spark (see _coalesced): in the sql bench, 50,000 and 100,000 read
+# Events per ReadSQL query on Spark (see deployer.spark_arrow.coalesced): in the sql bench, 50,000 and 100,000 read
 # faster than Spark's 10,000 and about alike; above that the gain stops.
 READ_BATCH_ROWS = 100_000
 
@@ -168,7 +169,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
         # with Arrow `take` (one index per result row); only the result values pass through Python.
         stores = _stores(config)
         event_cols = [col_name(i) for i in keep]
-        for batch in _coalesced(batches, chunk):
+        for batch in coalesced(batches, chunk):
             columns = [_pylist(batch.column(f"__p{i}")) for i in range(n_args)]
             before = stores.cache_stats().get(query.name, {}) if counters else {}
             found = stores.read_columns(query, columns, batch.num_rows, width=n_result, outer=outer)
@@ -201,27 +202,6 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
         ],
         SEQ,
     )
-
-
-def _coalesced(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
-    """The batches, concatenated into batches of at least `rows` rows (the last may have fewer).
-
-    Spark hands `mapInArrow` batches of `spark.sql.execution.arrow.maxRecordsPerBatch` rows (10,000
-    by default). For a read, larger is better: each query has a fixed cost in the worker and on the
-    server (Postgres hashes the lookup table once per query when it joins many keys), and all of a
-    task's batches are already there, so waiting for them adds no latency."""
-    pending: list[pa.RecordBatch] = []
-    n = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        pending.append(batch)
-        n += batch.num_rows
-        if n >= rows:
-            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-            pending, n = [], 0
-    if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
 def _pylist(column: pa.Array) -> list[Any]:

@@ -6,6 +6,9 @@ arrival (`__seq`) order.
 The work is vectorised per key: a micro-batch's events for a key are sorted once, the windows they
 complete are found with index arithmetic, and the aggregates over all those windows are computed
 with numpy reductions over a (windows x size) matrix, not with a Python loop per event.
+A TUPLE window over numbers (the common case) goes further in `deployer.spark_tuple`: state per
+bucket of groups, many groups per Python call; this module's per-group path takes the others
+(decimals, strings, booleans) and BATCH windows.
 
 Order: the events of one micro-batch are taken in the reference executor's order: event time,
 then arrival position (`__seq`; for a Union, input by input), or arrival alone on a stream
@@ -89,9 +92,12 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and v != v) or v is pd.NaT
 
 
+INTEGRAL = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+
+
 def _to_state(t: T.DataType) -> Any:
     """The Python type a buffer column's values must have in the state; None: as they are."""
-    if isinstance(t, T.IntegerType | T.LongType | T.ShortType | T.ByteType):
+    if isinstance(t, INTEGRAL):
         return int
     if isinstance(t, T.DoubleType | T.FloatType):
         return float
@@ -397,7 +403,7 @@ class _NumericTuple:
 
 
 def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
-    from deployer.spark_plan import SEQ, finish_aggregate, order_key
+    from deployer.spark_plan import SEQ, order_key
 
     df = sg.input(node)
     c = ExprCompiler()
@@ -447,6 +453,14 @@ def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
     order = F.col(SEQ)
     if ts_index is not None:
         order = F.concat(order_key(F.col(col_name(ts_index))), F.lit("|"), order)
+    from deployer.spark_tuple import bucketed, bucketed_tuple_aggregate
+
+    if bucketed(node):
+        prepared = df.select(group.alias("__group"), *keys, *values, order.alias(SEQ))
+        result = bucketed_tuple_aggregate(
+            prepared, node.window.size, node.window.advance, aggs, buf_schema, out_schema
+        )
+        return _finish(sg, node, result, micros)
     prepared = df.select(group.alias("__group"), *keys, *values, *extra, order.alias(SEQ))
     processor = WindowProcessor(
         node.window.kind,
@@ -463,6 +477,14 @@ def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         outputMode="Append",
         timeMode="None",
     )
+    return _finish(sg, node, result, micros)
+
+
+def _finish(sg: SparkGraph, node: g.Aggregate, result: DataFrame, micros: set[int]) -> DataFrame:
+    """The processor's rows as the aggregated row (keys, aggregates, `__seq`), then HAVING and the
+    projections."""
+    from deployer.spark_plan import SEQ, finish_aggregate
+
     nk = len(node.keys)
     row = result.select(
         *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],

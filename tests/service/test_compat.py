@@ -78,3 +78,14 @@ def test_a_changed_join_is_not() -> None:
     assert why(join, join, b, b) == []
     problems = why(join.replace("5 SECONDS", "1 MINUTE"), join, b, b)
     assert len(problems) == 1 and "the join of line 4: windows changed" in problems[0]
+
+
+def test_a_tuple_window_whose_state_changes_layout_is_not() -> None:
+    # On Spark, a TUPLE window over numbers keeps its groups' state per bucket of groups
+    # (deployer.spark_tuple), one over a decimal per group: the checkpoint of one cannot feed the other.
+    tuple_window = CALLS.replace("TIME SIZE 1 MINUTE ADVANCE 1 MINUTE", "TUPLE SIZE 3 ADVANCE 3")
+    as_decimal = tuple_window.replace("sum(cost)", "sum(CAST(cost AS decimal(12, 2)))")
+    problems = why(as_decimal, old=tuple_window)
+    assert any("state changed from per bucket of groups to none" in p for p in problems), problems
+    assert why(tuple_window.replace("sum(cost)", "max(cost)"), old=tuple_window) != []
+    assert why(tuple_window, old=tuple_window) == []
