@@ -24,6 +24,18 @@ from operators import graph as g
 
 pytestmark = pytest.mark.spark
 
+
+def crm_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    """The embedded SQLite store `crm` (the default binding) under tmp_path, made by `script`."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = sqlite3.connect(data / "crm.sqlite3")
+    db.executescript(script)
+    db.commit()
+    db.close()
+    monkeypatch.setenv("CEP_DATA_DIR", str(data))
+
+
 SCRIPT = """
 CREATE STREAMSCHEMA cdr1 WITH idcaller integer, idreceiver integer, duration integer, timestamp timestamp
   TIMESTAMP BY timestamp;
@@ -38,17 +50,13 @@ INSERT INTO everyone SELECT idcaller, q.idplan AS plan FROM cdr1 ON OUTER SQL pl
 def test_figure_3_multi_row_no_row_and_outer(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    db = sqlite3.connect(data / "crm.sqlite3")
     # caller 1: one plan; caller 2: two plans (two output rows); caller 3: none
-    db.executescript(
+    crm_db(
+        tmp_path,
+        monkeypatch,
         "CREATE TABLE plans (idcaller integer, idplan integer);"
-        "INSERT INTO plans VALUES (1, 10), (2, 20), (2, 21), (4, 40);"
+        "INSERT INTO plans VALUES (1, 10), (2, 20), (2, 21), (4, 40);",
     )
-    db.commit()
-    db.close()
-    monkeypatch.setenv("CEP_DATA_DIR", str(data))
     events = [
         {"idcaller": c, "idreceiver": 9, "duration": 10 * i, "timestamp": at(i)}
         for i, c in enumerate([1, 2, 3, None, 2, 4, 1])
@@ -76,15 +84,11 @@ def test_cache_counters_reach_the_progress_line(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The executors' read caches report hits, misses and store loads to the driver (accumulators)."""
-    data = tmp_path / "data"
-    data.mkdir()
-    db = sqlite3.connect(data / "crm.sqlite3")
-    db.executescript(
-        "CREATE TABLE plans (idcaller integer, idplan integer); INSERT INTO plans VALUES (1, 10), (2, 20);"
+    crm_db(
+        tmp_path,
+        monkeypatch,
+        "CREATE TABLE plans (idcaller integer, idplan integer); INSERT INTO plans VALUES (1, 10), (2, 20);",
     )
-    db.commit()
-    db.close()
-    monkeypatch.setenv("CEP_DATA_DIR", str(data))
     graph = compile_text(CACHED)
     events = [{"idcaller": 1 + i % 3, "duration": i, "timestamp": at(i)} for i in range(400)]
     # one micro-batch of one file, handed to the ReadSQL as four Arrow batches of 100 events with
@@ -174,16 +178,12 @@ def test_fields_no_consumer_reads_stay_on_the_jvm_and_dead_letters_keep_the_whol
     before the read): only those cross to Python (the other fields come back as NULLs nobody reads), and its output equals the reference's.
     `ratio`'s division can fail, so its ReadSQL keeps every field: the dead letter of plan 0
     shows the whole event, as the reference's does."""
-    data = tmp_path / "data"
-    data.mkdir()
-    db = sqlite3.connect(data / "crm.sqlite3")
-    db.executescript(
+    crm_db(
+        tmp_path,
+        monkeypatch,
         "CREATE TABLE plans (idcaller integer, idplan integer, fee double precision);"
-        "INSERT INTO plans VALUES (1, 10, 2.5), (2, 0, 1.5), (2, 21, 3.0);"
+        "INSERT INTO plans VALUES (1, 10, 2.5), (2, 0, 1.5), (2, 21, 3.0);",
     )
-    db.commit()
-    db.close()
-    monkeypatch.setenv("CEP_DATA_DIR", str(data))
     events = [
         {"idcaller": 1 + i % 3, "idreceiver": i % 4, "duration": 10 * i, "note": f"n'{i}", "timestamp": at(i)}
         for i in range(12)
