@@ -176,11 +176,6 @@ class WindowProcessor(StatefulProcessor):
         # PySpark may hand the rows over with positional column names (`_0`, ...): name them.
         new.columns = self.input_columns
         state = self.win.get()  # None for a new group
-        if self.kind == "tuple":
-            fast = _NumericTuple.of(self, new, state)
-            if fast is not None:
-                yield from fast.run()
-                return
         new = new.sort_values("__seq", kind="stable")
         old = None
         skip, is_open = 0, False
@@ -298,108 +293,6 @@ class WindowProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
-
-
-class _NumericTuple:
-    """A TUPLE window's micro-batch for one group, on numpy arrays alone: the common case, where
-    every aggregated value is a number (timestamps are epoch microseconds here). Same windows, same
-    results and same state as WindowProcessor's pandas path, which takes every other case
-    (decimals, strings, booleans); pandas costs ~1.5 ms per group and batch, which at 1,000
-    groups per batch was most of a TUPLE window's time."""
-
-    def __init__(
-        self,
-        proc: WindowProcessor,
-        seq: np.ndarray,
-        columns: dict[str, tuple[np.ndarray, np.ndarray]],
-        key_values: dict[str, Any],
-        skip: int,
-    ) -> None:
-        self.proc = proc
-        self.seq = seq  # every event's order key: the buffered ones, then the new ones in order
-        self.columns = columns  # value column -> (values, valid), aligned with `seq`
-        self.key_values = key_values
-        self.skip = skip
-        self.had_state = False
-
-    @staticmethod
-    def of(proc: WindowProcessor, new: pd.DataFrame, state: Any) -> _NumericTuple | None:
-        names = [c for c in proc.value_columns if c != "__seq"]
-        if any(new[c].dtype.kind not in "iuf" for c in names):
-            return None
-        seq_new = new["__seq"].to_numpy(dtype=object)
-        order = None
-        if len(seq_new) > 1 and not bool(np.all(seq_new[:-1] <= seq_new[1:])):
-            order = np.argsort(seq_new, kind="stable")
-            seq_new = seq_new[order]
-        skip = int(state[0] or 0) if state is not None else 0
-        dropped = min(skip, len(seq_new))  # ADVANCE > SIZE: events still to skip
-        old = dict(zip(proc.value_columns, state[2:], strict=True)) if state is not None else {}
-        columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for c in names:
-            values = new[c].to_numpy()
-            if order is not None:
-                values = values[order]
-            values = values[dropped:]
-            valid = ~np.isnan(values) if values.dtype.kind == "f" else np.ones(len(values), dtype=bool)
-            before = old.get(c) or []
-            if before:
-                if any(not isinstance(v, int | float) for v in before if v is not None):
-                    return None
-                ok = np.array([v is not None for v in before], dtype=bool)
-                kind = float if values.dtype.kind == "f" or any(isinstance(v, float) for v in before) else int
-                prior = np.array([v if v is not None else 0 for v in before], dtype=kind)
-                values = np.concatenate([prior, values if kind is float else values.astype(np.int64)])
-                valid = np.concatenate([ok, valid])
-            if values.dtype.kind == "f":
-                values = np.where(valid, values, 0)
-            columns[c] = (values, valid)
-        seq = np.concatenate([np.array(old.get("__seq") or [], dtype=object), seq_new[dropped:]])
-        keys = {name: new[name].iloc[0] for name in proc.out_columns if name.startswith("_k")}
-        fast = _NumericTuple(proc, seq, columns, keys, skip - dropped)
-        fast.had_state = state is not None
-        return fast
-
-    def run(self) -> Iterator[pd.DataFrame]:
-        proc, n = self.proc, len(self.seq)
-        idx, cut, skip = _tuple_windows(n, proc.size, proc.advance, self.skip)
-        fired = len(idx)
-        if cut < n or skip:
-            rest: list[Any] = [skip, False]
-            for c in proc.value_columns:
-                if c == "__seq":
-                    rest.append(self.seq[cut:].tolist())
-                    continue
-                values, valid = self.columns[c]
-                as_type = _to_state(proc.buf_schema[c].dataType) or (lambda v: v)
-                rest.append(
-                    [
-                        as_type(v) if ok else None
-                        for v, ok in zip(values[cut:].tolist(), valid[cut:].tolist(), strict=True)
-                    ]
-                )
-            proc.win.update(tuple(rest))
-        elif self.had_state:
-            proc.win.clear()
-        if not fired:
-            return
-        # numpy arrays, not lists: pandas then infers nothing, which is most of a DataFrame's cost
-        out: dict[str, Any] = {}
-        for name, k in self.key_values.items():
-            out[name] = np.full(fired, None, dtype=object) if pd.isna(k) else np.full(fired, k)
-        for j, (func, column, scale) in enumerate(proc.aggs):
-            if column is None:
-                out[f"_a{j}"] = np.full(fired, proc.size, dtype=np.int64)
-                continue
-            values, valid = self.columns[column]
-            vals, null = _reduce(func, values[idx], valid[idx], scale)
-            if null.any():
-                vals = vals.astype(object)
-                vals[null] = None
-            out[f"_a{j}"] = vals
-        out["__seq"] = self.seq[idx[:, -1]]
-        # a dict in column order, not `columns=`, which makes pandas reindex (5x the cost)
-        yield pd.DataFrame({c: out[c] for c in proc.out_columns}, copy=False)
 
 
 def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
