@@ -156,10 +156,17 @@ def query_problems(qdir: Path, query: str) -> list[str]:
 class CheckpointGuard:
     """Checks DIR against a run before it starts (`open`), then records the queries it starts."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any], outputs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        manifest: dict[str, Any],
+        outputs: dict[str, Any],
+        shared: list[str] | None = None,
+    ) -> None:
         self.directory = directory
         self.manifest = manifest
         self._outputs = outputs  # this run's signatures, recorded as their queries start
+        self._shared = shared or []  # the outputs the shared query writes (deployer.spark_shared)
 
     @classmethod
     def open(
@@ -168,6 +175,7 @@ class CheckpointGuard:
         """The guard of a run with --checkpoint `directory`; raises CheckpointRefused when the run
         must not resume from it. A new (absent or empty) directory gets its manifest now."""
         outputs = signatures(graph, sources, sinks)
+        shared = shared_outputs(graph, sinks)
         path = directory / MANIFEST
         shown_sources = {s: _shown_uri(u) for s, u in sorted(sources.items())}
         if directory.exists() and not directory.is_dir():
@@ -183,21 +191,29 @@ class CheckpointGuard:
             manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
         else:
             manifest = _read(path)
-            _check(directory, manifest, outputs)
+            _check(directory, manifest, outputs, shared)
         manifest.update(sources=shown_sources, updated=_now())
-        guard = cls(directory, manifest, outputs)
+        guard = cls(directory, manifest, outputs, shared)
         guard._write()
         return guard
 
     def started(self, query: str) -> None:
         """Record that `query` has started: from now on its sub-directory must be there, and its
         signature is what a later run is compared with."""
+        from deployer.spark_shared import SHARED_QUERY
+
         key = _output_key(query)
+        keys = [key] if key is not None else []
         changed = False
-        if key is not None and key in self._outputs:
-            signature = json.loads(json.dumps(self._outputs[key]))
-            changed = self.manifest["outputs"].get(key) != signature
-            self.manifest["outputs"][key] = signature
+        if query == SHARED_QUERY:
+            keys = self._shared
+            changed = self.manifest.get("shared") != keys
+            self.manifest["shared"] = keys
+        for key in keys:
+            if key in self._outputs:
+                signature = json.loads(json.dumps(self._outputs[key]))
+                changed |= self.manifest["outputs"].get(key) != signature
+                self.manifest["outputs"][key] = signature
         if query not in self.manifest["started"]:
             self.manifest["started"].append(query)
             changed = True
@@ -238,9 +254,44 @@ def _read(path: Path) -> dict[str, Any]:
     return dict(manifest)
 
 
-def _check(directory: Path, manifest: dict[str, Any], outputs: Mapping[str, Any]) -> None:
+def shared_outputs(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
+    """The compat keys of the sinks that the shared query writes (deployer.spark_shared)."""
+    from deployer.spark_shared import shared_sinks  # (imports pyspark: only when a run checks)
+
+    asked = {s.lower() for s in sinks}
+    return [
+        f"sink '{s.lower()}'" for s in shared_sinks(graph, [s for s in graph.streams if s.lower() in asked])
+    ]
+
+
+def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[str]) -> list[str]:
+    """Why outputs of the new run would be written by another query than the one that wrote them:
+    that query's checkpoint would start from the beginning of the inputs (everything written again),
+    or, joining the shared query, resume where it stopped (the events before missed)."""
+    from deployer.spark_shared import SHARED_QUERY
+
+    own = {key for q in manifest["started"] if (key := _output_key(q)) is not None}
+    before = set(manifest.get("shared") or []) if SHARED_QUERY in manifest["started"] else set()
+    problems = []
+    for key in sorted(outputs):
+        if key in shared and key in own:
+            problems.append(
+                f"output {key} was written by a query of its own, and would now share one query with the other stateless sinks"
+            )
+        elif key in shared and before and key not in before:
+            problems.append(
+                f"output {key} would join the query of the stateless sinks {', '.join(sorted(before))}, which resumes where it stopped, so it would miss the events read before"
+            )
+        elif key in before and key not in shared:
+            problems.append(
+                f"output {key} was written by the query shared with other stateless sinks, and would now have a query of its own, which would write it again from the beginning"
+            )
+    return problems
+
+
+def _check(directory: Path, manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[str]) -> None:
     before = {key: _tuples(sig) for key, sig in manifest["outputs"].items()}
-    problems = compat.compare(before, outputs)
+    problems = compat.compare(before, outputs) + _writers(manifest, outputs, shared)
     if problems:
         raise CheckpointRefused(
             f"cannot resume from checkpoint {directory}: it was written by a different script or with "

@@ -147,6 +147,7 @@ def _deployment_class() -> Any:
     from pyspark.sql import functions as F
 
     from deployer.spark_run import SparkDeployment
+    from deployer.spark_shared import SHARED_QUERY
 
     class ServiceDeployment(SparkDeployment):
         """A SparkDeployment whose outputs count their rows (observed metrics in each progress)."""
@@ -155,6 +156,21 @@ def _deployment_class() -> Any:
             if isinstance(name, str) and name.startswith(("sink:", "table:")):
                 df = df.observe(OUT_METRIC, F.count(F.lit(1)).alias("rows"))
             super()._start(df, name, *args, **kwargs)
+
+        def reports(self, query: Any) -> list[dict[str, Any]]:
+            """The recent progress of `query` as dicts. The shared query of the stateless sinks
+            (deployer.spark_shared) writes from batch DataFrames, which report nothing: its writer
+            counted the rows it wrote, added here as if observed."""
+            recent = [as_dict(p) for p in query.recentProgress]
+            if query.name.endswith(f":{SHARED_QUERY}"):
+                for p in recent:
+                    report = self.shared_reports.get(int(p.get("batchId", -1)))
+                    if report is not None:
+                        p["observedMetrics"] = {
+                            **(p.get("observedMetrics") or {}),
+                            OUT_METRIC: {"rows": report.out},
+                        }
+            return recent
 
     return ServiceDeployment
 
@@ -427,7 +443,7 @@ class Service:
             for q in run.deployment.queries:
                 key = self._short(q.name)
                 try:
-                    recent = [as_dict(p) for p in q.recentProgress]
+                    recent = run.deployment.reports(q)
                     changed |= absorb(run.progress.setdefault(key, {}), recent)
                 except Exception as err:  # the counters may lag; the query is not at fault
                     log.warning("%s: progress of %s: %s", name, key, summarize_error(err))

@@ -98,6 +98,9 @@ class SparkGraph:
     # added to by the executors (deployer.spark_sql.read_sql), read by the progress line.
     cache_counters: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict)
     _live: dict[g.Port, frozenset[int] | None] | None = field(default=None, repr=False)
+    # Set on the batch graph of a query's micro-batch (deployer.spark_shared): Filters count what they
+    # drop in these pyspark Observations, by node id, as a batch DataFrame reports no progress.
+    observations: dict[str, Any] | None = None
 
     def live(self, port: g.Port) -> frozenset[int] | None:
         """The fields of `port` some consumer reads; None when all may be (deployer.spark_live)."""
@@ -148,7 +151,7 @@ class SparkGraph:
                 df.filter(F.col(ERR).isNotNull()).select(F.col(ERR).alias("reason"), payload.alias("event")),
                 node.op,
                 stream,
-                _stateless(self.graph, node, on_input),
+                stateless_upstream(self.graph, node, on_input),
             )
         )
         return df.filter(F.col(ERR).isNull()).drop(ERR)
@@ -164,7 +167,9 @@ def _can_fail(e: ir.Expr) -> bool:
 _STATELESS = (g.Source, g.Map, g.Filter, g.MultiFilter, g.Union)
 
 
-def _stateless(graph: g.Graph, node: g.Node, on_input: bool) -> bool:
+def stateless_upstream(graph: g.Graph, node: g.Node, on_input: bool = False) -> bool:
+    """Whether `node` (its inputs, with `on_input`) is computed from the sources by stateless
+    operators only: no window, join or data store on the way."""
     todo = [graph.node(p.node) for p in node.inputs] if on_input else [node]
     while todo:
         n = todo.pop()
@@ -228,13 +233,18 @@ def filters_counted() -> bool:
     return os.environ.get("CEP_COUNT_FILTERED", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def count_filtered(node: g.Node, df: DataFrame, kept: Column) -> DataFrame:
+def count_filtered(sg: SparkGraph, node: g.Node, df: DataFrame, kept: Column) -> DataFrame:
     """`df` with an observation of its rows for which `kept` is not TRUE (see `filters_counted`).
     An observation is aggregated while the batch runs, so counting costs no Spark action of its own."""
     if not filters_counted():
         return df
-    dropped = F.count(F.when(~F.coalesce(kept, F.lit(False)), F.lit(1)))
-    return df.observe(f"{FILTERED_METRIC}{node.id}", dropped.alias("rows"))
+    dropped = F.count(F.when(~F.coalesce(kept, F.lit(False)), F.lit(1))).alias("rows")
+    if sg.observations is not None:
+        from pyspark.sql import Observation
+
+        obs = sg.observations[node.id] = Observation(f"{FILTERED_METRIC}{node.id}")
+        return df.observe(obs, dropped)
+    return df.observe(f"{FILTERED_METRIC}{node.id}", dropped)
 
 
 def _filter(sg: SparkGraph, node: g.Node) -> None:
@@ -243,7 +253,7 @@ def _filter(sg: SparkGraph, node: g.Node) -> None:
     pred = c.compile(node.predicate)
     df = sg.split_errors(node, sg.input(node), c.errors, len(node.input_schema))
     # counted after the split: an event that fails the predicate is dead-lettered, not filtered
-    sg.ports[g.Port(node.id)] = count_filtered(node, df, pred).filter(pred)
+    sg.ports[g.Port(node.id)] = count_filtered(sg, node, df, pred).filter(pred)
 
 
 def _multifilter(sg: SparkGraph, node: g.Node) -> None:
@@ -255,7 +265,7 @@ def _multifilter(sg: SparkGraph, node: g.Node) -> None:
     kept = F.lit(False)
     for p in preds:
         kept = kept | F.coalesce(p, F.lit(False))
-    df = count_filtered(node, df, kept)
+    df = count_filtered(sg, node, df, kept)
     for i, p in enumerate(preds):
         sg.ports[g.Port(node.id, i)] = df.filter(p)
 

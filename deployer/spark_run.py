@@ -13,16 +13,18 @@ With `until_idle` the queries run with the availableNow trigger, a few at a time
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ from deployer.spark_io import (
     generator_source,
 )
 from deployer.spark_plan import FILTERED_METRIC, SEQ, SparkGraph, filters_counted, named
+from deployer.spark_shared import SHARED_QUERY, Report, shared_inputs, shared_sinks, shared_writer, stem
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -106,12 +109,39 @@ SESSION_CONF = {
 }
 
 
+# AF_UNIX socket paths are limited to 107 bytes; Spark names a worker's socket "/.<uuid>.sock" (43).
+_UDS_DIR_MAX = 60
+
+
+def python_worker_conf(master: str) -> dict[str, str]:
+    """Session settings for the Python workers (parsing, TUPLE/BATCH state, ReadSQL/UpdateSQL).
+
+    With a local master the executor runs in this process's JVM, and it talks to its Python workers
+    over a Unix domain socket instead of loopback TCP: each Python task has a fixed cost of its own
+    (bench/run's micro-batch rows), which this lowers. The sockets go to a private directory with a
+    short path, removed at exit (Spark leaves socket files behind). Not for a cluster, whose
+    executors run on other machines, where that directory does not exist; nor with
+    CEP_PYTHON_UDS=0; nor when the temporary directory's path is too long for a socket."""
+    off = os.environ.get("CEP_PYTHON_UDS", "1").strip().lower() in ("0", "false", "no", "off")
+    if off or not master.startswith("local"):
+        return {}
+    if len(tempfile.gettempdir()) + len("/cep-uds-xxxxxxxx") > _UDS_DIR_MAX:
+        return {}
+    directory = tempfile.mkdtemp(prefix="cep-uds-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return {
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.python.unix.domain.socket.dir": directory,
+    }
+
+
 def spark_session(master: str | None = None, app: str = "paascep") -> SparkSession:
     """A session configured for CEP: UTC, few shuffle partitions, quiet logs."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    master = master or "local[*]"
     builder = (
         SparkSession.builder.appName(app)
-        .master(master or "local[*]")
+        .master(master)
         .config("spark.sql.shuffle.partitions", os.environ.get("CEP_SHUFFLE_PARTITIONS", "4"))
         # Bind and advertise the same address: advertising the host's name while bound to loopback
         # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
@@ -123,7 +153,7 @@ def spark_session(master: str | None = None, app: str = "paascep") -> SparkSessi
         )
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in SESSION_CONF.items():
+    for key, value in {**SESSION_CONF, **python_worker_conf(master)}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CEP_SPARK_LOG_LEVEL", "ERROR"))
@@ -250,6 +280,8 @@ class SparkDeployment:
         self.counts: dict[str, dict[int, BatchCounts]] = {}
         self.on_started = on_started  # told each query's name once it has started (deployer.checkpoint)
         self._stopping = threading.Event()  # set by stop_between_batches: no writer begins a batch
+        # batch id -> what the shared query's writer counted in it (spark_shared)
+        self.shared_reports: dict[int, Report] = {}
 
     def _start(self, df: DataFrame, name: str, writer: Any) -> None:
         self._pending.append((df, name, writer))
@@ -280,29 +312,52 @@ class SparkDeployment:
 
         return write
 
+    def _sink_writer(self, stream: str, uri: str) -> Callable[[DataFrame, int], None]:
+        port = self.graph.streams[stream]
+        schema = self.graph.stream_schema(stream)
+        # Each batch is written in the reference executor's order: event time, then arrival.
+        ts = self.sg.event_time_index(port)
+        order = ([col_name(ts)] if ts is not None else []) + [SEQ]
+        if uri == "console":
+            tagged = sum(1 for u in self.sinks.values() if u == "console") > 1
+            return console_batch_writer(stream, schema.names, tagged, order, self._count("out"))
+        if is_redis_stream_uri(uri):
+            return redis_stream_writer(uri, stream, schema.names, order)
+        d = file_dir(uri)
+        if d is None:
+            raise ValueError(
+                f"sink '{stream}': unsupported URI {redact_text(uri)!r}; use file:DIR, redis://...?stream=KEY or console"
+            )
+        return file_batch_writer(d, stream, schema.names, order, self._count("out"))
+
+    def _shared_report(self, batch_id: int, report: Report) -> None:
+        self.shared_reports[batch_id] = report
+        for old in sorted(self.shared_reports)[:-200]:  # progress keeps the last 100 batches
+            del self.shared_reports[old]
+
     def start(self) -> None:
-        consoles = [s for s, u in self.sinks.items() if u == "console"]
-        for stream, uri in self.sinks.items():
-            port = self.graph.streams[stream]
-            schema = self.graph.stream_schema(stream)
-            df = self.sg.port(port)
-            # Each batch is written in the reference executor's order: event time, then arrival.
-            ts = self.sg.event_time_index(port)
-            order = ([col_name(ts)] if ts is not None else []) + [SEQ]
-            if uri == "console":
-                writer = console_batch_writer(
-                    stream, schema.names, len(consoles) > 1, order, self._count("out")
+        together = shared_sinks(self.graph, self.sinks)
+        if together:
+            # One query for the sinks that need no state: it reads each input once (spark_shared).
+            inputs = shared_inputs(self.graph, together)
+            writers = {stream: self._sink_writer(stream, self.sinks[stream]) for stream in together}
+
+            def plan(frames: dict[str, DataFrame]) -> SparkGraph:
+                return SparkGraph(
+                    self.graph, frames, self.sg.stores_config, timed_sources=self.sg.timed_sources
                 )
-            elif is_redis_stream_uri(uri):
-                writer = redis_stream_writer(uri, stream, schema.names, order)
+
+            stem_df = stem(self.sg.sources, inputs)
+            write = shared_writer(self.graph, inputs, writers, plan, self._shared_report)
+            self._start(stem_df, SHARED_QUERY, write)
+        for stream, uri in self.sinks.items():
+            if stream in together:
+                # translated all the same, for the dead letters of its operators (below)
+                self.sg.port(self.graph.streams[stream])
             else:
-                d = file_dir(uri)
-                if d is None:
-                    raise ValueError(
-                        f"sink '{stream}': unsupported URI {redact_text(uri)!r}; use file:DIR, redis://...?stream=KEY or console"
-                    )
-                writer = file_batch_writer(d, stream, schema.names, order, self._count("out"))
-            self._start(df, f"sink:{stream}", writer)
+                self._start(
+                    self.sg.port(self.graph.streams[stream]), f"sink:{stream}", self._sink_writer(stream, uri)
+                )
         for node in self.graph.nodes:
             if isinstance(node, g.Materialize):
                 from deployer.spark_sql import materialize_writer
@@ -435,6 +490,8 @@ class SparkDeployment:
             for p in q.recentProgress:
                 batch = int(p["batchId"])
                 if batch not in seen and (counts := batch_counts(p)) is not None:
+                    if q.name == f"{self.name}:{SHARED_QUERY}" and batch in self.shared_reports:
+                        counts = replace(counts, filtered=self.shared_reports[batch].filtered)
                     seen[batch] = counts
 
     def _failed(self, query: str, exc: Any) -> QueryFailed:
