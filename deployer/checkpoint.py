@@ -17,6 +17,8 @@ whose URIs are stored redacted. A restart is refused, before Spark starts, when:
 - DIR is not empty and has no manifest (not a checkpoint of `cep run`, or its manifest was lost);
 - an output the new run shares with the checkpoint reads other inputs or keeps other state
   (deployer.compat's rule; a new output is fine: it starts from its own empty sub-directory);
+- a sink would move into or out of the query the stateless sinks share (deployer.spark_shared),
+  whose sinks the manifest records when it starts;
 - a started query's sub-directory is gone, or its `metadata` or the latest file of one of its logs
   (`offsets/N`, `commits/N`, `sources/K/N`) does not parse.
 """
@@ -175,7 +177,7 @@ class CheckpointGuard:
         """The guard of a run with --checkpoint `directory`; raises CheckpointRefused when the run
         must not resume from it. A new (absent or empty) directory gets its manifest now."""
         outputs = signatures(graph, sources, sinks)
-        shared = shared_outputs(graph, sinks)
+        shared = compat.shared(graph, sinks)
         path = directory / MANIFEST
         shown_sources = {s: _shown_uri(u) for s, u in sorted(sources.items())}
         if directory.exists() and not directory.is_dir():
@@ -254,39 +256,14 @@ def _read(path: Path) -> dict[str, Any]:
     return dict(manifest)
 
 
-def shared_outputs(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
-    """The compat keys of the sinks that the shared query writes (deployer.spark_shared)."""
-    from deployer.spark_shared import shared_sinks  # (imports pyspark: only when a run checks)
-
-    asked = {s.lower() for s in sinks}
-    return [
-        f"sink '{s.lower()}'" for s in shared_sinks(graph, [s for s in graph.streams if s.lower() in asked])
-    ]
-
-
 def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[str]) -> list[str]:
-    """Why outputs of the new run would be written by another query than the one that wrote them:
-    that query's checkpoint would start from the beginning of the inputs (everything written again),
-    or, joining the shared query, resume where it stopped (the events before missed)."""
+    """compat.regrouped for a checkpoint: which queries had started, and which sinks the shared one
+    wrote, are in the manifest."""
     from deployer.spark_shared import SHARED_QUERY
 
     own = {key for q in manifest["started"] if (key := _output_key(q)) is not None}
-    before = set(manifest.get("shared") or []) if SHARED_QUERY in manifest["started"] else set()
-    problems = []
-    for key in sorted(outputs):
-        if key in shared and key in own:
-            problems.append(
-                f"output {key} was written by a query of its own, and would now share one query with the other stateless sinks"
-            )
-        elif key in shared and before and key not in before:
-            problems.append(
-                f"output {key} would join the query of the stateless sinks {', '.join(sorted(before))}, which resumes where it stopped, so it would miss the events read before"
-            )
-        elif key in before and key not in shared:
-            problems.append(
-                f"output {key} was written by the query shared with other stateless sinks, and would now have a query of its own, which would write it again from the beginning"
-            )
-    return problems
+    before = list(manifest.get("shared") or []) if SHARED_QUERY in manifest["started"] else []
+    return compat.regrouped(before, shared, own, set(outputs))
 
 
 def _check(directory: Path, manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[str]) -> None:

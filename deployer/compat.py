@@ -128,7 +128,45 @@ def incompatibilities(
     """Why `new` cannot resume from `old`'s checkpoint; empty when it can."""
     before = outputs(old, old_bindings.get("sources", {}), old_bindings.get("sinks", {}))
     after = outputs(new, new_bindings.get("sources", {}), new_bindings.get("sinks", {}))
-    return compare(before, after)
+    was, now = shared(old, old_bindings.get("sinks", {})), shared(new, new_bindings.get("sinks", {}))
+    return compare(before, after) + regrouped(was, now, set(before) - set(was), set(after))
+
+
+def shared(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
+    """The output keys of the sinks the stateless sinks' shared query writes (deployer.spark_shared)."""
+    from deployer.spark_shared import shared_sinks  # (imports pyspark)
+
+    asked = {s.lower() for s in sinks}
+    return [
+        f"sink '{s.lower()}'" for s in shared_sinks(graph, [s for s in graph.streams if s.lower() in asked])
+    ]
+
+
+def regrouped(before: list[str], after: list[str], own: set[str], keys: set[str]) -> list[str]:
+    """Why sinks would move into or out of the query the stateless sinks share (deployer.spark_shared).
+
+    `before`/`after`: the sinks it writes in the old and the new run; `own`: the outputs that had
+    queries of their own; `keys`: the outputs of the new run. A query of its own would start from the
+    beginning of the inputs and write everything again; a sink joining a shared query that resumes
+    where it stopped would miss the events before."""
+    problems = []
+    for key in sorted(keys):
+        if key in after and key in own:
+            problems.append(
+                f"output {key} was written by a query of its own, and would now share one query with "
+                "the other stateless sinks"
+            )
+        elif key in after and before and key not in before:
+            problems.append(
+                f"output {key} would join the query of the stateless sinks {', '.join(sorted(before))}, "
+                "which resumes where it stopped, so it would miss the events read before"
+            )
+        elif key in before and key not in after:
+            problems.append(
+                f"output {key} was written by the query shared with other stateless sinks, and would now "
+                "have a query of its own, which would write it again from the beginning"
+            )
+    return problems
 
 
 def compare(before: Mapping[str, Signature], after: Mapping[str, Signature]) -> list[str]:

@@ -3,6 +3,8 @@
 Outputs are the requested sinks (`--sink STREAM=URI`, any named stream), the Materialize nodes
 (tables) and the dead letters: one query for the rejected records of every source and the failures
 of every stateless operator, one per failure point after a stateful operator or a data store call.
+Two or more sinks computed without state or data store share one query instead, which reads each
+input once for all of them (deployer.spark_shared).
 Each query keeps its own checkpoint under `--checkpoint DIR`, named after its output, so a restart
 with the same DIR resumes every output where it stopped (a query's name must not change between
 runs of a deployment, or it starts over).
