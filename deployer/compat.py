@@ -66,7 +66,8 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
     return None
 
 
-def _ancestors(graph: g.Graph, node_id: str) -> list[g.Node]:
+def ancestors(graph: g.Graph, node_id: str) -> list[g.Node]:
+    """`node_id` and every node upstream of it, in plan order."""
     wanted = {node_id}
     out: list[g.Node] = []
     for n in reversed(graph.nodes):
@@ -91,7 +92,7 @@ def outputs(graph: g.Graph, sources: Mapping[str, str], sinks: Mapping[str, str]
             ends[f"table '{n.table.name.lower()}'"] = n.id
     out: dict[str, Signature] = {}
     for key, node_id in ends.items():
-        upstream = _ancestors(graph, node_id)
+        upstream = ancestors(graph, node_id)
         inputs = tuple(_source(n, sources) for n in upstream if isinstance(n, g.Source))
         stateful = tuple(s for s in (_stateful(n) for n in upstream) if s is not None)
         out[key] = (inputs, stateful)

@@ -45,13 +45,9 @@ def shared_sinks(graph: g.Graph, sinks: Iterable[str]) -> list[str]:
 
 def shared_inputs(graph: g.Graph, streams: Iterable[str]) -> list[str]:
     """The source streams the shared sinks read, in script order."""
-    wanted: set[str] = set()
-    todo = [graph.streams[s].node for s in streams]
-    while todo:
-        node = graph.node(todo.pop())
-        if node.id not in wanted:
-            wanted.add(node.id)
-            todo.extend(p.node for p in node.inputs)
+    from deployer.compat import ancestors
+
+    wanted = {n.id for s in streams for n in ancestors(graph, graph.streams[s].node)}
     return [n.stream for n in graph.sources() if n.id in wanted]
 
 

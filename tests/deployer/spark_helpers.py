@@ -147,7 +147,7 @@ def read_jsonl(directory: Path, prefix: str) -> list[Row]:
     return rows
 
 
-def _collect(engine: str, out: Path, dead: Path, streams: Iterable[str]) -> Outputs:
+def collect(engine: str, out: Path, dead: Path, streams: Iterable[str]) -> Outputs:
     res = Outputs(engine)
     for s in streams:
         res.streams[s] = read_jsonl(out, f"{s}-")
@@ -185,7 +185,7 @@ def run_reference(
     finally:
         if registry is not None:
             registry.close()
-    return _collect("reference", out, dead, sinks)
+    return collect("reference", out, dead, sinks)
 
 
 def run_spark(
@@ -215,7 +215,7 @@ def run_spark(
         max_files_per_trigger=max_files,
     )
     deployment.run(out=io.StringIO())
-    return _collect("spark", out, dead, sinks)
+    return collect("spark", out, dead, sinks)
 
 
 def compile_text(script: str) -> g.Graph:

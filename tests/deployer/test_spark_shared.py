@@ -19,6 +19,7 @@ from spark_helpers import (
     assert_same_dead_letters,
     at,
     cdrs,
+    collect,
     compile_text,
     prepare,
     read_jsonl,
@@ -109,13 +110,7 @@ def test_stateless_sinks_share_one_query_that_reads_each_input_once(spark: Any, 
         dead_letter=f"file:{tmp_path / 'counted-dead'}",
     )  # for its counts
     ref = run_reference(graph, tmp_path, sources, SINKS)
-    from spark_helpers import Outputs
-
-    spk = Outputs(
-        "spark",
-        {s: read_jsonl(tmp_path / "spark-out", f"{s}-") for s in SINKS},
-        read_jsonl(tmp_path / "spark-dead", "dead-letter-"),
-    )
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
     for s in SHARED:
         assert_same(ref, spk, s, min_rows=5, ordered=True)
     assert_same(ref, spk, "hourly", min_rows=10)
