@@ -50,8 +50,8 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
             parts.append(("buffered schema", str(node.input_schema)))
         from deployer.spark_tuple import bucketed
 
-        if bucketed(node):  # the state is per bucket of groups, not per group
-            parts.append(("state", "per bucket of groups"))
+        if bucketed(node):  # the state is per bucket of groups, not per group (spark_tuple's layout)
+            parts.append(("state", "per bucket of groups, Arrow IPC"))
         return f"the window aggregate of line {node.line}", tuple(parts)
     if isinstance(node, g.Join):
         return (

@@ -18,9 +18,11 @@ microseconds); the others (decimals, strings, booleans) and BATCH windows stay p
 windows, results and order keys are those of `spark_state.WindowProcessor` (whose module docstring
 says how they follow the reference executor).
 
-State of a bucket, one value: its groups' keys (`__group`), for each the events still to skip
-(ADVANCE > SIZE) and the number of buffered events, then the buffered events of all its groups,
-group after group, one flat array per buffer column (NULLs kept as nulls).
+State of a bucket, one value of two Arrow IPC streams: `groups`, a table of its groups' keys
+(`__group`), for each the events still to skip (ADVANCE > SIZE) and the number of buffered events;
+`events`, the buffered events of all its groups, group after group (NULLs kept as nulls). A state
+of typed arrays, one element per event, crosses the state server as Python objects, element by
+element, both ways; two opaque blobs cross as two values.
 """
 
 from __future__ import annotations
@@ -86,12 +88,7 @@ class BucketedTuple(StatefulProcessor):
         self.out_columns = out_columns
         self.input_columns = input_columns
         self.state_schema = T.StructType(
-            [
-                T.StructField("groups", T.ArrayType(T.StringType())),
-                T.StructField("skip", T.ArrayType(T.LongType())),
-                T.StructField("count", T.ArrayType(T.LongType())),
-                *[T.StructField(f.name, T.ArrayType(f.dataType)) for f in buf_schema.fields],
-            ]
+            [T.StructField("groups", T.BinaryType()), T.StructField("events", T.BinaryType())]
         )
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -105,27 +102,30 @@ class BucketedTuple(StatefulProcessor):
             frame.columns = self.input_columns
             blobs.extend(frame["__events"].tolist())
         new = unpacked(blobs)
-        state = self.win.get()
-        out, kept = self._step(new, state)
+        stored = self.win.get()
+        out, kept = self._step(new, loaded(stored))
         if kept is None:
-            if state is not None:
+            if stored is not None:
                 self.win.clear()
         else:
-            self.win.update(kept)
+            self.win.update(stored_state(kept))
         if out is not None:
             yield out
 
-    def _step(self, new: pa.Table, state: Any) -> tuple[pd.DataFrame | None, tuple[Any, ...] | None]:
-        """The windows the new events complete, and the bucket's state after them (None: empty)."""
+    def _step(
+        self, new: pa.Table, state: tuple[pa.Table, pa.Table] | None
+    ) -> tuple[pd.DataFrame | None, tuple[pa.Table, pa.Table] | None]:
+        """The windows the new events complete, and the bucket's state after them (None: empty);
+        a state is its (groups, events) tables."""
         # The new events group by group, each group's in arrival order.
         groups_new = new.column("__group").to_numpy()
         seq_new = new.column("__seq").to_numpy()
         order = np.lexsort((seq_new, groups_new))
         groups_new, seq_new = groups_new[order], seq_new[order]
         if state is not None:
-            old_groups = np.array(state[0], dtype=object)
-            old_skip = np.array(state[1], dtype=np.int64)
-            old_count = np.array(state[2], dtype=np.int64)
+            old_groups = state[0].column("__group").to_numpy(zero_copy_only=False).astype(object)
+            old_skip = state[0].column("skip").to_numpy().astype(np.int64)
+            old_count = state[0].column("count").to_numpy().astype(np.int64)
         else:
             old_groups = np.array([], dtype=object)
             old_skip = old_count = np.array([], dtype=np.int64)
@@ -146,13 +146,14 @@ class BucketedTuple(StatefulProcessor):
         part = np.concatenate([np.zeros(int(old_count.sum()), dtype=np.int8), np.ones(int(take_new.sum()), dtype=np.int8)])
         pos = np.arange(len(elem_group))
         at = np.lexsort((pos, part, elem_group))
-        seq = np.concatenate([np.array(state[-1] if state is not None else [], dtype=object), seq_new[take_new]])[at]
+        old_seq = state[1].column("__seq").to_numpy(zero_copy_only=False) if state is not None else []
+        seq = np.concatenate([np.array(old_seq, dtype=object), seq_new[take_new]])[at]
         columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for i, c in enumerate(self.value_columns):
+        for c in self.value_columns:
             given = new.column(c)
             valid_new = pc.is_valid(given).to_numpy(zero_copy_only=False)[order][take_new]
             values_new = given.fill_null(0).to_numpy()[order][take_new]
-            values, valid = self._values(values_new, valid_new, state[3 + i] if state is not None else [], c)
+            values, valid = self._values(values_new, valid_new, state[1].column(c) if state is not None else None, c)
             columns[c] = (values[at], valid[at])
         elem_group = elem_group[at]
         # Per group: its events, the windows they complete, where its buffer is cut.
@@ -169,25 +170,31 @@ class BucketedTuple(StatefulProcessor):
         alive = (left > 0) | (skip > 0)
         if not alive.any():
             return out, None
-        kept: list[Any] = [groups[alive].tolist(), skip[alive].tolist(), left[alive].tolist()]
+        kept_groups = pa.table(
+            {
+                "__group": pa.array(groups[alive], type=pa.string()),
+                "skip": pa.array(skip[alive], type=pa.int64()),
+                "count": pa.array(left[alive], type=pa.int64()),
+            }
+        )
+        kept_events: dict[str, pa.Array] = {}
         for c in self.value_columns:
             values, valid = columns[c]
-            values = values[keep]
-            as_list = values.tolist()
-            if not valid[keep].all():
-                as_list = [v if ok else None for v, ok in zip(as_list, valid[keep].tolist(), strict=True)]
-            kept.append(as_list)
-        kept.append(seq[keep].tolist())
-        return out, tuple(kept)
+            kept_events[c] = pa.array(values[keep], mask=~valid[keep])
+        kept_events["__seq"] = pa.array(seq[keep], type=pa.string())
+        return out, (kept_groups, pa.table(kept_events))
 
     def _values(
-        self, new: np.ndarray, valid_new: np.ndarray, old: list[Any], column: str
+        self, new: np.ndarray, valid_new: np.ndarray, old: pa.ChunkedArray | None, column: str
     ) -> tuple[np.ndarray, np.ndarray]:
         """A value column's old then new values (a NULL as 0: integers are summed as int64,
         exactly), and which are not NULL."""
-        valid_old = np.array([v is not None for v in old], dtype=bool)
         kind = np.int64 if self.integral[column] else np.float64
-        old_values = np.array([0 if v is None else v for v in old], dtype=kind)
+        if old is None:
+            old_values, valid_old = np.array([], dtype=kind), np.array([], dtype=bool)
+        else:
+            valid_old = pc.is_valid(old).to_numpy(zero_copy_only=False)
+            old_values = old.fill_null(0).to_numpy().astype(kind)
         return np.concatenate([old_values, new.astype(kind)]), np.concatenate([valid_old, valid_new])
 
     def _windows(
@@ -232,6 +239,22 @@ class BucketedTuple(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def stored_state(state: tuple[pa.Table, pa.Table]) -> tuple[bytes, bytes]:
+    """A bucket's (groups, events) tables as the value kept in Spark's state store."""
+    blobs = []
+    for table in state:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        blobs.append(sink.getvalue().to_pybytes())
+    return blobs[0], blobs[1]
+
+
+def loaded(stored: Any) -> tuple[pa.Table, pa.Table] | None:
+    """The (groups, events) tables of a value kept by `stored_state` (None: no state)."""
+    return None if stored is None else (unpacked([stored[0]]), unpacked([stored[1]]))
 
 
 def bucketed_tuple_aggregate(

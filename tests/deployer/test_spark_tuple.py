@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import types as T
 
 from deployer.spark_arrow import packed, unpacked
-from deployer.spark_tuple import BucketedTuple
+from deployer.spark_tuple import BucketedTuple, loaded, stored_state
 
 AGGS: list[tuple[str, str | None, int | None]] = [
     ("sum", "_v0", None),
@@ -90,7 +90,9 @@ def run(events: list[Event], cuts: list[int], size: int, advance: int) -> Counte
         if not batch:
             continue
         random.Random(hi).shuffle(batch)  # arrival order is the sequence id, not the row order
-        result, state = proc._step(table(batch), state)
+        result, kept = proc._step(table(batch), state)
+        # through the state store's form, as between two micro-batches on Spark
+        state = loaded(stored_state(kept)) if kept is not None else None
         if result is not None:
             for r in result.to_dict("records"):
                 out[_row(*[None if isinstance(r[c], float) and math.isnan(r[c]) else r[c] for c in OUT])] += 1

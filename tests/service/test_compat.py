@@ -87,7 +87,7 @@ def test_a_tuple_window_whose_state_changes_layout_is_not() -> None:
     tuple_window = CALLS.replace("TIME SIZE 1 MINUTE ADVANCE 1 MINUTE", "TUPLE SIZE 3 ADVANCE 3")
     as_decimal = tuple_window.replace("sum(cost)", "sum(CAST(cost AS decimal(12, 2)))")
     problems = why(as_decimal, old=tuple_window)
-    assert any("state changed from per bucket of groups to none" in p for p in problems), problems
+    assert any("state changed from per bucket of groups, Arrow IPC to none" in p for p in problems), problems
     assert why(tuple_window.replace("sum(cost)", "max(cost)"), old=tuple_window) != []
     assert why(tuple_window, old=tuple_window) == []
 
