@@ -88,11 +88,54 @@ def hand_stateless(spark: SparkSession, rows: int) -> DataFrame:
     return u.where(F.col("duration") >= 10).select("idcaller", (F.col("duration") * 10 + 10).alias("cost"), "ts")
 
 
+def hand_stateless_counted(spark: SparkSession, rows: int) -> DataFrame:
+    """`hand_stateless` that also counts the rows its filter drops, as the project's plan does by
+    default (its run summary's "filtered"): an observation of the union's rows, Spark's way of
+    counting inside a streaming query without an action of its own."""
+    u = generator(spark, rows).drop(SEQ).union(generator(spark, rows, 1).drop(SEQ))
+    keep = F.col("duration") >= 10
+    counted = u.observe("filtered", F.count_if(~keep).alias("rows"))
+    return counted.where(keep).select("idcaller", (F.col("duration") * 10 + 10).alias("cost"), "ts")
+
+
 def hand_time_window(spark: SparkSession, rows: int) -> DataFrame:
     """Hand-written tumbling-window aggregate with a watermark."""
     df = generator(spark, rows).drop(SEQ).withWatermark("ts", "10 seconds")
     return df.groupBy(F.window("ts", "1 minute"), "idcaller").agg(F.sum("duration").cast("long").alias("total")).select(
         "idcaller", "total"
+    )
+
+
+def count_per_key() -> Any:
+    """The least a `transformWithStateInPandas` processor does: count its rows, keep one number per
+    key. What a micro-batch of that operator costs whatever is done in it: the floor the TUPLE
+    window's micro-batch is compared with, besides the hand-written job's. (Defined in a function:
+    the processor is pickled by value, and Spark's Python workers cannot import bench/.)"""
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class CountPerKey(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.n = handle.getValueState("n", StructType([StructField("n", LongType())]))
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n = sum(len(frame) for frame in rows)
+            old = self.n.get()
+            self.n.update(((old[0] if old else 0) + n,))
+            yield pd.DataFrame({"idcaller": [int(key[0])], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    return CountPerKey()
+
+
+def bare_transform_with_state(spark: SparkSession, rows: int) -> DataFrame:
+    """The generator's rows through `count_per_key`'s processor, grouped by caller."""
+    df = generator(spark, rows).select("idcaller", "duration")
+    return df.groupBy("idcaller").transformWithStateInPandas(
+        statefulProcessor=count_per_key(), outputStructType="idcaller int, n long", outputMode="Append", timeMode="None"
     )
 
 
