@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
 
 SEED = 20260101
-FILES, PER_FILE, FILES_PER_RUN = 42, 70, 3  # 2,940 events over ~41 hours of event time
+FILES, PER_FILE, FILES_PER_RUN = 54, 70, 3  # 3,780 events over ~53 hours of event time
 KILLS = 10
 IMMEDIATE = 5  # kills as soon as a run's first commit is visible
 MIN_HITS = 5  # kills that must land in a table's batch in flight, after some batches, before the last
@@ -79,12 +79,14 @@ def kill_plans(rnd: random.Random) -> list[tuple[str, float]]:
     ledger row is visible (a batch committed in Postgres whose commit Spark has most likely not
     logged yet: its replay must be skipped), the others a random time after that or after the start
     (JVM start-up, a batch begun and not committed: its replay must write it). Spare plans follow,
-    for runs that end before their kill."""
+    for runs that end before their kill (a run whose micro-batches are fast may be done with its
+    three files before a kill planned 7 s and more after its start): with them, and input enough
+    for a run each (FILES), up to 8 runs may end first."""
     plans = [("commit", 0.0)] * IMMEDIATE
     plans += [("commit", rnd.uniform(0.05, 2.5)) for _ in range((KILLS - IMMEDIATE) // 2)]
     plans += [("start", rnd.uniform(7.0, 15.0)) for _ in range(KILLS - len(plans))]
     rnd.shuffle(plans)
-    return plans + [("commit", rnd.uniform(0.0, 2.5)) for _ in range(4)]
+    return plans + [("commit", rnd.uniform(0.0, 2.5)) for _ in range(8)]
 
 
 # ---- the test ----------------------------------------------------------------------------------------
