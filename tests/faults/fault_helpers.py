@@ -80,15 +80,20 @@ class Feeder:
 # ---- processes ---------------------------------------------------------------------------------------
 
 
-def run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """The environment of a `cep run` under test: no store bound from the caller's environment, no
-    Spark UI, two shuffle partitions, Spark's scratch files in tmp_path."""
+def run_env(tmp_path: Path, *, jvm_tmp: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of a `cep run` under test: no store bound and no fault injected from the
+    caller's environment, no Spark UI, two shuffle partitions, Spark's scratch files in tmp_path;
+    with `jvm_tmp`, the JVM's temporary files too (in tmp_path/java-tmp, made here)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CEP_STORE_", "CEP_FAULT_"))}
+    java_options = ""
+    if jvm_tmp:
+        (tmp_path / "java-tmp").mkdir(exist_ok=True)
+        java_options = f"--driver-java-options -Djava.io.tmpdir={tmp_path / 'java-tmp'} "
     env.update(
         CEP_DATA_DIR=str(tmp_path / "cep-data"),
         CEP_SHUFFLE_PARTITIONS="2",
         SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"),
-        PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",
+        PYSPARK_SUBMIT_ARGS=f"--conf spark.ui.enabled=false {java_options}pyspark-shell",
     )
     env.update(extra)
     return env

@@ -6,7 +6,6 @@ that makes Spark replay the last micro-batch of every query.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from fault_helpers import run_env
 
 CEP = Path(sys.executable).parent / "cep"
 
@@ -50,22 +50,6 @@ class Run:
         return Summary(engine, *(int(c) for c in counts))
 
 
-def run_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a `cep run`: no store bound from outside, Spark without its UI and with
-    its scratch space in tmp_path, two shuffle partitions."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CEP_STORE_")}
-    java_tmp = tmp_path / "java-tmp"
-    java_tmp.mkdir(exist_ok=True)
-    env.update(
-        CEP_DATA_DIR=str(tmp_path / "cep-data"),
-        CEP_SHUFFLE_PARTITIONS="2",
-        SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"),
-        PYSPARK_SUBMIT_ARGS=f"--conf spark.ui.enabled=false --driver-java-options -Djava.io.tmpdir={java_tmp} "
-        "pyspark-shell",
-    )
-    return env
-
-
 def cep_run(
     script: Path,
     engine: str,
@@ -82,7 +66,7 @@ def cep_run(
         cmd += ["--checkpoint", str(checkpoint), "--master", "local[2]"]
     done = subprocess.run(
         cmd,
-        env=run_env(tmp_path),
+        env=run_env(tmp_path, jvm_tmp=True),
         cwd=tmp_path,
         capture_output=True,
         timeout=timeout,
