@@ -43,10 +43,10 @@ WATERMARK >= end, the reference executor's rule. Known differences, by design:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -57,6 +57,8 @@ from operators import expr as ir
 from operators import graph as g
 
 ERR = "__err"  # the per-row error column while it exists
+_T = TypeVar("_T")
+
 # Every row carries its arrival position: a string that sorts in arrival order and is the same when
 # a batch is replayed (it derives from the source position). Per-key ordered state sorts by it, and
 # it identifies an event for exactly-once side effects.
@@ -101,6 +103,23 @@ class SparkGraph:
     # Set on the batch graph of a query's micro-batch (deployer.spark_shared): Filters count what they
     # drop in these pyspark Observations, by node id, as a batch DataFrame reports no progress.
     observations: dict[str, Any] | None = None
+    # Shared by the batch graphs of one query's micro-batches (deployer.spark_shared): the Columns
+    # the handlers compiled, by (node id, what). Each Column is built in the JVM over py4j, one call
+    # per function or operator, and a batch graph would build them all again for every micro-batch
+    # (hundreds of milliseconds for a few sinks); a Column names its inputs, so it fits any batch.
+    memo: dict[tuple[str, str], Any] | None = None
+    # Whether failures become DeadLetter frames. The batch graphs of the shared query only drop the
+    # failed rows: the streaming graph's dead-letter query writes them (deployer.spark_run).
+    collect_dead_letters: bool = True
+
+    def compiled(self, node: g.Node, what: str, build: Callable[[], _T]) -> _T:
+        """`build()`, once per node and `what` when the graph has a `memo`."""
+        if self.memo is None:
+            return build()
+        key = (node.id, what)
+        if key not in self.memo:
+            self.memo[key] = build()
+        return self.memo[key]
 
     def live(self, port: g.Port) -> frozenset[int] | None:
         """The fields of `port` some consumer reads; None when all may be (deployer.spark_live)."""
@@ -137,9 +156,13 @@ class SparkGraph:
 
         The dead letter's event is the first `width` columns (`_0`, `_1`, ...), or the given ones.
         `on_input`: the rows are the node's input (an Aggregate's events), not its results."""
-        err = error_column(errors)
-        if err is None:
+        if not errors:
             return df
+        if not self.collect_dead_letters:
+            ok = self.compiled(node, f"ok:{on_input}", lambda: ~_any(cond for cond, _ in errors))
+            return df.filter(ok)
+        err = error_column(errors)
+        assert err is not None
         df = df.withColumn(ERR, err)
         fields = [F.col(col_name(i)) for i in range(width)] if isinstance(width, int) else width
         payload = F.struct(*[f.alias(f"_{i}") for i, f in enumerate(fields)])
@@ -155,6 +178,14 @@ class SparkGraph:
             )
         )
         return df.filter(F.col(ERR).isNull()).drop(ERR)
+
+
+def _any(conds: Iterable[Column]) -> Column:
+    """Whether any of `conds` (never NULL: see ExprCompiler._error) holds."""
+    out: Column | None = None
+    for cond in conds:
+        out = cond if out is None else out | cond
+    return F.lit(False) if out is None else out
 
 
 def _can_fail(e: ir.Expr) -> bool:
@@ -189,9 +220,10 @@ def _source(sg: SparkGraph, node: g.Node) -> None:
     df = sg.sources[node.stream]
     if node.event_time is not None and node.stream not in sg.timed_sources:
         # An event without event time cannot be placed in time: the reference dead-letters it.
-        ts = F.col(col_name(node.schema.position(node.event_time)))
+        ts = col_name(node.schema.position(node.event_time))
         reason = f"event time field '{node.event_time}' is NULL"
-        df = sg.split_errors(node, df, [(ts.isNull(), reason)], len(node.schema))
+        errors: list[tuple[Column, Message]] = sg.compiled(node, "errors", lambda: [(F.col(ts).isNull(), reason)])
+        df = sg.split_errors(node, df, errors, len(node.schema))
     sg.ports[g.Port(node.id)] = df
 
 
@@ -210,11 +242,15 @@ def project(c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_") 
 def _map(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.Map)
     df = sg.input(node)
-    c = ExprCompiler()
-    cols = project(c, node.projections)
-    if c.errors:
+
+    def build() -> tuple[list[Column], list[tuple[Column, Message]]]:
+        c = ExprCompiler()
+        return project(c, node.projections), c.errors
+
+    cols, errors = sg.compiled(node, "map", build)
+    if errors:
         # Evaluate the error conditions against the input row, before projecting it away.
-        df = sg.split_errors(node, df, c.errors, len(node.input_schema))
+        df = sg.split_errors(node, df, errors, len(node.input_schema))
     sg.ports[g.Port(node.id)] = df.select(*cols, SEQ)
 
 
@@ -238,7 +274,9 @@ def count_filtered(sg: SparkGraph, node: g.Node, df: DataFrame, kept: Column) ->
     An observation is aggregated while the batch runs, so counting costs no Spark action of its own."""
     if not filters_counted():
         return df
-    dropped = F.count(F.when(~F.coalesce(kept, F.lit(False)), F.lit(1))).alias("rows")
+    dropped = sg.compiled(
+        node, "dropped", lambda: F.count(F.when(~F.coalesce(kept, F.lit(False)), F.lit(1))).alias("rows")
+    )
     if sg.observations is not None:
         from pyspark.sql import Observation
 
@@ -249,22 +287,29 @@ def count_filtered(sg: SparkGraph, node: g.Node, df: DataFrame, kept: Column) ->
 
 def _filter(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.Filter)
-    c = ExprCompiler()
-    pred = c.compile(node.predicate)
-    df = sg.split_errors(node, sg.input(node), c.errors, len(node.input_schema))
+
+    def build() -> tuple[Column, list[tuple[Column, Message]]]:
+        c = ExprCompiler()
+        return c.compile(node.predicate), c.errors
+
+    pred, errors = sg.compiled(node, "filter", build)
+    df = sg.split_errors(node, sg.input(node), errors, len(node.input_schema))
     # counted after the split: an event that fails the predicate is dead-lettered, not filtered
     sg.ports[g.Port(node.id)] = count_filtered(sg, node, df, pred).filter(pred)
 
 
 def _multifilter(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.MultiFilter)
-    c = ExprCompiler()
-    preds = [c.compile(p) for p in node.predicates]
-    df = sg.split_errors(node, sg.input(node), c.errors, len(node.input_schema))
-    # filtered: the events that no predicate keeps (as the reference executor counts them)
-    kept = F.lit(False)
-    for p in preds:
-        kept = kept | F.coalesce(p, F.lit(False))
+
+    def build() -> tuple[list[Column], list[tuple[Column, Message]], Column]:
+        c = ExprCompiler()
+        preds = [c.compile(p) for p in node.predicates]
+        # filtered: the events that no predicate keeps (as the reference executor counts them)
+        kept = _any(F.coalesce(p, F.lit(False)) for p in preds)
+        return preds, c.errors, kept
+
+    preds, errors, kept = sg.compiled(node, "multifilter", build)
+    df = sg.split_errors(node, sg.input(node), errors, len(node.input_schema))
     df = count_filtered(sg, node, df, kept)
     for i, p in enumerate(preds):
         sg.ports[g.Port(node.id, i)] = df.filter(p)
@@ -277,14 +322,18 @@ def _union(sg: SparkGraph, node: g.Node) -> None:
         df = sg.input(node, i)
         # Same kinds by construction; cast so that e.g. char(5) and varchar(9) line up exactly.
         given = sg.graph.node(node.inputs[i].node).schema
-        cols = [
-            F.col(col_name(j))
-            if given.fields[j].type == f.type
-            else F.col(col_name(j)).cast(spark_type(f.type)).alias(col_name(j))
-            for j, f in enumerate(node.schema)
-        ]
-        # Arrival order of a merge: input by input (the reference breaks event-time ties so).
-        frames.append(df.select(*cols, F.concat(F.lit(f"{i}|"), F.col(SEQ)).alias(SEQ)))
+
+        def build(i: int = i, given: Any = given) -> list[Column]:
+            cols = [
+                F.col(col_name(j))
+                if given.fields[j].type == f.type
+                else F.col(col_name(j)).cast(spark_type(f.type)).alias(col_name(j))
+                for j, f in enumerate(node.schema)
+            ]
+            # Arrival order of a merge: input by input (the reference breaks event-time ties so).
+            return [*cols, F.concat(F.lit(f"{i}|"), F.col(SEQ)).alias(SEQ)]
+
+        frames.append(df.select(*sg.compiled(node, f"union:{i}", build)))
     out = frames[0]
     for df in frames[1:]:
         out = out.union(df)

@@ -347,10 +347,18 @@ class SparkDeployment:
             # One query for the sinks that need no state: it reads each input once (spark_shared).
             inputs = shared_inputs(self.graph, together)
             writers = {stream: self._sink_writer(stream, self.sinks[stream]) for stream in together}
+            # What every micro-batch's graph compiles alike, compiled once (SparkGraph.memo); its
+            # failed rows are dead-lettered by the dead-letter query below, from the streaming graph.
+            memo: dict[tuple[str, str], Any] = {}
 
             def plan(frames: dict[str, DataFrame]) -> SparkGraph:
                 return SparkGraph(
-                    self.graph, frames, self.sg.stores_config, timed_sources=self.sg.timed_sources
+                    self.graph,
+                    frames,
+                    self.sg.stores_config,
+                    timed_sources=self.sg.timed_sources,
+                    memo=memo,
+                    collect_dead_letters=False,
                 )
 
             stem_df = stem(self.sg.sources, inputs)

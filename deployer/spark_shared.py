@@ -4,7 +4,8 @@ A sink whose stream the sources give by stateless operators alone (Map, Filter, 
 needs no streaming state. When a script has two or more such sinks, one query writes them all,
 `SHARED_QUERY`, instead of one query each: its streaming DataFrame is the sources' events (tagged by
 source when there are several), each micro-batch of it is persisted, and every sink's stream is
-translated from it as a batch DataFrame and written, in script order. So each input is read, and a
+translated from it as a batch DataFrame and written, in script order (the Columns of that
+translation are compiled for the first batch and reused: SparkGraph.memo). So each input is read, and a
 MultiFilter evaluates its predicates, once per micro-batch for all those sinks (the paper's point of
 a MultiFilter), where a query per sink would each read, parse and filter the input again.
 

@@ -157,3 +157,58 @@ def test_a_restart_resumes_the_shared_query_and_refuses_other_shared_sinks(
         )
     # The same script resumes.
     CheckpointGuard.open(tmp_path / "checkpoint", graph, sources, {s: "file:x" for s in SINKS})
+
+
+def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
+    """The shared query's writer makes a SparkGraph for every micro-batch: with one memo, the second
+    batch compiles no Column again, and each batch's sinks hold what a graph of its own gives, less
+    the failed rows (dead-lettered by the streaming graph's query, not by the batch graph)."""
+    from datetime import datetime
+
+    from pyspark.sql import types as T
+
+    from deployer.spark_plan import SEQ, SparkGraph, named
+
+    graph = compile_text(SCRIPT)
+    schema = T.StructType(
+        [
+            *(T.StructField(f"_{i}", T.IntegerType()) for i in range(3)),
+            T.StructField("_3", T.TimestampType()),
+            T.StructField(SEQ, T.StringType()),
+        ]
+    )
+
+    def frames(seed: int) -> dict[str, Any]:
+        out = {}
+        for k, stream in enumerate(("cdr1", "cdr2")):
+            rows = [
+                (
+                    c["idcaller"],
+                    c["idreceiver"],
+                    c["duration"],
+                    datetime.fromisoformat(c["timestamp"].replace("Z", "+00:00")),
+                    f"{seed}{k}{i:06d}",
+                )
+                for i, c in enumerate(cdrs(40, seed=seed + k, mean_gap_s=60))
+            ]
+            rows.append((1, 2, 0, rows[0][3], f"{seed}{k}zero"))  # 3600 / 0 fails in per_second
+            out[stream] = spark.createDataFrame(rows, schema)
+        return out
+
+    def outputs(sg: SparkGraph) -> dict[str, list[Any]]:
+        return {
+            s: sorted(named(sg.port(graph.streams[s]), graph.stream_schema(s)).collect()) for s in SHARED
+        }
+
+    memo: dict[tuple[str, str], Any] = {}
+    sizes = []
+    for seed in (5, 6):
+        batch = frames(seed)
+        shared = SparkGraph(graph, batch, memo=memo, collect_dead_letters=False)
+        got = outputs(shared)
+        sizes.append(len(memo))
+        own = SparkGraph(graph, batch)
+        assert got == outputs(own)
+        assert shared.dead_letters == [] and "Map" in {d.stage for d in own.dead_letters}
+        assert sum(len(rows) for rows in got.values()) > 20
+    assert sizes[0] > 0 and sizes[1] == sizes[0]
