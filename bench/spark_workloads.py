@@ -42,6 +42,23 @@ INSERT INTO recent SELECT idcaller, sum(duration) AS total, count(*) AS calls
 """
 
 
+# A MultiFilter into three sinks: deployer.spark_shared's one query, which plans every micro-batch.
+MULTI_SINKS = f"""
+CREATE STREAMSCHEMA cdr1 WITH {CDR};
+INSERT INTO free SELECT idcaller, ts FROM cdr1 WHERE duration < 10;
+INSERT INTO priced SELECT idcaller, duration * 10 + 10 AS cost, ts FROM cdr1 WHERE duration >= 10 AND duration < 600;
+INSERT INTO marathon SELECT idcaller, duration, ts FROM cdr1 WHERE duration >= 600;
+"""
+
+# A job is a streaming DataFrame written to Spark's noop sink, or one with its foreachBatch writer.
+Writer = Callable[[DataFrame, int], None]
+Job = DataFrame | tuple[DataFrame, Writer]
+
+
+def noop(df: DataFrame, batch_id: int) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
 def generator(spark: SparkSession, rows_per_batch: int, offset: int = 0) -> DataFrame:
     """CDR-shaped rows: 1,000 callers, durations 0..599 s, event time = 1 ms per row."""
     df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch).option("numPartitions", 2).load()
@@ -67,6 +84,41 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
         return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
 
     return build
+
+
+def project_shared(spark: SparkSession, rows: int) -> Job:
+    """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark_shared), each
+    sink written to noop."""
+    from deployer.spark_shared import shared_writer, stem
+
+    graph = compile_script(MULTI_SINKS).graph
+    src = graph.sources()[0]
+    df = generator(spark, rows).select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)
+    memo: dict[tuple[str, str], Any] = {}
+
+    def plan(frames: dict[str, DataFrame]) -> SparkGraph:
+        return SparkGraph(graph, frames, memo=memo, collect_dead_letters=False)
+
+    sinks = ("free", "priced", "marathon")
+    write = shared_writer(graph, [src.stream], dict.fromkeys(sinks, noop), plan, lambda batch_id, report: None)
+    return stem({src.stream: df}, [src.stream]), write
+
+
+def hand_shared(spark: SparkSession, rows: int) -> Job:
+    """MULTI_SINKS by hand, in one query: foreachBatch persists the micro-batch, filters and
+    projects it for each sink and writes it to noop."""
+    d = F.col("duration")
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            noop(batch.where(d < 10).select("idcaller", "ts"), batch_id)
+            noop(batch.where((d >= 10) & (d < 600)).select("idcaller", (d * 10 + 10).alias("cost"), "ts"), batch_id)
+            noop(batch.where(d >= 600).select("idcaller", "duration", "ts"), batch_id)
+        finally:
+            batch.unpersist()
+
+    return generator(spark, rows).drop(SEQ), write
 
 
 def filters_uncounted(build: Callable[[SparkSession, int], DataFrame]) -> Callable[[SparkSession, int], DataFrame]:
@@ -139,17 +191,21 @@ def bare_transform_with_state(spark: SparkSession, rows: int) -> DataFrame:
     )
 
 
-def measure(spark: SparkSession, build: Callable[[SparkSession, int], DataFrame], rows: int, batches: int, checkpoint: str) -> dict[str, Any]:
-    df = build(spark, rows)
-    q = df.writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start()
-    return timed_batches(q, batches)
+def start(job: Job, checkpoint: str) -> StreamingQuery:
+    """`job` started with no pause between micro-batches."""
+    df, writer = job if isinstance(job, tuple) else (job, None)
+    w = df.writeStream.option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds")
+    return (w.foreachBatch(writer) if writer else w.format("noop")).start()
 
 
-def batch_ms(spark: SparkSession, build: Callable[[SparkSession, int], DataFrame], batches: int, checkpoint: str) -> float:
+def measure(spark: SparkSession, build: Callable[[SparkSession, int], Job], rows: int, batches: int, checkpoint: str) -> dict[str, Any]:
+    return timed_batches(start(build(spark, rows), checkpoint), batches)
+
+
+def batch_ms(spark: SparkSession, build: Callable[[SparkSession, int], Job], batches: int, checkpoint: str) -> float:
     """The median duration (Spark's triggerExecution, ms) of `batches` micro-batches of 10 events,
     after two warm-up batches: what a micro-batch costs whatever its size."""
-    df = build(spark, 10)
-    q = df.writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start()
+    q = start(build(spark, 10), checkpoint)
     try:
         while q.lastProgress is None or q.lastProgress["batchId"] < 2 + batches:
             time.sleep(0.05)
