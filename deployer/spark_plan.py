@@ -106,7 +106,7 @@ class SparkGraph:
     # Shared by the batch graphs of one query's micro-batches (deployer.spark_shared): the Columns
     # the handlers compiled, by (node id, what). Each Column is built in the JVM over py4j, one call
     # per function or operator, and a batch graph would build them all again for every micro-batch
-    # (hundreds of milliseconds for a few sinks); a Column names its inputs, so it fits any batch.
+    # (most of its planning time, in an ad-hoc profile); a Column names its inputs: it fits any batch.
     memo: dict[tuple[str, str], Any] | None = None
     # Whether failures become DeadLetter frames. The batch graphs of the shared query only drop the
     # failed rows: the streaming graph's dead-letter query writes them (deployer.spark_run).
