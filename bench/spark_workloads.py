@@ -89,18 +89,14 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
 def project_shared(spark: SparkSession, rows: int) -> Job:
     """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark_shared), each
     sink written to noop."""
-    from deployer.spark_shared import shared_writer, stem
+    from deployer.spark_shared import batch_plans, shared_writer, stem
 
     graph = compile_script(MULTI_SINKS).graph
     src = graph.sources()[0]
     df = generator(spark, rows).select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)
-    memo: dict[tuple[str, str], Any] = {}
-
-    def plan(frames: dict[str, DataFrame]) -> SparkGraph:
-        return SparkGraph(graph, frames, memo=memo, collect_dead_letters=False)
-
     sinks = ("free", "priced", "marathon")
-    write = shared_writer(graph, [src.stream], dict.fromkeys(sinks, noop), plan, lambda batch_id, report: None)
+    writers: dict[str, Writer] = dict.fromkeys(sinks, noop)
+    write = shared_writer(graph, [src.stream], writers, batch_plans(graph), lambda batch_id, report: None)
     return stem({src.stream: df}, [src.stream]), write
 
 

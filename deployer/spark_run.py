@@ -48,7 +48,15 @@ from deployer.spark_io import (
     generator_source,
 )
 from deployer.spark_plan import FILTERED_METRIC, SEQ, SparkGraph, filters_counted, named
-from deployer.spark_shared import SHARED_QUERY, Report, shared_inputs, shared_sinks, shared_writer, stem
+from deployer.spark_shared import (
+    SHARED_QUERY,
+    Report,
+    batch_plans,
+    shared_inputs,
+    shared_sinks,
+    shared_writer,
+    stem,
+)
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -103,7 +111,7 @@ def batch_counts(p: Any) -> BatchCounts | None:
 # (failures are found per event and dead-lettered, never left to fail a batch) and the RocksDB
 # state store (transformWithStateInPandas, for TUPLE and BATCH windows, supports no other), which
 # commits a micro-batch's state changes as a changelog rather than a copy of its files: a stateful
-# micro-batch's fixed cost is lower (bench/run's micro-batch rows). Spark reads a checkpoint
+# micro-batch's fixed cost is lower (an ad-hoc comparison in one process). Spark reads a checkpoint
 # written either way (its documentation: the setting can be turned on for an existing query).
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -347,20 +355,7 @@ class SparkDeployment:
             # One query for the sinks that need no state: it reads each input once (spark_shared).
             inputs = shared_inputs(self.graph, together)
             writers = {stream: self._sink_writer(stream, self.sinks[stream]) for stream in together}
-            # What every micro-batch's graph compiles alike, compiled once (SparkGraph.memo); its
-            # failed rows are dead-lettered by the dead-letter query below, from the streaming graph.
-            memo: dict[tuple[str, str], Any] = {}
-
-            def plan(frames: dict[str, DataFrame]) -> SparkGraph:
-                return SparkGraph(
-                    self.graph,
-                    frames,
-                    self.sg.stores_config,
-                    timed_sources=self.sg.timed_sources,
-                    memo=memo,
-                    collect_dead_letters=False,
-                )
-
+            plan = batch_plans(self.graph, self.sg.stores_config, self.sg.timed_sources)
             stem_df = stem(self.sg.sources, inputs)
             write = shared_writer(self.graph, inputs, writers, plan, self._shared_report)
             self._start(stem_df, SHARED_QUERY, write)

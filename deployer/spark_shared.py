@@ -75,6 +75,29 @@ def unstem(batch: DataFrame, inputs: list[str]) -> dict[str, DataFrame]:
 Writer = Callable[[DataFrame, int], None]
 
 
+def batch_plans(
+    graph: g.Graph, stores_config: object = None, timed_sources: set[str] | None = None
+) -> Callable[[dict[str, DataFrame]], SparkGraph]:
+    """The `plan` of `shared_writer`: a micro-batch's source events -> its batch SparkGraph. The
+    graphs share one memo (the Columns are compiled for the first batch only) and build no
+    dead-letter frames: the failed rows are dropped, and the streaming graph's dead-letter query
+    writes them (deployer.spark_run)."""
+    memo: dict[tuple[str, str], Any] = {}
+    timed = set(timed_sources or ())
+
+    def plan(frames: dict[str, DataFrame]) -> SparkGraph:
+        return SparkGraph(
+            graph,
+            frames,
+            stores_config,
+            timed_sources=timed,
+            memo=memo,
+            collect_dead_letters=False,
+        )
+
+    return plan
+
+
 def observed(obs: Any) -> dict[str, Any] | None:
     """The metrics of a pyspark Observation, or None if no action has run its DataFrame.
 

@@ -31,7 +31,7 @@ from spark_helpers import (
 from deployer.checkpoint import CheckpointGuard, CheckpointRefused
 from deployer.local import run_local
 from deployer.spark_run import SparkDeployment, SparkRunStats
-from deployer.spark_shared import SHARED_QUERY, shared_sinks
+from deployer.spark_shared import SHARED_QUERY, batch_plans, shared_sinks
 
 pytestmark = pytest.mark.spark
 
@@ -200,13 +200,14 @@ def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
             s: sorted(named(sg.port(graph.streams[s]), graph.stream_schema(s)).collect()) for s in SHARED
         }
 
-    memo: dict[tuple[str, str], Any] = {}
+    plan = batch_plans(graph)
     sizes = []
     for seed in (5, 6):
         batch = frames(seed)
-        shared = SparkGraph(graph, batch, memo=memo, collect_dead_letters=False)
+        shared = plan(batch)
         got = outputs(shared)
-        sizes.append(len(memo))
+        assert shared.memo is not None
+        sizes.append(len(shared.memo))
         own = SparkGraph(graph, batch)
         assert got == outputs(own)
         assert shared.dead_letters == [] and "Map" in {d.stage for d in own.dead_letters}

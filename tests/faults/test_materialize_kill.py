@@ -21,7 +21,6 @@ that enough kills hit a batch in flight for the comparison to mean something.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections import Counter
@@ -106,17 +105,8 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
 
     feeder = Feeder(tmp_path / "in")
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "spark.log"
-    java_tmp = tmp_path / "java-tmp"
-    java_tmp.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CEP_STORE_")}
-    env.update(
-        CEP_DATA_DIR=str(tmp_path / "cep-data"),
-        CEP_SHUFFLE_PARTITIONS="2",
-        SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"),  # what a killed JVM leaves stays in tmp_path
-        # No UI; the JVM's temp files (native libraries, artifacts) in tmp_path too.
-        PYSPARK_SUBMIT_ARGS=f"--conf spark.ui.enabled=false --driver-java-options -Djava.io.tmpdir={java_tmp} "
-        "pyspark-shell",
-    )
+    # What a killed JVM leaves (scratch files, native libraries, artifacts) stays in tmp_path.
+    env = fault_helpers.run_env(tmp_path, jvm_tmp=True)
     common = ["--source", f"calls=file:{feeder.directory}", "--until-idle"]
     spark_args = [
         str(script),

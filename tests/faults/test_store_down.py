@@ -11,14 +11,13 @@ what the reference executor writes from all the files, with no row lost or doubl
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
-from fault_helpers import Feeder, generate, reference_run, rows, run_to_end, spark_run_args, tail
+from fault_helpers import Feeder, generate, reference_run, rows, run_env, run_to_end, spark_run_args, tail
 from servers import start_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
@@ -56,15 +55,8 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
         script.write_text(SCRIPT, encoding="utf-8")
         feeder = Feeder(tmp_path / "in")
         log = tmp_path / "spark.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CEP_STORE_")}
-        env.update(
-            CEP_DATA_DIR=str(tmp_path / "cep-data"),
-            CEP_SHUFFLE_PARTITIONS="2",
-            CEP_STORE_RETRIES="3",  # 0.2 + 0.4 s of backoff, then the run stops
-            CEP_STORE_RETRY_BASE_MS="200",
-            SPARK_LOCAL_DIRS=str(tmp_path / "spark-local"),
-            PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",
-        )
+        # 0.2 + 0.4 s of backoff, then the run stops
+        env = run_env(tmp_path, CEP_STORE_RETRIES="3", CEP_STORE_RETRY_BASE_MS="200")
         args = spark_run_args(
             script, tmp_path, [f"calls=file:{feeder.directory}"], stores=[f"crm={run_db}"], one_file_per_batch=False
         )
