@@ -20,18 +20,23 @@ whose URIs are stored redacted. A restart is refused, before Spark starts, when:
 - a sink would move into or out of the query the stateless sinks share (deployer.spark_shared),
   whose sinks the manifest records when it starts;
 - a started query's sub-directory is gone, or its `metadata` or the latest file of one of its logs
-  (`offsets/N`, `commits/N`, `sources/K/N`) does not parse.
+  (`offsets/N`, `commits/N`, `sources/K/N`) does not parse;
+- another run is using DIR: a run holds an exclusive lock on `DIR/.cep-checkpoint.lock` from its
+  check until it ends (the kernel drops it when the process dies, however it dies). Two runs on one
+  checkpoint would write the same batches' log entries, and Spark's checkpoint manager for local
+  files (deployer.spark_run.SESSION_CONF) does not detect that.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from deployer import compat
 from operators import graph as g
@@ -39,6 +44,7 @@ from stores.urls import redact_text
 
 MANIFEST = "cep-checkpoint.json"
 _TMP = f".{MANIFEST}.tmp"  # written first, then renamed over the manifest
+LOCK = ".cep-checkpoint.lock"  # held by the run using the directory; holds its process id
 FORMAT = 1  # bumped when the manifest's meaning changes; a newer manifest is refused
 START_OVER = "use a new --checkpoint directory to start over (the inputs are then read again from their beginning)"
 
@@ -169,6 +175,8 @@ class CheckpointGuard:
         self.manifest = manifest
         self._outputs = outputs  # this run's signatures, recorded as their queries start
         self._shared = shared or []  # the outputs the shared query writes (deployer.spark_shared)
+        # The held LOCK (`open`, `release`); a guard dropped unreleased lets it go when collected.
+        self._lock: BinaryIO | None = None
 
     @classmethod
     def open(
@@ -182,22 +190,34 @@ class CheckpointGuard:
         shown_sources = {s: _shown_uri(u) for s, u in sorted(sources.items())}
         if directory.exists() and not directory.is_dir():
             raise CheckpointRefused(f"--checkpoint {directory} is a file, not a directory")
-        if not path.exists():
-            # (the temporary file of a first manifest whose writing was cut short does not count)
-            if directory.is_dir() and any(p.name != _TMP for p in directory.iterdir()):
-                raise CheckpointRefused(
-                    f"cannot use {directory} as a checkpoint: it is not empty and has no {MANIFEST}, so "
-                    "it is not a checkpoint of `cep run` (or its manifest was lost, and with it what "
-                    f"its state belongs to); {START_OVER}"
-                )
-            manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
-        else:
-            manifest = _read(path)
-            _check(directory, manifest, outputs, shared)
-        manifest.update(sources=shown_sources, updated=_now())
-        guard = cls(directory, manifest, outputs, shared)
-        guard._write()
+        # Checked before the lock is taken too: a directory that is not a checkpoint gets no lock file.
+        _refuse_foreign(directory, path)
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = _locked(directory)
+        try:
+            if not path.exists():
+                _refuse_foreign(directory, path)
+                manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
+            else:
+                manifest = _read(path)
+                _check(directory, manifest, outputs, shared)
+            manifest.update(sources=shown_sources, updated=_now())
+            guard = cls(directory, manifest, outputs, shared)
+            guard._write()
+            # Named only by a run that goes on: a refused one leaves the directory as it found it.
+            lock.truncate(0)
+            lock.write(f"{os.getpid()}\n".encode("ascii"))
+        except BaseException:
+            lock.close()
+            raise
+        guard._lock = lock
         return guard
+
+    def release(self) -> None:
+        """Let another run use the directory (at the end of this one)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def started(self, query: str) -> None:
         """Record that `query` has started: from now on its sub-directory must be there, and its
@@ -233,6 +253,38 @@ class CheckpointGuard:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+
+def _refuse_foreign(directory: Path, manifest: Path) -> None:
+    """Refuse a directory with files but no manifest (the temporary file of a first manifest whose
+    writing was cut short, and the lock file, do not count)."""
+    if manifest.exists() or not directory.is_dir():
+        return
+    if any(p.name not in (_TMP, LOCK) for p in directory.iterdir()):
+        raise CheckpointRefused(
+            f"cannot use {directory} as a checkpoint: it is not empty and has no {MANIFEST}, so "
+            "it is not a checkpoint of `cep run` (or its manifest was lost, and with it what "
+            f"its state belongs to); {START_OVER}"
+        )
+
+
+def _locked(directory: Path) -> BinaryIO:
+    """DIR's lock file, open and locked exclusively; CheckpointRefused if another run holds it."""
+    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise CheckpointRefused(
+            f"--checkpoint {directory} is in use by another run"
+            + (f" (process {holder})" if holder.isdigit() else "")
+            + ": wait for it to end or stop it, or give this run another --checkpoint directory"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "r+b", buffering=0)
 
 
 def _now() -> str:

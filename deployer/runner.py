@@ -130,25 +130,29 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
 
             # Before Spark starts: a refused checkpoint starts no query and writes nothing anywhere.
             guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)
-        from deployer.spark_run import SparkDeployment, spark_session
+        try:
+            from deployer.spark_run import SparkDeployment, spark_session
 
-        spark = spark_session(req.master)
-        # After the session: PySpark's SparkContext puts a SIGINT handler of its own in place (cancel
-        # every job, raise KeyboardInterrupt), which would cut the batches short.
-        with stop_requests() as (stop, signals):
-            deployment = SparkDeployment(
-                spark,
-                req.graph,
-                req.sources,
-                req.sinks,
-                req.checkpoint,
-                req.dead_letter,
-                config,
-                req.until_idle,
-                max_files_per_trigger=req.max_files_per_trigger,
-                on_started=guard.started if guard is not None else None,
-            )
-            stats_s = deployment.run(out=out, stop=stop)
+            spark = spark_session(req.master)
+            # After the session: PySpark's SparkContext puts a SIGINT handler of its own in place (cancel
+            # every job, raise KeyboardInterrupt), which would cut the batches short.
+            with stop_requests() as (stop, signals):
+                deployment = SparkDeployment(
+                    spark,
+                    req.graph,
+                    req.sources,
+                    req.sinks,
+                    req.checkpoint,
+                    req.dead_letter,
+                    config,
+                    req.until_idle,
+                    max_files_per_trigger=req.max_files_per_trigger,
+                    on_started=guard.started if guard is not None else None,
+                )
+                stats_s = deployment.run(out=out, stop=stop)
+        finally:
+            if guard is not None:
+                guard.release()  # the next run on this checkpoint may start
         summary = RunSummary(
             "spark",
             stats_s.rows_in,

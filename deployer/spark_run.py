@@ -113,6 +113,13 @@ def batch_counts(p: Any) -> BatchCounts | None:
 # commits a micro-batch's state changes as a changelog rather than a copy of its files: a stateful
 # micro-batch's fixed cost is lower (an ad-hoc comparison in one process). Spark reads a checkpoint
 # written either way (its documentation: the setting can be turned on for an existing query).
+# Checkpoint files (offsets and commits logs, state store files) are written through Hadoop's
+# FileSystem API, not its FileContext API (Spark's default), whose local implementation forks a
+# `readlink` and a `chmod` process per file it renames or creates: most of the ~90 ms a micro-batch
+# spent logging its offsets and commit (jstack samples; bench/run's micro-batch rows). Spark's
+# FileSystem-based manager renames without an atomic "fail if there" check, which only matters to
+# two runs writing one checkpoint at once; deployer.checkpoint's lock refuses the second run.
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "false",
@@ -120,6 +127,9 @@ SESSION_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    CHECKPOINT_FILE_MANAGER: (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
 }
 
 

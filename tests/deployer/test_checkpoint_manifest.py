@@ -6,12 +6,16 @@ the same checks against checkpoints Spark wrote."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cpl.compiler import compile_script
-from deployer.checkpoint import MANIFEST, CheckpointGuard, CheckpointRefused, query_problems
+from deployer.checkpoint import LOCK, MANIFEST, CheckpointGuard, CheckpointRefused, query_problems
 from deployer.compat import incompatibilities
 from operators import graph as g
 
@@ -40,7 +44,11 @@ def graph(text: str = SCRIPT) -> g.Graph:
 
 
 def open_(d: Path, text: str = SCRIPT, sources: dict[str, str] = SOURCES, sinks: dict[str, str] = SINKS) -> CheckpointGuard:
-    return CheckpointGuard.open(d, graph(text), sources, sinks)
+    """The guard of a run that ends at once: its lock is released (test_a_run_in_progress_holds_the_
+    directory tests the lock), its `started` still records."""
+    guard = CheckpointGuard.open(d, graph(text), sources, sinks)
+    guard.release()
+    return guard
 
 
 def spark_query(qdir: Path, batches: int = 2) -> None:
@@ -92,13 +100,17 @@ def test_an_empty_directory_is_a_new_checkpoint_and_a_foreign_one_is_refused(tmp
     (tmp_path / "empty" / f".{MANIFEST}.tmp").write_text('{"form')  # a first write cut short
     open_(tmp_path / "empty")
     assert (tmp_path / "empty" / MANIFEST).is_file()
-    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == [MANIFEST]
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == [LOCK, MANIFEST]
     foreign = tmp_path / "foreign"
     (foreign / "sink_hourly").mkdir(parents=True)
     why = refused(foreign)
     assert f"cannot use {foreign} as a checkpoint: it is not empty and has no {MANIFEST}" in why
     assert "use a new --checkpoint directory" in why
-    assert not (foreign / MANIFEST).exists()
+    assert not (foreign / MANIFEST).exists() and not (foreign / LOCK).exists()
+    # a lock file left by a first run that ended before writing its manifest does not count
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / LOCK).write_text("123\n")
+    open_(tmp_path / "locked")
     (tmp_path / "file").write_text("x")
     assert "is a file, not a directory" in refused(tmp_path / "file")
 
@@ -110,6 +122,7 @@ def test_no_store_url_or_password_is_written(tmp_path: Path) -> None:
     )
     for q in QUERIES:
         guard.started(q)
+    guard.release()
     text = (d / MANIFEST).read_text()
     assert "S3cret-pw" not in text and "redis://app:***@cache:6379/0" in text
     assert "crm" not in text and "postgresql" not in text  # stores are not compat's business
@@ -208,6 +221,43 @@ def test_an_unreadable_or_newer_manifest_is_refused(tmp_path: Path) -> None:
     assert f"{d / MANIFEST} is truncated or unreadable" in refused(d)
     (d / MANIFEST).write_text(json.dumps({**json.loads(text), "format": 99}))
     assert "has format 99, which this version of cep does not know" in refused(d)
+
+
+def test_a_run_in_progress_holds_the_directory(tmp_path: Path) -> None:
+    """Two runs on one checkpoint would write the same batches' log entries: the second is refused,
+    naming the first's process, until the first releases the lock or its process dies."""
+    d = tmp_path / "ck"
+    first_run(d)
+    running = CheckpointGuard.open(d, graph(), SOURCES, SINKS)
+    before = (d / MANIFEST).read_bytes()
+    why = refused(d)
+    assert why.startswith(f"--checkpoint {d} is in use by another run (process {os.getpid()})")
+    assert "give this run another --checkpoint directory" in why
+    assert (d / MANIFEST).read_bytes() == before  # a refusal changes nothing
+    running.release()
+    open_(d)
+    # A run in another process holds it until that process dies, even by SIGKILL.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from cpl.compiler import compile_script; "
+            "from deployer.checkpoint import CheckpointGuard; "
+            "guard = CheckpointGuard.open(Path(sys.argv[1]), compile_script(sys.argv[2]).graph, "
+            "{'calls': 'file:/data/in'}, {'hourly': 'file:/data/out'}); print('held', flush=True); time.sleep(60)",
+            str(d),
+            SCRIPT,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert f"in use by another run (process {holder.pid})" in refused(d)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    open_(d)
 
 
 def test_compat_compares_a_time_window_with_a_tuple_window() -> None:

@@ -76,7 +76,10 @@ def _run(spark: Any, graph: Any, tmp: Path, sources: dict[str, str]) -> tuple[Sp
         max_files_per_trigger=1,
         on_started=guard.started,
     )
-    return deployment, deployment.run(out=io.StringIO())
+    try:
+        return deployment, deployment.run(out=io.StringIO())
+    finally:
+        guard.release()
 
 
 def _lines(directory: Path) -> int:
@@ -144,7 +147,7 @@ def test_a_restart_resumes_the_shared_query_and_refuses_other_shared_sinks(
     # One shared sink fewer: the others resume in the shared query.
     CheckpointGuard.open(
         tmp_path / "checkpoint", graph, sources, {s: "file:x" for s in SINKS if s != "priced"}
-    )
+    ).release()
     # One left: `free` would get a query of its own, which would start from the beginning of the
     # input and write everything again.
     with pytest.raises(CheckpointRefused, match="output sink 'free' was written by the query shared"):

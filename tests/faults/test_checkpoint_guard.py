@@ -14,15 +14,18 @@ Each must fail with an `error:` line that names the problem, before Spark starts
 sink, the dead letters and the checkpoint are byte for byte what they were. Unguarded, (b) would
 price every call a second time. Last (e), a compatible rerun (its lines moved) over the same
 checkpoint resumes: every call is in the table once, and no hourly window is emitted twice or with
-a total that counts a call twice.
+a total that counts a call twice. While that rerun (the CLI) runs, it holds the checkpoint: a run
+started beside it is refused, naming its process.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import random
 import re
 import subprocess
+import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +35,7 @@ import pytest
 from fault_helpers import CEP, Feeder, Row, generate, rows, run_env
 
 from cpl.compiler import compile_script
-from deployer.checkpoint import MANIFEST
+from deployer.checkpoint import LOCK, MANIFEST, CheckpointGuard, CheckpointRefused
 from deployer.runner import RunRequest, run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
@@ -156,6 +159,20 @@ def sink_rows(directory: Path) -> list[dict[str, Any]]:
     ]
 
 
+def holds_lock(process: subprocess.Popen[str], lock: Path) -> bool:
+    """Whether `process` takes the flock on `lock` and writes its id there before it ends (read from
+    /proc/locks: probing the lock by taking it could make the process's own attempt fail)."""
+    inode = f":{os.stat(lock).st_ino} "
+    while process.poll() is None:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            mine = "FLOCK" in fields and str(process.pid) in fields and inode in line
+            if mine and lock.read_text().strip() == str(process.pid):
+                return True
+        time.sleep(0.05)
+    return False
+
+
 def test_damaged_foreign_or_incompatible_checkpoints_are_refused_good_ones_resume(
     spark: Any, pg_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -213,9 +230,30 @@ def test_damaged_foreign_or_incompatible_checkpoints_are_refused_good_ones_resum
     assert f"the checkpoint of table:call_log, {query}, is missing though an earlier run started it" in error
     (tmp_path / "kept").rename(query)
 
-    # (e) a compatible script (every line moved) resumes and writes only what is new
-    second = run.in_process("-- billing, second version\n\n" + SCRIPT)
-    assert "done (spark)" in second, second
+    # (e) a compatible script (every line moved) resumes and writes only what is new; while it
+    # runs, a second run on the same checkpoint is refused.
+    script = tmp_path / "calls-v2.cpl"
+    script.write_text("-- billing, second version\n\n" + SCRIPT, encoding="utf-8")
+    rerun = subprocess.Popen(
+        [str(CEP), "run", *run.args(script, run.checkpoint)],
+        env=run_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert holds_lock(rerun, run.checkpoint / LOCK), "the rerun never locked its checkpoint"
+        with pytest.raises(CheckpointRefused) as beside:
+            CheckpointGuard.open(run.checkpoint, compile_script(SCRIPT).graph, {"calls": "file:x"}, {})
+        assert str(beside.value).startswith(
+            f"--checkpoint {run.checkpoint} is in use by another run (process {rerun.pid})"
+        )
+        second, _ = rerun.communicate(timeout=300)
+    finally:
+        rerun.kill()
+    assert rerun.returncode == 0 and "done (spark)" in second, second[-3000:]
     events = [e for f in files for e in f]
     priced = Counter((e["id"], e["caller"], e["duration"] * 10 + 10) for e in events if e["duration"] >= 10)
     table = Counter(
