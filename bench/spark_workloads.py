@@ -187,6 +187,20 @@ def bare_transform_with_state(spark: SparkSession, rows: int) -> DataFrame:
     )
 
 
+def on_spark_defaults(build: Callable[[SparkSession, int], Job]) -> Callable[[SparkSession, int], Job]:
+    """`build` in a session of its own (the same SparkContext) that writes checkpoint files with
+    Spark's default manager, not the one deployer.spark_run.SESSION_CONF picks: a micro-batch's
+    fixed cost on Spark as it comes."""
+    from deployer.spark_run import CHECKPOINT_FILE_MANAGER
+
+    def job(spark: SparkSession, rows: int) -> Job:
+        own = spark.newSession()
+        own.conf.unset(CHECKPOINT_FILE_MANAGER)
+        return build(own, rows)
+
+    return job
+
+
 def start(job: Job, checkpoint: str) -> StreamingQuery:
     """`job` started with no pause between micro-batches."""
     df, writer = job if isinstance(job, tuple) else (job, None)
