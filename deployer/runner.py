@@ -130,9 +130,17 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
 
             # Before Spark starts: a refused checkpoint starts no query and writes nothing anywhere.
             guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)
-        try:
-            from deployer.spark_run import SparkDeployment, spark_session
+        from pyspark.sql import SparkSession
 
+        from deployer.spark_run import SparkDeployment, spark_session, stop_session
+
+        # A session this run starts (the CLI's) is stopped before the summary is printed, its Python
+        # workers quietly (spark_run.stop_session): left to the process's exit, a worker may print
+        # a BrokenPipeError traceback after the summary. A session the caller had (tests, a program
+        # embedding the run) is left to it.
+        owned = SparkSession.getActiveSession() is None
+        spark = None
+        try:
             spark = spark_session(req.master)
             # After the session: PySpark's SparkContext puts a SIGINT handler of its own in place (cancel
             # every job, raise KeyboardInterrupt), which would cut the batches short.
@@ -151,6 +159,8 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
                 )
                 stats_s = deployment.run(out=out, stop=stop)
         finally:
+            if owned and spark is not None:
+                stop_session(spark)
             if guard is not None:
                 guard.release()  # the next run on this checkpoint may start
         summary = RunSummary(

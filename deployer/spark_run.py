@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -37,6 +38,7 @@ from deployer.checkpoint import query_dir
 from deployer.io import file_dir
 from deployer.redis_stream import is_redis_stream_uri, redis_stream_source, redis_stream_writer
 from deployer.spark_expr import col_name
+from deployer.spark_interrupt import interruptible
 from deployer.spark_io import (
     INPUT_METRIC,
     SourceError,
@@ -184,6 +186,41 @@ def spark_session(master: str | None = None, app: str = "paascep") -> SparkSessi
     return spark
 
 
+def stop_session(spark: SparkSession, wait: float = 5.0) -> None:
+    """Stop a session this process started, its Python workers first.
+
+    Spark stops its local Python workers by closing their sockets, then signals their daemon; a
+    worker that notices its closed socket first prints a BrokenPipeError traceback on its way out
+    (pyspark/daemon.py), on the run's standard error, after its last line. Signalled first (SIGTERM),
+    the daemon ends its process group's workers with SIGHUP, which they take quietly. Only the
+    daemons this driver's JVM started are signalled (a cluster's run on other machines' executors)."""
+    try:
+        jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    except Exception:  # no JVM left to ask: nothing of ours to signal
+        jvm = None
+    daemons = _python_daemons(jvm) if jvm is not None else []
+    for pid in daemons:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while daemons and time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in daemons):
+        time.sleep(0.02)
+    spark.stop()
+
+
+def _python_daemons(parent: int) -> list[int]:
+    """The `pyspark.daemon` processes whose parent is `parent` (Linux /proc; none elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == parent and b"pyspark.daemon" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
 def _stream(graph: g.Graph, name: str) -> str:
     for s in graph.streams:
         if s.lower() == name.lower():
@@ -327,12 +364,14 @@ class SparkDeployment:
     def _gated(self, writer: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
         """`writer`, unless the run is stopping: then a batch that has not begun writing fails before
         it touches its DataFrame (lazy: nothing of the batch runs, no store is called), is not
-        committed, and is replayed whole on restart."""
+        committed, and is replayed whole on restart. A batch the stop interrupts while it writes
+        fails in a few lines (deployer.spark_interrupt)."""
+        interrupted = interruptible(writer)
 
         def write(df: DataFrame, batch_id: int) -> None:
             if self._stopping.is_set():
                 raise RuntimeError(f"batch {batch_id} left to the next run: this one is stopping")
-            writer(df, batch_id)
+            interrupted(df, batch_id)
 
         return write
 

@@ -1,0 +1,64 @@
+"""A foreachBatch writer whose micro-batch is cut short by its query's stop fails in a few lines.
+
+Stopping a streaming query interrupts the Spark job its foreachBatch writer is waiting for; py4j
+raises that in the writer as a Py4JJavaError whose text holds the whole Java stack trace (10 KB and
+more), and Spark gets it back as the text of the Python traceback. Spark then decides whether the
+batch failed or was interrupted by the stop (StreamExecution.isInterruptionException) with a regular
+expression run over that text, `py4j.protocol.Py4JJavaError: An error occurred while calling
+((.|\\r\\n|\\r|\\n)*)(java.lang.InterruptedException|...)`, whose matcher recurses once per character:
+on such a text it overflows the thread's stack, and the query's thread dies printing a
+StackOverflowError and a thousand lines of stack (every stop of a busy query in `cep serve`; a `cep
+run` stop that outlasts CEP_STOP_TIMEOUT). So the writer raises the interruption again as the two
+lines that test reads, without the stack trace: Spark sees the stop, and the query ends quietly.
+
+A failure that is not an interruption keeps its whole text: Spark only runs that test on a query
+being stopped, and the run's error message is taken from it (deployer.spark_run.root_cause).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame
+
+Writer = Callable[[DataFrame, int], None]
+
+# What Spark takes for an interruption (StreamExecution.IO_EXCEPTION_NAMES), and the SparkException
+# of a job cancelled with its query's job group (its text names the query's run id).
+_INTERRUPTED = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+_CANCELLED = "org.apache.spark.SparkException"
+
+
+class BatchInterrupted(RuntimeError):
+    """A micro-batch's Spark job interrupted or cancelled: the first lines of the Py4JJavaError."""
+
+
+def interruption(err: Py4JJavaError) -> str | None:
+    """The two lines of `err` that tell Spark it is an interruption, or None if it is not one."""
+    lines = str(err).splitlines()
+    if len(lines) < 2 or not lines[1].startswith(": "):
+        return None
+    java = lines[1][2:]
+    if java.split(":", 1)[0].strip() in _INTERRUPTED or (java.startswith(_CANCELLED) and "cancelled" in java):
+        return f"py4j.protocol.Py4JJavaError: {lines[0]}\n{lines[1]}"
+    return None
+
+
+def interruptible(writer: Writer) -> Writer:
+    """`writer`, raising an interruption of its Spark job as BatchInterrupted (see the module)."""
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        try:
+            writer(df, batch_id)
+        except Py4JJavaError as err:
+            short = interruption(err)
+            if short is None:
+                raise
+            raise BatchInterrupted(short) from None
+
+    return write
