@@ -158,6 +158,9 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
                     on_started=guard.started if guard is not None else None,
                 )
                 stats_s = deployment.run(out=out, stop=stop)
+        except KeyboardInterrupt:
+            owned = False  # a second signal stops the run at once: the process's exit ends Spark
+            raise
         finally:
             if owned and spark is not None:
                 stop_session(spark)

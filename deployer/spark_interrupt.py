@@ -39,24 +39,31 @@ class BatchInterrupted(RuntimeError):
 
 
 def interruption(err: Py4JJavaError) -> str | None:
-    """The two lines of `err` that tell Spark it is an interruption, or None if it is not one."""
+    """The lines of `err` that tell Spark it is an interruption, or None if it is not one: its first
+    line, and the Java exception, or the exception it was caused by, that is one (a job waited for
+    through another thread, as `toLocalIterator` does, fails with the cancellation as its cause)."""
     lines = str(err).splitlines()
-    if len(lines) < 2 or not lines[1].startswith(": "):
-        return None
-    java = lines[1][2:]
-    if java.split(":", 1)[0].strip() in _INTERRUPTED or (java.startswith(_CANCELLED) and "cancelled" in java):
-        return f"py4j.protocol.Py4JJavaError: {lines[0]}\n{lines[1]}"
+    for line in lines[1:]:
+        java = line[2:] if line.startswith(": ") else line[len("Caused by: ") :] if line.startswith("Caused by: ") else None
+        if java is None:
+            continue
+        if java.split(":", 1)[0].strip() in _INTERRUPTED or (java.startswith(_CANCELLED) and "cancelled" in java):
+            return f"py4j.protocol.Py4JJavaError: {lines[0]}\n: {java}"
     return None
 
 
 def interruptible(writer: Writer) -> Writer:
-    """`writer`, raising an interruption of its Spark job as BatchInterrupted (see the module)."""
+    """`writer`, raising an interruption of its Spark job as BatchInterrupted (see the module),
+    whether the Py4JJavaError reaches it or caused the error that does."""
 
     def write(df: DataFrame, batch_id: int) -> None:
         try:
             writer(df, batch_id)
-        except Py4JJavaError as err:
-            short = interruption(err)
+        except Exception as err:
+            cause: BaseException | None = err
+            while cause is not None and not isinstance(cause, Py4JJavaError):
+                cause = cause.__cause__ or cause.__context__
+            short = interruption(cause) if cause is not None else None
             if short is None:
                 raise
             raise BatchInterrupted(short) from None

@@ -30,6 +30,18 @@ def long_job(df, batch_id):
     # a job that runs for minutes: the stop interrupts it
     spark.range(0, 10**12, numPartitions=2).write.format("noop").mode("overwrite").save()
 
+def long_iteration(df, batch_id):
+    started.set()
+    # as the file and dead-letter writers read a batch: the job runs in another thread
+    for row in spark.range(0, 10**12, numPartitions=2).toLocalIterator():
+        pass
+
+def wrapped(df, batch_id):
+    try:
+        long_job(df, batch_id)
+    except Exception as err:
+        raise RuntimeError("the sink could not be written") from err
+
 def recorded(writer):
     def write(df, batch_id):
         try:
@@ -43,10 +55,10 @@ def failing(df, batch_id):
     spark._jvm.java.lang.Integer.parseInt("not a number")  # a Py4JJavaError, not an interruption
 
 stops = []
-for n in range(2):
+for job in (long_job, long_iteration, wrapped):
     started = threading.Event()
     source = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 10).load()
-    q = source.writeStream.foreachBatch(recorded(interruptible(long_job))).option(
+    q = source.writeStream.foreachBatch(recorded(interruptible(job))).option(
         "checkpointLocation", tempfile.mkdtemp()).start()
     assert started.wait(120), "the writer never ran"
     time.sleep(1)  # the job is running
@@ -84,11 +96,12 @@ def test_a_stop_interrupting_a_writer_ends_the_query_quietly_and_failures_keep_t
     assert done.returncode == 0, output[-3000:]
     result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
     assert "StackOverflowError" not in output, output[-3000:]
-    # Spark took both stops for what they were: no query failed.
-    assert result["stops"] == [True, True]
+    # Spark took the three stops for what they were (a job the writer runs, a job it reads through
+    # toLocalIterator, a job whose error the writer wraps in its own): no query failed.
+    assert result["stops"] == [True, True, True]
     kinds = [kind for kind, _ in result["raised"]]
-    assert kinds[:2] == ["BatchInterrupted", "BatchInterrupted"]
-    assert all(size < 1000 for _, size in result["raised"][:2])
+    assert kinds[:3] == ["BatchInterrupted"] * 3
+    assert all(size < 1000 for _, size in result["raised"][:3])
     # A failure that is not an interruption is left as it was raised: the query fails with it.
-    assert kinds[2] == "NumberFormatException"  # as pyspark converts it
+    assert kinds[3] == "NumberFormatException"  # as pyspark converts it
     assert 'NumberFormatException: For input string: "not a number"' in result["failure"], result["failure"]
