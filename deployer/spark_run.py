@@ -117,8 +117,9 @@ def batch_counts(p: Any) -> BatchCounts | None:
 # written either way (its documentation: the setting can be turned on for an existing query).
 # Checkpoint files (offsets and commits logs, state store files) are written through Hadoop's
 # FileSystem API, not its FileContext API (Spark's default), whose local implementation forks a
-# `readlink` and a `chmod` process per file it renames or creates: most of the ~90 ms a micro-batch
-# spent logging its offsets and commit (jstack samples; bench/run's micro-batch rows). Spark's
+# `readlink` and a `chmod` process per file it renames or creates: most of the time a micro-batch
+# spent logging its offsets and commit (jstack samples, ad hoc; bench/run's micro-batch rows against
+# "Spark's default checkpoint files" measure the difference). Spark's
 # FileSystem-based manager renames without an atomic "fail if there" check, which only matters to
 # two runs writing one checkpoint at once; deployer.checkpoint's lock refuses the second run.
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
