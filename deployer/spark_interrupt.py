@@ -44,9 +44,9 @@ def interruption(err: Py4JJavaError) -> str | None:
     through another thread, as `toLocalIterator` does, fails with the cancellation as its cause)."""
     lines = str(err).splitlines()
     for line in lines[1:]:
-        java = line[2:] if line.startswith(": ") else line[len("Caused by: ") :] if line.startswith("Caused by: ") else None
-        if java is None:
-            continue
+        java = line.removeprefix(": ").removeprefix("Caused by: ")
+        if java == line:
+            continue  # a line of a stack trace
         if java.split(":", 1)[0].strip() in _INTERRUPTED or (java.startswith(_CANCELLED) and "cancelled" in java):
             return f"py4j.protocol.Py4JJavaError: {lines[0]}\n: {java}"
     return None

@@ -245,13 +245,13 @@ def _map(sg: SparkGraph, node: g.Node) -> None:
 
     def build() -> tuple[list[Column], list[tuple[Column, Message]]]:
         c = ExprCompiler()
-        return project(c, node.projections), c.errors
+        return [*project(c, node.projections), F.col(SEQ)], c.errors
 
     cols, errors = sg.compiled(node, "map", build)
     if errors:
         # Evaluate the error conditions against the input row, before projecting it away.
         df = sg.split_errors(node, df, errors, len(node.input_schema))
-    sg.ports[g.Port(node.id)] = df.select(*cols, SEQ)
+    sg.ports[g.Port(node.id)] = df.select(*cols)
 
 
 # Name prefix of the observed metric (Dataset.observe) counting the events a Filter or MultiFilter

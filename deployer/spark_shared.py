@@ -129,6 +129,7 @@ def shared_writer(
     """foreachBatch of the shared query: persist the batch, write every sink of `writers` (stream ->
     its writer, the same as a query of its own would use) from it, then `report` the batch. `plan`
     makes the batch's SparkGraph from the source events."""
+    rows = F.count(F.lit(1)).alias("rows")  # each sink's rows written: one Column for every batch
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
@@ -139,14 +140,14 @@ def shared_writer(
             for stream, writer in writers.items():
                 out = Observation()
                 written.append(out)
-                writer(sg.port(graph.streams[stream]).observe(out, F.count(F.lit(1)).alias("rows")), batch_id)
+                writer(sg.port(graph.streams[stream]).observe(out, rows), batch_id)
             dropped = {node: observed(obs) for node, obs in sg.observations.items()}
-            rows = [observed(obs) for obs in written]
+            counts = [observed(obs) for obs in written]
             report(
                 batch_id,
                 Report(
                     {node: int(m["rows"] or 0) for node, m in dropped.items() if m is not None},
-                    sum(int(m["rows"] or 0) for m in rows if m is not None),
+                    sum(int(m["rows"] or 0) for m in counts if m is not None),
                 ),
             )
         finally:
