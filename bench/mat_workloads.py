@@ -36,9 +36,9 @@ from pyspark.sql import functions as F
 from spark_workloads import timed_batches
 
 from cpl.compiler import compile_script
-from deployer.spark_expr import col_name
-from deployer.spark_plan import SEQ, SparkGraph, named
-from deployer.spark_sql import materialize_writer
+from deployer.spark.expr import col_name
+from deployer.spark.plan import SEQ, SparkGraph, named
+from deployer.spark.sql import materialize_writer
 from operators import graph as g
 from stores.urls import parse_store_url
 

@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cpl.compiler import compile_script
-from deployer.spark_expr import col_name
-from deployer.spark_plan import SEQ, SparkGraph, named
+from deployer.spark.expr import col_name
+from deployer.spark.plan import SEQ, SparkGraph, named
 
 CDR = "idcaller integer, idreceiver integer, duration integer, ts timestamp TIMESTAMP BY ts"
 
@@ -42,7 +42,7 @@ INSERT INTO recent SELECT idcaller, sum(duration) AS total, count(*) AS calls
 """
 
 
-# A MultiFilter into three sinks: deployer.spark_shared's one query, which plans every micro-batch.
+# A MultiFilter into three sinks: deployer.spark.shared's one query, which plans every micro-batch.
 MULTI_SINKS = f"""
 CREATE STREAMSCHEMA cdr1 WITH {CDR};
 INSERT INTO free SELECT idcaller, ts FROM cdr1 WHERE duration < 10;
@@ -87,9 +87,9 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
 
 
 def project_shared(spark: SparkSession, rows: int) -> Job:
-    """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark_shared), each
+    """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark.shared), each
     sink written to noop."""
-    from deployer.spark_shared import batch_plans, shared_writer, stem
+    from deployer.spark.shared import batch_plans, shared_writer, stem
 
     graph = compile_script(MULTI_SINKS).graph
     src = graph.sources()[0]
@@ -189,9 +189,9 @@ def bare_transform_with_state(spark: SparkSession, rows: int) -> DataFrame:
 
 def on_spark_defaults(build: Callable[[SparkSession, int], Job]) -> Callable[[SparkSession, int], Job]:
     """`build` in a session of its own (the same SparkContext) that writes checkpoint files with
-    Spark's default manager, not the one deployer.spark_run.SESSION_CONF picks: a micro-batch's
+    Spark's default manager, not the one deployer.spark.deployment.SESSION_CONF picks: a micro-batch's
     fixed cost on Spark as it comes."""
-    from deployer.spark_run import CHECKPOINT_FILE_MANAGER
+    from deployer.spark.deployment import CHECKPOINT_FILE_MANAGER
 
     def job(spark: SparkSession, rows: int) -> Job:
         own = spark.newSession()

@@ -29,8 +29,8 @@ from pyspark.sql import types as T
 from spark_workloads import generator
 
 from cpl.compiler import compile_script
-from deployer.spark_expr import col_name
-from deployer.spark_plan import SEQ, SparkGraph, named
+from deployer.spark.expr import col_name
+from deployer.spark.plan import SEQ, SparkGraph, named
 from operators.graph import DataStore
 from stores.urls import parse_store_url
 

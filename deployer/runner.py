@@ -1,6 +1,6 @@
 """`cep run`, independent of the engine: bind data stores, then hand the graph to an executor.
 
-On Spark, a run with --checkpoint first checks the directory (deployer.checkpoint), and SIGTERM or
+On Spark, a run with --checkpoint first checks the directory (deployer.spark.checkpoint), and SIGTERM or
 SIGINT (Ctrl-C) stop it between micro-batches rather than killing it (`stop_requests`).
 """
 
@@ -100,7 +100,7 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
         for name, url in config[0].items():
             print(f"data store {name}: {url.redacted()}", file=out)
     if req.engine == "local":
-        from deployer.local import run_local
+        from deployer.local.driver import run_local
         from stores.registry import StoreRegistry
 
         registry = StoreRegistry(*config) if config is not None else None
@@ -126,13 +126,13 @@ def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
     else:
         guard = None
         if req.checkpoint is not None:
-            from deployer.checkpoint import CheckpointGuard
+            from deployer.spark.checkpoint import CheckpointGuard
 
             # Before Spark starts: a refused checkpoint starts no query and writes nothing anywhere.
             guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)
         from pyspark.sql import SparkSession
 
-        from deployer.spark_run import SparkDeployment, spark_session, stop_session
+        from deployer.spark.deployment import SparkDeployment, spark_session, stop_session
 
         # A session this run starts (the CLI's) is stopped before the summary is printed, its Python
         # workers quietly (spark_run.stop_session): left to the process's exit, a worker may print

@@ -3,7 +3,7 @@
 A compiled script is a `Graph`: an acyclic list of nodes in topological order. Every node knows its
 inputs (as `Port`s: a node id and, for MultiFilter, which of its outputs) and its output schema,
 which is derived from its inputs when the node is built, so a graph can never disagree with itself.
-Both executors (the reference executor in `operators.executor` and the Spark deployer) consume this
+Both executors (the reference executor in `deployer.local.executor` and the Spark deployer) consume this
 structure and nothing else.
 """
 

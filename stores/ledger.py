@@ -18,7 +18,7 @@ either way a concurrent transaction writing the same key waits for the first one
 fails on the key, so everything it did rolls back: two Spark queries replaying the same upstream
 batch at once cannot both apply it. What is already recorded is then claimed around with
 `ON CONFLICT DO NOTHING` and returned as recorded.
-In Redis, a marker key per batch is written in the same MULTI/EXEC as the rows (stores/redis_store.py).
+In Redis, a marker key per batch is written in the same MULTI/EXEC as the rows (stores/redis/store.py).
 
 Entries are never deleted by the engine: a deployment's entries can be dropped with the deployment
 (`DELETE FROM cep_ledger WHERE deployment = ...`), old ones by `created_at`.

@@ -23,8 +23,8 @@ from stores import arrow
 from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
 from stores.cache import ReadCache
 from stores.errors import StoreConfigError
-from stores.redis_store import RedisStore
-from stores.sql import SqlStore
+from stores.redis.store import RedisStore
+from stores.sql.store import SqlStore
 from stores.urls import StoreURL
 
 Row = tuple[Any, ...]

@@ -1,10 +1,10 @@
-"""Which deployment name scopes a Spark graph's ledger entries (deployer.spark_sql.deployment_of)."""
+"""Which deployment name scopes a Spark graph's ledger entries (deployer.spark.sql.deployment_of)."""
 
 from __future__ import annotations
 
 from cpl.compiler import compile_script
-from deployer.spark_plan import SparkGraph
-from deployer.spark_sql import deployment_of
+from deployer.spark.plan import SparkGraph
+from deployer.spark.sql import deployment_of
 from stores.registry import StoresConfig
 
 SCRIPT = """

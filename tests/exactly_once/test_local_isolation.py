@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from cpl.compiler import compile_script
-from operators.executor import LocalExecutor
+from deployer.local.executor import LocalExecutor
 from stores.registry import StoreRegistry
 from stores.urls import parse_store_url
 

@@ -20,9 +20,9 @@ import pytest
 
 from cpl.compiler import compile_script
 from deployer.runner import bind_stores
-from deployer.spark_plan import SparkGraph
-from deployer.spark_run import SparkDeployment
-from deployer.spark_sql import materialize_writer
+from deployer.spark.deployment import SparkDeployment
+from deployer.spark.plan import SparkGraph
+from deployer.spark.sql import materialize_writer
 from operators import graph as g
 from stores.registry import StoresConfig
 

@@ -1,5 +1,5 @@
 """A crash exactly after a store has committed a micro-batch and before Spark has logged it, made
-deterministic with the test hook `CEP_FAULT_AFTER_COMMIT=TABLE:BATCH` (deployer/faults.py): the
+deterministic with the test hook `CEP_FAULT_AFTER_COMMIT=TABLE:BATCH` (deployer/spark/faults.py): the
 driver SIGKILLs itself and its JVM right after the Materialize into TABLE committed batch BATCH.
 tests/faults/test_materialize_kill.py reaches this point only by chance.
 

@@ -1,6 +1,6 @@
 """A crash between two sinks of one script, a Redis table and a Postgres table: the run is killed
 right after the Redis sink has committed micro-batch N (test hook `CEP_FAULT_AFTER_COMMIT`, see
-deployer/faults.py) and before the Postgres sink has committed it. With `CEP_MAX_QUERIES=1` the
+deployer/spark/faults.py) and before the Postgres sink has committed it. With `CEP_MAX_QUERIES=1` the
 queries run one after the other in the script's order (the Redis table first), so the Postgres
 sink has committed nothing at that point: the stores are as far apart as they can be. After the
 restart, Redis replays batch N (its marker says it took effect: nothing is written, which the
@@ -97,7 +97,7 @@ def test_crash_between_a_redis_and_a_postgres_sink(
         before = _hashes(client, "cost_of")
         assert before
         # What a crash while the Postgres table's query logged its first batch would leave too: the
-        # log entry's temp file, never renamed into place (deployer.spark_run.drop_interrupted_log_writes).
+        # log entry's temp file, never renamed into place (deployer.spark.deployment.drop_interrupted_log_writes).
         (checkpoint / "table_call_log" / "offsets").mkdir(parents=True)
         (checkpoint / "table_call_log" / "offsets" / ".0.5e1f0c3a-crash.tmp").write_bytes(b"")
 

@@ -1,7 +1,7 @@
 """Redis paused, frozen, and restarted while a run materializes into it.
 
 The run (Spark, one input file per micro-batch) writes every batch into a Redis table as one
-MULTI/EXEC with its batch marker (stores/redis_store.py). The server is a private one with an
+MULTI/EXEC with its batch marker (stores/redis/store.py). The server is a private one with an
 append-only file synced at every write, so that a SIGKILL loses nothing it acknowledged, as a
 production Redis configured not to lose writes; the file also counts the HSETs of every key.
 

@@ -17,8 +17,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from cpl.compiler import compile_script
-from deployer.spark_expr import col_name
-from deployer.spark_plan import SEQ, SparkGraph, named
+from deployer.spark.expr import col_name
+from deployer.spark.plan import SEQ, SparkGraph, named
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -11,8 +11,8 @@ import pytest
 from service_helpers import CALLS, cep, deploy_args, ok, status_json, write_script
 
 from cpl.compiler import compile_script
-from deployer.catalog import Catalog
-from deployer.lifecycle import DeploySpec, deploy
+from deployer.service.catalog import Catalog
+from deployer.service.lifecycle import DeploySpec, deploy
 
 
 def events(catalog: str, name: str) -> list[str]:
@@ -239,7 +239,7 @@ def test_a_second_service_on_one_catalog_is_refused(catalog_url: str) -> None:
     else:
         import psycopg
 
-        from deployer.service import SERVICE_LOCK
+        from deployer.service.daemon import SERVICE_LOCK
 
         holder = psycopg.connect(catalog_url, autocommit=True)
         holder.execute("SELECT pg_advisory_lock(%s)", (SERVICE_LOCK,))
@@ -255,7 +255,7 @@ def test_a_second_service_on_one_catalog_is_refused(catalog_url: str) -> None:
 def test_migrations_go_down_and_up_again(catalog_url: str) -> None:
     from alembic import command
 
-    from migrations import config
+    from deployer.service.migrations import config
 
     ok("db", "upgrade", catalog=catalog_url)
     cat = Catalog.open(catalog_url)

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from deployer import service_cli
+from deployer.cli import service as service_cli
 from stores.urls import parse_store_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,8 +57,10 @@ def test_dockerfile_installs_the_project_and_runs_the_service() -> None:
     assert re.search(r"^RUN pip install \.", text, re.M)
     assert re.search(r'^CMD \["cep", "serve"\]', text, re.M)
     # Every package the project ships is copied into the image and let through the ignore file.
-    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     ignore = (DOCKER / "Dockerfile.dockerignore").read_text().split()
-    for top in {p.split(".")[0] for p in packages}:
+    tops = {p.rstrip("*") for p in found["include"]}
+    assert tops == {p.parent.name for p in ROOT.glob("*/__init__.py")}, "packages.find misses a package"
+    for top in tops:
         assert f"COPY {top} ./{top}" in text, top
         assert f"!{top}/" in ignore, top

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from service_helpers import ok, wait_for, write_script
 
-from deployer.catalog import Catalog
+from deployer.service.catalog import Catalog
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 

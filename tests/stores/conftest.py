@@ -13,8 +13,8 @@ import pytest
 import redis
 from store_helpers import Backend
 
-from stores.redis_store import RedisStore
-from stores.sql import SqlStore
+from stores.redis.store import RedisStore
+from stores.sql.store import SqlStore
 from stores.urls import parse_store_url
 
 

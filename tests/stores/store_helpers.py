@@ -16,7 +16,7 @@ import psycopg
 
 from operators.graph import SqlQuery
 from operators.sqltext import analyze
-from stores.sql import SqlStore
+from stores.sql.store import SqlStore
 from stores.urls import StoreURL
 
 

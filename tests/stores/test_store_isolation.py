@@ -77,7 +77,7 @@ def test_bad_cast_is_isolated(pg_backend: Backend) -> None:
 
 @pytest.mark.postgres
 def test_an_error_that_is_not_about_the_data_fails_the_whole_batch(pg_db: str) -> None:
-    from stores.sql import SqlStore
+    from stores.sql.store import SqlStore
     from stores.urls import parse_store_url
 
     store = SqlStore(parse_store_url(pg_db + "?statement_timeout_ms=300"), "crm")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stores.lateral import describe_statements, lateral_query, select_text
+from stores.sql.lateral import describe_statements, lateral_query, select_text
 
 
 def test_placeholders_become_our_columns_and_percent_is_escaped() -> None:

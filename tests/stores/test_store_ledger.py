@@ -15,10 +15,11 @@ from store_helpers import Backend, query
 
 from operators.graph import Table
 from operators.types import T_DOUBLE, T_INTEGER, T_STRING, schema_of
-from stores import ledger, sql_pg
+from stores import ledger
 from stores.api import UpdateResult
-from stores.redis_store import RedisStore, marker_key
-from stores.sql import SqlStore
+from stores.redis.store import RedisStore, marker_key
+from stores.sql import postgres as sql_pg
+from stores.sql.store import SqlStore
 from stores.urls import parse_store_url
 
 CHARGE = query("UPDATE balances SET amount = amount - ? WHERE id = ?", name="charge")

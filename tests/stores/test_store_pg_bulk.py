@@ -1,4 +1,4 @@
-"""Materialize on Postgres through COPY (stores/pg_bulk.py): the same table as row-by-row INSERTs.
+"""Materialize on Postgres through COPY (stores/sql/postgres_copy.py): the same table as row-by-row INSERTs.
 
 Each test compares the COPY path with what executing the rows one by one, in order, leaves behind:
 repeated keys in one batch (generations), more repeats than generations allow (the row-by-row path),
@@ -17,8 +17,8 @@ import pytest
 
 from operators.graph import Table
 from operators.types import T_BIGINT, T_BOOLEAN, T_DOUBLE, T_INTEGER, T_TIMESTAMP, DataType, schema_of
-from stores import pg_bulk
-from stores.sql import SqlStore
+from stores.sql import postgres_copy as pg_bulk
+from stores.sql.store import SqlStore
 from stores.urls import parse_store_url
 
 pytestmark = pytest.mark.postgres

@@ -15,7 +15,7 @@ from store_helpers import query
 from operators.graph import Table
 from operators.types import T_BIGINT, T_BOOLEAN, T_DOUBLE, T_INTEGER, T_TIMESTAMP, DataType, schema_of
 from stores.errors import StoreQueryError
-from stores.sql import SqlStore
+from stores.sql.store import SqlStore
 from stores.urls import parse_store_url
 
 pytestmark = pytest.mark.postgres

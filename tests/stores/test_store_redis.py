@@ -12,7 +12,7 @@ from store_helpers import query
 from operators.graph import Table
 from operators.types import T_BOOLEAN, T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, DataType, schema_of
 from stores.errors import StoreQueryError, StoreUnsupportedError
-from stores.redis_store import RedisStore, row_key
+from stores.redis.store import RedisStore, row_key
 
 pytestmark = pytest.mark.redis
 

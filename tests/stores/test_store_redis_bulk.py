@@ -1,4 +1,4 @@
-"""Materialize into Redis through packed MULTI/EXEC scripts (stores/redis_bulk.py).
+"""Materialize into Redis through packed MULTI/EXEC scripts (stores/redis/bulk.py).
 
 Batches larger than a chunk, NULL next to the empty string, a row the server refuses (its key
 holds another type) failing alone and recorded for a replay, and appends numbered without gaps
@@ -25,8 +25,8 @@ from operators.types import (
     DataType,
     schema_of,
 )
-from stores import redis_bulk
-from stores.redis_store import RedisStore, marker_key, row_key
+from stores.redis import bulk as redis_bulk
+from stores.redis.store import RedisStore, marker_key, row_key
 
 pytestmark = pytest.mark.redis
 

@@ -19,10 +19,10 @@ from operators.graph import DataStore, Table
 from operators.types import T_DOUBLE, T_INTEGER, schema_of
 from stores import ledger
 from stores.errors import StoreConnectError, StoreError, StoreQueryError
-from stores.redis_store import RedisStore
+from stores.redis.store import RedisStore
 from stores.registry import StoreRegistry
 from stores.retry import RetryPolicy, call_with_retries
-from stores.sql import SqlStore
+from stores.sql.store import SqlStore
 from stores.urls import parse_store_url
 
 SECRET = "S3cret-pw_retry"

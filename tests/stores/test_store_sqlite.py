@@ -13,7 +13,7 @@ from store_helpers import query
 from operators.graph import Table
 from operators.types import T_INTEGER, T_TIMESTAMP, schema_of
 from stores.errors import StoreQueryError
-from stores.sql import SqlStore
+from stores.sql.store import SqlStore
 from stores.urls import StoreURL, parse_store_url
 
 

@@ -1,0 +1,5 @@
+"""`python -m deployer.cli` runs `cep`."""
+
+from deployer.cli.main import main
+
+main()

@@ -1,0 +1,169 @@
+"""`cep`: the command-line interface of PaaS-CEP.
+
+    cep check SCRIPT...                  compile, report every error, exit 1 if any
+    cep explain SCRIPT [--format ...]    show the operator graph (text, json or mermaid)
+    cep run SCRIPT --source S=URI ...    run a script (engine: spark, or local without a JVM)
+
+No Python or lark stack trace reaches the user: compile errors are diagnostics, run-time failures a
+one-line message (add --debug for the trace).
+
+`cep run` on Spark stops between micro-batches on SIGTERM (exit 0: a stop asked for, as by a service
+manager) or SIGINT (Ctrl-C: exit 130, the shell's code for an interrupted command, so that
+`cep run ... && next` does not go on); a second signal stops it at once.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+
+import click
+
+from cpl.compiler import Compiled, compile_script
+from cpl.errors import CompileError
+from deployer.cli.common import friendly, pairs, read_script
+from deployer.spark.checkpoint import CheckpointRefused
+from operators import explain as dump
+
+
+class UsageError(click.ClickException):
+    exit_code = 2
+
+
+def _compile(path: str, quiet_warnings: bool = False) -> Compiled:
+    source, name = read_script(path)
+    try:
+        compiled = compile_script(source, name)
+    except CompileError as err:
+        click.echo(err.render(), err=True)
+        raise SystemExit(1) from None
+    if not quiet_warnings:
+        for w in compiled.warnings:
+            click.echo(w.render(source, name), err=True)
+    return compiled
+
+
+_friendly = friendly()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show Python tracebacks for unexpected errors.")
+@click.version_option(package_name="paascep", prog_name="cep")
+def cli(debug: bool) -> None:
+    """PaaS-CEP: continuous queries in CPL, compiled to operator graphs and run on Spark."""
+
+
+@cli.command()
+@click.argument("scripts", nargs=-1, required=True, metavar="SCRIPT...")
+@_friendly
+def check(scripts: Sequence[str]) -> None:
+    """Compile SCRIPT(s) and report every error; exit 1 when any script is invalid."""
+    failed = False
+    for path in scripts:
+        try:
+            compiled = _compile(path)
+        except SystemExit:
+            failed = True
+            continue
+        g = compiled.graph
+        ops = sum(1 for n in g.nodes if n.op not in ("Source", "Sink"))
+        click.echo(f"{path}: ok ({len(g.sources())} input streams, {ops} operators)")
+    if failed:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("script")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "mermaid"]),
+    default="text",
+    show_default=True,
+    help="text: stable dump; json: {nodes, edges}; mermaid: paste into Markdown to draw it.",
+)
+@_friendly
+def explain(script: str, fmt: str) -> None:
+    """Show the operator graph SCRIPT compiles to."""
+    graph = _compile(script).graph
+    out = {"text": dump.to_text, "json": dump.to_json, "mermaid": dump.to_mermaid}[fmt](graph)
+    click.echo(out, nl=not out.endswith("\n"))
+
+
+_pairs = pairs
+
+
+@cli.command()
+@click.argument("script")
+@click.option(
+    "--engine",
+    type=click.Choice(["spark", "local"]),
+    default="spark",
+    show_default=True,
+    help="spark: Structured Streaming; local: the in-process reference executor (no JVM).",
+)
+@click.option(
+    "--source", "sources", multiple=True, metavar="STREAM=URI", help="Input: file:DIR or - (stdin)."
+)
+@click.option("--sink", "sinks", multiple=True, metavar="STREAM=URI", help="Output: file:DIR or console.")
+@click.option("--store", "stores", multiple=True, metavar="NAME=URL", help="Bind a data store to a URL.")
+@click.option("--dead-letter", metavar="URI", help="Where bad events go (default: a dead-letter dir).")
+@click.option("--until-idle", is_flag=True, help="Stop once the input is consumed instead of watching it.")
+@click.option("--checkpoint", metavar="DIR", help="Spark: checkpoint dir; a restart resumes from it.")
+@click.option("--master", metavar="URL", default=None, help="Spark master (default local[*]).")
+@click.option(
+    "--max-files-per-trigger",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Spark: read at most N new files of a file: source per micro-batch (default: all).",
+)
+@friendly(CheckpointRefused)  # the user's to fix: no --debug hint
+def run(
+    script: str,
+    engine: str,
+    sources: Sequence[str],
+    sinks: Sequence[str],
+    stores: Sequence[str],
+    dead_letter: str | None,
+    until_idle: bool,
+    checkpoint: str | None,
+    master: str | None,
+    max_files_per_trigger: int | None,
+) -> None:
+    """Run SCRIPT: read its input streams, write its results."""
+    from deployer.runner import RunRequest, run_script
+
+    compiled = _compile(script)
+    request = RunRequest(
+        graph=compiled.graph,
+        engine=engine,
+        sources=_pairs(sources, "--source"),
+        sinks=_pairs(sinks, "--sink"),
+        stores=_pairs(stores, "--store"),
+        dead_letter=dead_letter,
+        until_idle=until_idle,
+        checkpoint=checkpoint,
+        master=master,
+        max_files_per_trigger=max_files_per_trigger,
+    )
+    if run_script(request).stopped_by == signal.SIGINT:
+        raise SystemExit(130)
+
+
+from deployer.cli import service as service_cli  # noqa: E402  (the catalog and service commands)
+
+cli.add_command(service_cli.db)
+cli.add_command(service_cli.deploy)
+cli.add_command(service_cli.ls)
+cli.add_command(service_cli.status)
+cli.add_command(service_cli.stop)
+cli.add_command(service_cli.start)
+cli.add_command(service_cli.undeploy)
+cli.add_command(service_cli.serve)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    cli.main(args=list(argv) if argv is not None else None, prog_name="cep")
+
+

@@ -1,0 +1,1 @@
+"""Connectors shared by both engines: files, Redis streams (no pyspark here)."""

@@ -1,0 +1,1 @@
+"""The reference executor: every operator's meaning, event by event, in-process (`--engine local`)."""

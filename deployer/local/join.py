@@ -1,0 +1,103 @@
+"""The Join operator at run time: a symmetric windowed join over event time.
+
+Both inputs are merged into one event-time order (time, then left before right, then arrival;
+`runtime.Merger`), so the result does not depend on how the two streams interleaved on arrival.
+Each merged event x at time T is matched against the events kept for the other side, then kept for
+its own side. With window sizes Sl and Sr (graph.Join), a pair (l, r) may match when
+r.ts - Sl < l.ts < r.ts + Sr. Since later events have times >= T, a kept left event l can still
+match only while l.ts + Sl > T and a kept right event r only while r.ts + Sr > T: older ones are
+evicted before matching, and everything kept then lies in the time range. So every pair is
+considered exactly once, when the later of its two events (in merged order) is processed.
+
+Output event time, when the join projects the left time field, is l.ts, which can be up to Sr
+behind the merged time; outputs are therefore re-sorted and released below (merge limit - Sr),
+which keeps the output stream in event-time order with a valid watermark.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Any
+
+from deployer.local.evaluate import compile_expr, compile_predicate
+from deployer.local.runtime import EVAL_ERRORS, Event, Merger, Operator, Runtime
+from operators import expr as ir
+from operators import graph as g
+from operators.values import to_micros
+
+_US_PER_MS = 1000
+
+
+class JoinOp(Operator):
+    node: g.Join
+
+    def __init__(self, node: g.Join, rt: Runtime):
+        super().__init__(node, rt)
+        self.merge = Merger(2)
+        self.sizes = (node.left_window.size * _US_PER_MS, node.right_window.size * _US_PER_MS)
+        self.kept: tuple[deque[tuple[int, Event]], deque[tuple[int, Event]]] = (deque(), deque())
+        always = isinstance(node.predicate, ir.Lit) and node.predicate.value is True
+        self.pred = None if always else compile_predicate(node.predicate, paired=True)
+        self.project = [compile_expr(p.expr, paired=True) for p in node.projections]
+        self.time_pos = node.schema.position(node.event_time) if node.event_time else None
+        self.pending: list[tuple[int, int, Event]] = []  # (ts, seq, output) awaiting release
+        self.seq = 0
+        self.out_wm: int | None = None
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        assert ts is not None, "both join inputs have event time"
+        self.merge.push(i, ts, event)
+
+    def watermark(self, i: int, wm: int) -> None:
+        self.merge.set_watermark(i, wm)
+        self._drain()
+
+    def end(self, i: int, final: int | None) -> None:
+        self.merge.end(i, final)
+        self._drain()
+        if self.merge.done:
+            while self.pending:
+                ts, _, out = heapq.heappop(self.pending)
+                self.emit(out, ts)
+            self.emit_end(self.merge.final)
+
+    def _drain(self) -> None:
+        for side, ts, event in self.merge.release():
+            self._process(side, ts, event)
+        limit = self.merge.limit()
+        if self.time_pos is None or not isinstance(limit, int):
+            return
+        # Future outputs pair a future event (time >= limit) with a kept one: l.ts > limit - Sr.
+        out_wm = limit - self.sizes[1]
+        while self.pending and self.pending[0][0] < out_wm:
+            ts, _, out = heapq.heappop(self.pending)
+            self.emit(out, ts)
+        if self.out_wm is None or out_wm > self.out_wm:
+            self.out_wm = out_wm
+            self.emit_watermark(out_wm)
+
+    def _process(self, side: int, ts: int, event: Event) -> None:
+        for s in (0, 1):
+            kept, size = self.kept[s], self.sizes[s]
+            while kept and kept[0][0] + size <= ts:
+                kept.popleft()
+        for _, other in self.kept[1 - side]:
+            pair = (event, other) if side == 0 else (other, event)
+            try:
+                if self.pred is not None and not self.pred(pair):
+                    continue
+                out = tuple(p(pair) for p in self.project)
+            except EVAL_ERRORS as err:
+                self.fail(err, pair[0] + pair[1])
+                continue
+            self._output(out)
+        self.kept[side].append((ts, event))
+
+    def _output(self, out: Event) -> None:
+        if self.time_pos is None:
+            self.emit(out, None)
+            return
+        value: Any = out[self.time_pos]
+        heapq.heappush(self.pending, (to_micros(value), self.seq, out))
+        self.seq += 1

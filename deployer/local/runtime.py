@@ -1,0 +1,321 @@
+"""One run-time object per graph node: the event-at-a-time meaning of each operator.
+
+Operators talk by three messages, always in this order on an edge: events, then a watermark that
+promises no later event on that edge has an event time below it, then `end` (the input is over).
+Streams with event time carry events in event-time order (ties in arrival order); streams without
+it (e.g. Aggregate output) carry them in emission order and no watermarks.
+
+`Runtime` is what operators need from the executor: dead-lettering, counters, stores, stream taps.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from deployer.local.evaluate import compile_expr, compile_predicate
+from deployer.local.events import RunStats
+from operators import graph as g
+from operators.values import EvalError, cast_value
+
+Event = tuple[Any, ...]
+
+# Per-event failures that dead-letter the event instead of stopping the run. ArithmeticError covers
+# decimal signals (e.g. an operation exceeding the 38-digit context).
+EVAL_ERRORS: tuple[type[BaseException], ...] = (EvalError, ArithmeticError)
+
+
+class Runtime(Protocol):
+    stats: RunStats
+    store_errors: tuple[type[BaseException], ...]
+
+    def record(self, stream: str, event: Event) -> None: ...
+
+    def fail(self, op: Operator, reason: str, event: Event | None) -> None: ...
+
+
+class Operator:
+    def __init__(self, node: g.Node, rt: Runtime):
+        self.node = node
+        self.rt = rt
+        ports = max(node.outputs, 1)
+        self.outs: list[list[tuple[Operator, int]]] = [[] for _ in range(ports)]
+        self.taps: list[list[str]] = [[] for _ in range(ports)]
+        self.ended = [False] * len(node.inputs)
+        self.timed = node.event_time is not None
+
+    # ---- sending ----
+    def emit(self, event: Event, ts: int | None, port: int = 0) -> None:
+        for name in self.taps[port]:
+            self.rt.record(name, event)
+        for op, i in self.outs[port]:
+            op.event(i, event, ts)
+
+    def emit_watermark(self, wm: int) -> None:
+        for outs in self.outs:
+            for op, i in outs:
+                op.watermark(i, wm)
+
+    def emit_end(self, final: int | None) -> None:
+        for outs in self.outs:
+            for op, i in outs:
+                op.end(i, final)
+
+    def fail(self, err: BaseException | str, event: Event | None) -> None:
+        self.rt.fail(self, str(err) or type(err).__name__, event)
+
+    # ---- receiving ----
+    def event(self, i: int, event: Event, ts: int | None) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def watermark(self, i: int, wm: int) -> None:
+        if self.timed:
+            self.emit_watermark(wm)
+
+    def end(self, i: int, final: int | None) -> None:
+        self.ended[i] = True
+        if all(self.ended):
+            self.finish(final)
+            self.emit_end(final)
+
+    def finish(self, final: int | None) -> None:
+        """The input is over: flush what may still be emitted (subclasses)."""
+
+
+class MapOp(Operator):
+    node: g.Map
+
+    def __init__(self, node: g.Map, rt: Runtime):
+        super().__init__(node, rt)
+        self.fns = [compile_expr(p.expr) for p in node.projections]
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        try:
+            out = tuple(f(event) for f in self.fns)
+        except EVAL_ERRORS as err:
+            self.fail(err, event)
+            return
+        self.emit(out, ts if self.timed else None)
+
+
+class FilterOp(Operator):
+    node: g.Filter
+
+    def __init__(self, node: g.Filter, rt: Runtime):
+        super().__init__(node, rt)
+        self.pred = compile_predicate(node.predicate)
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        try:
+            keep = self.pred(event)
+        except EVAL_ERRORS as err:
+            self.fail(err, event)
+            return
+        if keep:
+            self.emit(event, ts)
+        else:
+            self.rt.stats.count_filtered(self.node.id)
+
+
+class MultiFilterOp(Operator):
+    """One pass: every predicate is evaluated first, so an error dead-letters the event once."""
+
+    node: g.MultiFilter
+
+    def __init__(self, node: g.MultiFilter, rt: Runtime):
+        super().__init__(node, rt)
+        self.preds = [compile_predicate(p) for p in node.predicates]
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        try:
+            hits = [p(event) for p in self.preds]
+        except EVAL_ERRORS as err:
+            self.fail(err, event)
+            return
+        if not any(hits):
+            self.rt.stats.count_filtered(self.node.id)
+        for port, hit in enumerate(hits):
+            if hit:
+                self.emit(event, ts, port)
+
+
+class Merger:
+    """Merges event-time-ordered inputs into one order: by event time, then input index, then arrival.
+
+    An event is released once every input that has not ended has a watermark above its time, so
+    the merged order does not depend on how the inputs' events interleaved on arrival.
+    """
+
+    def __init__(self, inputs: int):
+        self.heap: list[tuple[int, int, int, Event]] = []
+        self.seq = 0
+        self.wms: list[int | None] = [None] * inputs
+        self.ended = [False] * inputs
+        self.finals: list[int | None] = [None] * inputs
+
+    def set_watermark(self, i: int, wm: int) -> None:
+        self.wms[i] = wm
+
+    def end(self, i: int, final: int | None) -> None:
+        """Input i is over; `final` is its final time."""
+        self.ended[i] = True
+        self.finals[i] = final
+
+    def push(self, i: int, ts: int, event: Event) -> None:
+        heapq.heappush(self.heap, (ts, i, self.seq, event))
+        self.seq += 1
+
+    def limit(self) -> float | None:
+        """Events with time below this are final; inf when every input ended; None: none yet."""
+        live = [w for w, e in zip(self.wms, self.ended, strict=True) if not e]
+        if not live:
+            return math.inf
+        if any(w is None for w in live):
+            return None
+        return min(w for w in live if w is not None)
+
+    def release(self) -> Iterator[tuple[int, int, Event]]:
+        limit = self.limit()
+        while limit is not None and self.heap and self.heap[0][0] < limit:
+            ts, i, _, event = heapq.heappop(self.heap)
+            yield i, ts, event
+
+    @property
+    def done(self) -> bool:
+        return all(self.ended)
+
+    @property
+    def final(self) -> int | None:
+        """At the end, the latest time any input reached (DECISION: max, not min, over inputs)."""
+        known = [f for f in self.finals if f is not None]
+        return max(known) if known else None
+
+
+class UnionOp(Operator):
+    node: g.Union
+
+    def __init__(self, node: g.Union, rt: Runtime):
+        super().__init__(node, rt)
+        self.merge = Merger(len(node.inputs))
+        self.out_wm: int | None = None
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        if not self.timed or ts is None:
+            self.emit(event, None)  # no event time: arrival order
+        else:
+            self.merge.push(i, ts, event)
+
+    def watermark(self, i: int, wm: int) -> None:
+        self.merge.set_watermark(i, wm)
+        self._drain()
+
+    def end(self, i: int, final: int | None) -> None:
+        self.merge.end(i, final)
+        self._drain()
+        if self.merge.done:
+            self.emit_end(self.merge.final)
+
+    def _drain(self) -> None:
+        for _, ts, event in self.merge.release():
+            self.emit(event, ts)
+        limit = self.merge.limit()
+        if self.timed and isinstance(limit, int) and (self.out_wm is None or limit > self.out_wm):
+            self.out_wm = limit
+            self.emit_watermark(limit)
+
+
+class SinkOp(Operator):
+    """Results are collected by stream taps on the producing port; nothing to do here."""
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        pass
+
+
+class MaterializeOp(Operator):
+    """Per event: store the row. A row the store refuses (a constraint, a bad value) is dead-lettered."""
+
+    node: g.Materialize
+
+    def __init__(self, node: g.Materialize, rt: Runtime, stores: Any):
+        super().__init__(node, rt)
+        self.stores = stores
+        self.columns = node.input_schema.names
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        try:
+            result = self.stores.materialize(self.node.table, columns=self.columns, rows=[event])
+        except self.rt.store_errors as err:
+            self.fail(err, event)
+            return
+        # A MaterializeResult (stores/api.py) says whether the store refused the row.
+        errors = getattr(result, "errors", None)
+        if errors and errors[0] is not None:
+            self.fail(errors[0], event)
+            return
+        self.rt.stats.count_applied(self.node.table.name)
+
+
+class ReadSQLOp(Operator):
+    """Per event: bind the arguments, run the SELECT, emit input ++ row for every row it returns."""
+
+    node: g.ReadSQL
+
+    def __init__(self, node: g.ReadSQL, rt: Runtime, stores: Any):
+        super().__init__(node, rt)
+        self.stores = stores
+        self.args = [compile_expr(a) for a in node.args]
+        self.types = [f.type for f in node.result_fields]
+        self.nulls = (None,) * len(node.result_fields)
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        try:
+            params = tuple(f(event) for f in self.args)
+            rows = self.stores.read(self.node.query, [params])[0]
+            out = [event + self._typed(row) for row in rows]
+        except (*EVAL_ERRORS, *self.rt.store_errors) as err:
+            self.fail(err, event)
+            return
+        if not out and self.node.outer:
+            out = [event + self.nulls]
+        for e in out:
+            self.emit(e, ts if self.timed else None)
+
+    def _typed(self, row: tuple[Any, ...]) -> Event:
+        # The store returns driver values; give them the declared result types (text without RETURNS).
+        if len(row) != len(self.types):
+            raise EvalError(
+                f"query '{self.node.query.name}' returned {len(row)} column(s) but ON SQL names {len(self.types)}"
+            )
+        return tuple(cast_value(v, t) for v, t in zip(row, self.types, strict=True))
+
+
+class UpdateSQLOp(Operator):
+    """Per event, in event order: bind and execute; emit the input (++ the affected-row count).
+
+    An event whose statement fails (the store reports it per event, e.g. a constraint) is
+    dead-lettered; the reference executor has no deterministic event ids, so no ledger is used.
+    """
+
+    node: g.UpdateSQL
+
+    def __init__(self, node: g.UpdateSQL, rt: Runtime, stores: Any):
+        super().__init__(node, rt)
+        self.stores = stores
+        self.args = [compile_expr(a) for a in node.args]
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        try:
+            params = tuple(f(event) for f in self.args)
+            result = self.stores.update(self.node.query, [params])
+        except (*EVAL_ERRORS, *self.rt.store_errors) as err:
+            self.fail(err, event)
+            return
+        # An UpdateResult (stores/api.py); a plain list of counts from a simple test double.
+        errors = getattr(result, "errors", None)
+        if errors and errors[0] is not None:
+            self.fail(errors[0], event)
+            return
+        count = result.counts[0] if hasattr(result, "counts") else result[0]
+        self.emit((*event, count) if self.node.count_field else event, ts if self.timed else None)

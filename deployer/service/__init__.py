@@ -1,0 +1,1 @@
+"""The deploy service: catalog, lifecycle, the daemon (`cep serve`) and its migrations."""

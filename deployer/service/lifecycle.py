@@ -1,0 +1,250 @@
+"""What the deployment commands do to the catalog: deploy, start, stop, undeploy.
+
+Each operation is one transaction that locks the deployment's row first (SQLite: the whole
+database, BEGIN IMMEDIATE), so two `cep deploy` of one name run one after the other and the second
+sees what the first wrote. The service is told through the row's `revision` (and, on PostgreSQL, the
+NOTIFY that the catalog's trigger sends when it changes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from cpl.compiler import compile_script
+from cpl.errors import CompileError
+from deployer.service.catalog import (
+    NAME_RE,
+    Catalog,
+    CatalogError,
+    check_no_secret,
+    now,
+    without_password_file,
+)
+from deployer.spark.compat import incompatibilities
+from operators import graph as g
+from stores.urls import parse_store_url
+
+
+class Incompatible(CatalogError):
+    """The new script cannot resume from the deployment's checkpoint."""
+
+
+@dataclass(frozen=True)
+class DeploySpec:
+    name: str
+    script: str
+    sources: Mapping[str, str] = field(default_factory=dict)
+    sinks: Mapping[str, str] = field(default_factory=dict)
+    stores: Mapping[str, str] = field(default_factory=dict)
+    dead_letter: str | None = None
+
+    def bindings(self) -> dict[str, Any]:
+        return {
+            "sources": dict(self.sources),
+            "sinks": dict(self.sinks),
+            "stores": dict(self.stores),
+            "dead_letter": self.dead_letter,
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: str  # "created" | "redeployed" | "reset" | "unchanged"
+    message: str
+    checkpoint: str
+
+
+def script_hash(script: str) -> str:
+    return hashlib.sha256(script.encode("utf-8")).hexdigest()
+
+
+def new_checkpoint(name: str) -> str:
+    """A fresh checkpoint location, relative to the service's data directory."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+    return f"checkpoints/{name}/{stamp}-{secrets.token_hex(3)}"
+
+
+def _named(names: Mapping[str, Any], wanted: str) -> bool:
+    return any(n.lower() == wanted.lower() for n in names)
+
+
+def validate(spec: DeploySpec, graph: g.Graph) -> None:
+    """Every problem with the bindings at once, before the catalog is touched."""
+    problems: list[str] = []
+    if not NAME_RE.match(spec.name):
+        problems.append(
+            f"invalid deployment name {spec.name!r}: a letter, then up to 62 letters, digits, _ or -"
+        )
+    streams = ", ".join(graph.streams)
+    for src in graph.sources():
+        if not _named(spec.sources, src.stream):
+            problems.append(f"stream '{src.stream}' has no input: add --source {src.stream}=file:DIR")
+    for what, bound in (("--source", spec.sources), ("--sink", spec.sinks)):
+        for stream, uri in bound.items():
+            if not _named(graph.streams, stream):
+                problems.append(
+                    f"{what} {stream}=...: the script has no stream '{stream}' (its streams: {streams})"
+                )
+            try:
+                check_no_secret(f"{what} {stream}", uri)
+            except CatalogError as err:
+                problems.append(str(err))
+    if spec.dead_letter:
+        try:
+            check_no_secret("--dead-letter", spec.dead_letter)
+        except CatalogError as err:
+            problems.append(str(err))
+    for store, url in spec.stores.items():
+        if not _named(graph.stores, store):
+            declared = ", ".join(graph.stores) or "none"
+            problems.append(
+                f"--store {store}=...: the script declares no data store {store} (declared: {declared})"
+            )
+            continue
+        try:
+            check_no_secret(f"--store {store}", url)
+            # Syntax only: a password_file is read by the service, on its machine.
+            parse_store_url(without_password_file(url))
+        except Exception as err:
+            problems.append(str(err))
+    if problems:
+        raise CatalogError("\n".join(problems))
+
+
+def _compile_deployed(script: str) -> g.Graph | None:
+    try:
+        return compile_script(script, "<deployed>").graph
+    except CompileError:
+        return None
+
+
+def deploy(catalog: Catalog, spec: DeploySpec, graph: g.Graph, reset_state: bool = False) -> Outcome:
+    """Create or replace the deployment `spec.name`, and ask the service to run it."""
+    validate(spec, graph)
+    digest = script_hash(spec.script)
+    bindings = spec.bindings()
+    with catalog.session() as s:
+        row = catalog.locked(s, spec.name)
+        if row is None:
+            checkpoint = new_checkpoint(spec.name)
+            t = now()
+            values = {
+                "name": spec.name,
+                "script": spec.script,
+                "script_hash": digest,
+                "bindings": bindings,
+                "desired_state": "running",
+                "actual_state": "pending",
+                "revision": 1,
+                "checkpoint": checkpoint,
+                "created_at": t,
+                "updated_at": t,
+                "restarts": 0,
+                "events_in": 0,
+                "events_out": 0,
+            }
+            if catalog.insert_new(s, values):
+                catalog.record(
+                    s, spec.name, "deployed", f"script sha256 {digest[:12]}, checkpoint {checkpoint}"
+                )
+                return Outcome("created", f"deployed {spec.name} (checkpoint {checkpoint})", checkpoint)
+            # Another deploy of this name committed first: lock its row and redeploy over it.
+            row = catalog.locked(s, spec.name)
+            assert row is not None
+        same = row.script_hash == digest and row.bindings == bindings
+        if same and not reset_state:
+            if row.desired_state != "running":
+                row.desired_state = "running"
+                row.revision += 1
+                row.updated_at = now()
+                catalog.record(s, spec.name, "start-requested", "deployed again, unchanged")
+                return Outcome("unchanged", f"{spec.name} is unchanged; asked to start it", row.checkpoint)
+            return Outcome("unchanged", f"{spec.name} is unchanged", row.checkpoint)
+        old_graph = _compile_deployed(row.script)
+        if old_graph is None:
+            problems = ["the deployed script no longer compiles, so its state cannot be checked"]
+        else:
+            problems = incompatibilities(old_graph, row.bindings, graph, bindings)
+        if problems and not reset_state:
+            raise Incompatible(
+                f"cannot redeploy {spec.name} over its checkpoint ({row.checkpoint}): the new script "
+                "changes what the checkpoint holds (inputs read so far, window and join state):\n"
+                + "\n".join(f"  - {p}" for p in problems)
+                + "\nRedeploy with --reset-state to start from an empty state: the inputs are then read "
+                "again from their beginning and the old checkpoint is deleted."
+            )
+        old_digest = row.script_hash
+        row.script = spec.script
+        row.script_hash = digest
+        row.bindings = bindings
+        row.desired_state = "running"
+        row.actual_state = "pending" if row.actual_state != "running" else row.actual_state
+        row.revision += 1
+        row.updated_at = now()
+        row.restarts = 0
+        if reset_state:
+            old_checkpoint = row.checkpoint
+            row.checkpoint = new_checkpoint(spec.name)
+            row.events_in = row.events_out = 0
+            row.progress = None
+            row.last_batch = row.last_batch_at = row.lag_ms = None
+            catalog.record(
+                s, spec.name, "state-reset", f"checkpoint {old_checkpoint} dropped, now {row.checkpoint}"
+            )
+            detail = f"script sha256 {old_digest[:12]} -> {digest[:12]}, state reset"
+            catalog.record(s, spec.name, "redeployed", detail)
+            return Outcome(
+                "reset",
+                f"redeployed {spec.name} with an empty state (checkpoint {row.checkpoint})",
+                row.checkpoint,
+            )
+        detail = f"script sha256 {old_digest[:12]} -> {digest[:12]}, checkpoint kept"
+        catalog.record(s, spec.name, "redeployed", detail)
+        return Outcome(
+            "redeployed", f"redeployed {spec.name}; it resumes from its checkpoint", row.checkpoint
+        )
+
+
+def set_desired(catalog: Catalog, name: str, desired: str) -> str:
+    """`cep start` / `cep stop`: a message for the user."""
+    with catalog.session() as s:
+        row = catalog.locked(s, name)
+        if row is None:
+            raise CatalogError(f"no deployment named '{name}' in the catalog at {catalog.shown}")
+        if desired == "stopped":
+            if row.desired_state == "stopped":
+                return f"{name} is already stopped"
+            row.desired_state = "stopped"
+            if row.actual_state in ("pending", "failed"):  # nothing runs it: no service to wait for
+                row.actual_state = "stopped"
+            event_, message = "stop-requested", f"stopping {name}"
+        else:
+            if row.desired_state == "running" and row.actual_state in ("running", "starting"):
+                return f"{name} is already running"
+            was = row.actual_state
+            row.desired_state = "running"
+            if row.actual_state in ("stopped", "failed"):
+                row.actual_state = "pending"
+            row.restarts = 0
+            event_ = "start-requested"
+            message = f"restarting {name} (it had failed)" if was == "failed" else f"starting {name}"
+        row.revision += 1
+        row.updated_at = now()
+        catalog.record(s, name, event_)
+        return message
+
+
+def undeploy(catalog: Catalog, name: str) -> str:
+    with catalog.session() as s:
+        row = catalog.locked(s, name)
+        if row is None:
+            raise CatalogError(f"no deployment named '{name}' in the catalog at {catalog.shown}")
+        checkpoint = row.checkpoint
+        s.delete(row)
+        catalog.record(s, name, "undeployed", f"checkpoint {checkpoint} to be deleted by the service")
+    return f"undeployed {name}; the service stops it and deletes its checkpoint ({checkpoint})"

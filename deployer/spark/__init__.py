@@ -1,0 +1,1 @@
+"""The Spark translation: the operator graph as Structured Streaming queries (`--engine spark`)."""

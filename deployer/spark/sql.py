@@ -1,0 +1,336 @@
+"""ReadSQL, UpdateSQL and Materialize on Spark: the stores layer driven once per Arrow batch.
+
+ReadSQL and UpdateSQL run inside `mapInArrow`: each Arrow batch of events becomes one call of
+`Stores.read` / `Stores.update`, which on Postgres is one round trip (DESIGN.md decisions 4 and 5).
+The stores object is created once per Python worker process from picklable bindings and reused,
+so connections are pooled per executor process. Materialize writes each micro-batch through
+`Stores.materialize` from `foreachBatch`.
+
+Exactly-once in effect (DESIGN.md decision 6, stores/ledger.py):
+
+- UpdateSQL passes each event's `__seq` (deterministic, the same when Spark replays a batch) as its
+  event id, under the scope (deployment, node id). Spark recomputes an UpdateSQL for every query
+  downstream of it (each sink, table and dead letter is a query of its own) and for every replayed
+  batch; the ledger makes all of them but the first return the recorded counts, executing nothing.
+- Materialize passes (deployment, node id, batch id): a replayed batch writes nothing.
+
+The deployment name comes from `sg.deployment` when the deployer sets it, else from a
+`stores.registry.StoresConfig`, else it is `cep-<digest of the compiled graph>`. Two different
+scripts must not run under one deployment name against the same stores: the second would find the
+first one's entries for the same event ids and skip its own writes.
+
+Per-event failures: an UpdateSQL event the database refuses (a constraint, a bad cast) is split off
+into a dead letter with the database's (redacted) message; a Materialize row likewise, written by
+the `dead_letter` writer given to `materialize_writer` (stderr without one).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import pickle
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
+
+from deployer.spark import faults
+from deployer.spark.arrow_batches import coalesced
+from deployer.spark.expr import ExprCompiler, col_name, spark_type, struct_of
+from operators import graph as g
+from stores import ledger
+from stores.arrow import rows as arrow_rows
+from stores.sql.postgres import NUL_IN_TEXT
+
+if TYPE_CHECKING:
+    from deployer.spark.plan import SparkGraph
+
+_STORES: dict[int, Any] = {}
+DEFAULT_DEPLOYMENT = "cep"
+SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
+# Events per ReadSQL query on Spark (see deployer.spark.arrow_batches.coalesced): in the sql bench, 50,000 and 100,000 read
+# faster than Spark's 10,000 and about alike; above that the gain stops.
+READ_BATCH_ROWS = 100_000
+
+
+def _stores(config: Any) -> Any:
+    """One registry per worker process and configuration (pooled connections are reused)."""
+    from stores.registry import StoreRegistry
+
+    # pickle, not repr: a URL's repr hides its password, and two passwords are two configurations
+    bindings, declared = config[0], config[1]
+    key = hash(pickle.dumps((bindings, declared)))
+    if key not in _STORES:
+        # The objects alive now (modules: pyspark, pandas, pyarrow...) live as long as the worker;
+        # frozen, the garbage collector no longer walks them in every full collection, which the
+        # result rows of each batch set off.
+        gc.freeze()
+        _STORES[key] = StoreRegistry.from_config(config)
+    return _STORES[key]
+
+
+def deployment_of(sg: SparkGraph) -> str:
+    """The deployment name that scopes the ledger entries of this graph's writes.
+
+    Without a name, one derived from the compiled graph: the same script replayed finds its own
+    entries, and a different script over the same inputs (the same event ids) cannot skip its
+    writes because of them.
+    """
+    name = getattr(sg, "deployment", None) or getattr(sg.stores_config, "deployment", None)
+    if name:
+        return str(name)
+    from operators.explain import to_text
+
+    graph = sg.graph
+    text = "\n".join(
+        [
+            to_text(graph),
+            *(repr(q) for _, q in sorted(graph.queries.items())),
+            *(repr(t) for _, t in sorted(graph.tables.items())),
+        ]
+    )
+    return f"{DEFAULT_DEPLOYMENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def _config(sg: SparkGraph) -> Any:
+    if sg.stores_config is None:
+        raise ValueError("this script uses data stores; they must be bound before it runs on Spark")
+    return sg.stores_config
+
+
+def _with_args(
+    sg: SparkGraph, node: g.ReadSQL | g.UpdateSQL, keep: list[int] | None = None
+) -> tuple[DataFrame, int]:
+    """The node's input with its arguments as `__p0`, `__p1`, ...; only the fields in `keep` (all
+    by default) of the event go on."""
+    from deployer.spark.plan import SEQ
+
+    df = sg.input(node)
+    c = ExprCompiler()
+    compiled = [c.compile(a).cast(spark_type(a.type)) for a in node.args]
+    args = [a.alias(f"__p{i}") for i, a in enumerate(compiled)]
+    width = len(node.input_schema)
+    errors = list(c.errors)
+    if isinstance(node, g.ReadSQL):
+        errors += _unsendable(sg, node, compiled)
+    # an argument that fails (e.g. division by zero) dead-letters its event, as in the reference
+    df = sg.split_errors(node, df, errors, width, on_input=True)
+    kept = range(width) if keep is None else keep
+    return df.select(*[col_name(i) for i in kept], SEQ, *args), width
+
+
+def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tuple[Column, str]]:
+    """Postgres text cannot hold a NUL character, and psycopg refuses to send one: a ReadSQL event
+    with a NUL in a text parameter is dead-lettered with the reason the reference executor gives
+    (see SqlStore.read), found here by a column expression so that the read itself, one query per
+    batch, never sees it and the dead letter needs no second read."""
+    bindings = _config(sg)[0]
+    url = next((u for name, u in bindings.items() if name.lower() == node.query.store.lower()), None)
+    if url is None or url.kind != "postgresql":
+        return []
+    where = f"store {node.query.store} ({url.redacted()}): query {node.query.name}"
+    return [
+        (F.coalesce(F.instr(a, "\u0000") > 0, F.lit(False)), f"{where}, parameter {i + 1}: {NUL_IN_TEXT}")
+        for i, (a, e) in enumerate(zip(args, node.args, strict=True))
+        if e.type.is_string
+    ]
+
+
+def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
+    from deployer.spark.plan import SEQ
+
+    config = _config(sg)
+    # Only the event fields read downstream cross to Python and back; the others come back as NULLs.
+    live = sg.live(g.Port(node.id))
+    keep = [i for i in range(len(node.input_schema)) if live is None or i in live]
+    df, width = _with_args(sg, node, keep)
+    fields = struct_of(node.schema).fields
+    out_fields = [*(fields[i] for i in keep), *fields[width:], T.StructField(SEQ, T.StringType())]
+    out = T.StructType(out_fields)
+    arrow_schema = pa.schema(
+        [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out_fields]
+    )
+    n_args = len(node.args)
+    n_kept = len(keep)
+    query = node.query
+    outer = node.outer
+    n_result = len(node.result_fields)
+    counters = _cache_counters(sg, df, query)
+    chunk = READ_BATCH_ROWS
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # Vectorised around the one store call per batch: the event's own columns are gathered
+        # with Arrow `take` (one index per result row); only the result values pass through Python.
+        stores = _stores(config)
+        event_cols = [col_name(i) for i in keep]
+        for batch in coalesced(batches, chunk):
+            columns = [_pylist(batch.column(f"__p{i}")) for i in range(n_args)]
+            before = stores.cache_stats().get(query.name, {}) if counters else {}
+            found = stores.read_columns(query, columns, batch.num_rows, width=n_result, outer=outer)
+            if counters:  # the cache lives in this worker: send what this call did to the driver
+                after = stores.cache_stats().get(query.name, {})
+                for acc, what in zip(counters, ("hits", "misses", "loads"), strict=True):
+                    acc.add(after.get(what, 0) - before.get(what, 0))
+            event = np.asarray(found.event, dtype=np.int64)
+            events = batch.select([*event_cols, SEQ]).take(pa.array(event))
+            arrays = [events.column(i) for i in range(n_kept)]
+            arrays += [
+                pa.array(v, type=arrow_schema.field(n_kept + j).type) for j, v in enumerate(found.columns)
+            ]
+            arrays.append(pc.binary_join_element_wise(events.column(n_kept), _nth(event), ""))
+            yield pa.RecordBatch.from_arrays(
+                [
+                    a.cast(f.type) if a.type != f.type else a
+                    for a, f in zip(arrays, arrow_schema, strict=True)
+                ],
+                schema=arrow_schema,
+            )
+
+    done = df.mapInArrow(run, out)
+    if n_kept == width:
+        return done
+    return done.select(
+        *[
+            F.col(f.name) if i in keep or i >= width else F.lit(None).cast(f.dataType).alias(f.name)
+            for i, f in enumerate(fields)
+        ],
+        SEQ,
+    )
+
+
+def _pylist(column: pa.Array) -> list[Any]:
+    """The values of an Arrow column as Python objects; numbers without nulls through numpy, which
+    makes them at C speed (Arrow's `to_pylist` builds a scalar per value: the largest Python cost of
+    a read, after the database's own time)."""
+    if column.null_count == 0 and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        return column.to_numpy().tolist()
+    return column.to_pylist()
+
+
+def _nth(event: np.ndarray) -> pa.Array:
+    """'#k' for the k-th result row (from 0) of each event, given each row's event in event order:
+    appended to the event's sequence id, it keeps the ids of an event's result rows distinct."""
+    if len(event) == 0:
+        return pa.array([], type=pa.string())
+    pos = np.arange(len(event))
+    first = np.ones(len(event), dtype=bool)
+    first[1:] = event[1:] != event[:-1]
+    k = pos - np.maximum.accumulate(np.where(first, pos, 0))
+    return pc.binary_join_element_wise("#", pc.cast(pa.array(k), pa.string()), "")
+
+
+def _cache_counters(sg: SparkGraph, df: DataFrame, query: g.SqlQuery) -> tuple[Any, Any, Any] | None:
+    """The accumulators of a cached query's hits, misses and loads (one set per query name)."""
+    if not query.cache_rows:
+        return None
+    if query.name not in sg.cache_counters:
+        sc = df.sparkSession.sparkContext
+        sg.cache_counters[query.name] = (sc.accumulator(0), sc.accumulator(0), sc.accumulator(0))
+    return sg.cache_counters[query.name]
+
+
+def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
+    from deployer.spark.plan import SEQ
+
+    config = _config(sg)
+    df, width = _with_args(sg, node)
+    out_fields = [
+        *struct_of(node.schema).fields,
+        T.StructField(SEQ, T.StringType()),
+        T.StructField(SQL_ERR, T.StringType()),
+    ]
+    out = T.StructType(out_fields)
+    arrow_schema = pa.schema(
+        [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out_fields]
+    )
+    n_args = len(node.args)
+    query = node.query
+    with_count = node.count_field is not None
+    scope = ledger.scope(deployment_of(sg), node.id)
+    fault = faults.after_update_hook(query.name)  # None unless a fault test sets it
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # Column-wise: only the parameters and the event ids pass through Python; the events'
+        # own columns are reordered with Arrow `take`.
+        stores = _stores(config)
+        event_cols = [col_name(i) for i in range(width)]
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            # statements in event order (a stable sort: the same id twice keeps its order)
+            events = batch.take(pc.sort_indices(batch.column(SEQ)))
+            columns = [_pylist(events.column(f"__p{i}")) for i in range(n_args)]
+            params = list(zip(*columns, strict=True)) if columns else [()] * events.num_rows
+            ids = events.column(SEQ).to_pylist()
+            result = stores.update(query, params, event_ids=ids, scope=scope)
+            if fault is not None:
+                fault()
+            events = events.select([*event_cols, SEQ])
+            arrays = [events.column(i) for i in range(width)]
+            if with_count:
+                arrays.append(pa.array(result.counts, type=arrow_schema.field(width).type))
+            arrays.append(events.column(width))
+            arrays.append(pa.array(result.errors, type=pa.string()))
+            yield pa.RecordBatch.from_arrays(
+                [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, arrow_schema, strict=True)],
+                schema=arrow_schema,
+            )
+
+    done = df.mapInArrow(run, out)
+    # Failed events go to a dead letter, with the input event; the others go on.
+    err = F.col(SQL_ERR)
+    return sg.split_errors(node, done, [(err.isNotNull(), err)], width).drop(SQL_ERR)
+
+
+DeadLetterWriter = Callable[[DataFrame, int], None]
+
+
+def materialize_writer(
+    sg: SparkGraph,
+    node: g.Materialize,
+    dead_letter: DeadLetterWriter | None = None,
+    applied: Callable[[int], None] | None = None,
+) -> Any:
+    """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
+
+    Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
+    (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
+    `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
+    its input is counted again by the run that replays it).
+    """
+    from deployer.spark.sinks import dead_letter_writer
+
+    config = _config(sg)
+    table = node.table
+    columns = node.input_schema.names
+    deployment = deployment_of(sg)
+    fallback = dead_letter_writer(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
+    failed_to = dead_letter or fallback
+    fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
+        # other stores convert it to Python rows (stores/arrow.py).
+        data = df.toArrow()
+        if not data.num_rows:
+            return
+        result = _stores(config).materialize_arrow(table, columns, data, ledger_key=(deployment, node.id, batch_id))
+        if fault is not None:
+            fault(batch_id)
+        failed = result.failed
+        if applied is not None:
+            applied(data.num_rows - len(failed))
+        if failed:
+            rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
+            event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])
+            schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
+            bad = df.sparkSession.createDataFrame([(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema)
+            failed_to(bad, batch_id)
+
+    return write

@@ -1,0 +1,288 @@
+"""TUPLE windows over numbers on Spark: many groups per Python call, vectorised across groups.
+
+`deployer.spark.window_state` keeps one state per group and so makes one Python call per group and
+micro-batch; PySpark's per-group machinery (a pandas frame in, a state read and write over the
+socket to the JVM, a frame out) costs about a millisecond and a half per call, whatever the group's
+size. Here the groups are spread over `BUCKETS` buckets by a hash of their key, and the state is
+per bucket: one read and one write per bucket and micro-batch hold the open windows of all its
+groups, and the windows of all its groups are found and aggregated with numpy at once.
+
+PySpark's transformWithStateInPandas also turns every input row into a Python object before it
+groups them (a loop per event in the worker, most of its time). So the events reach it packed: a
+`mapInArrow` before the shuffle turns each Arrow batch into one row per bucket, holding the
+bucket's events as an Arrow IPC stream (`deployer.spark.arrow_batches.packed`), and the processor unpacks
+them into Arrow columns, exact (integers with NULLs stay integers).
+
+Taken when every aggregated value is a number (integers, floats, and timestamps as epoch
+microseconds); the others (decimals, strings, booleans) and BATCH windows stay per group. The
+windows, results and order keys are those of `spark_state.WindowProcessor` (whose module docstring
+says how they follow the reference executor).
+
+State of a bucket, one value of two Arrow IPC streams: `groups`, a table of its groups' keys
+(`__group`), for each the events still to skip (ADVANCE > SIZE) and the number of buffered events;
+`events`, the buffered events of all its groups, group after group (NULLs kept as nulls). A state
+of typed arrays, one element per event, crosses the state server as Python objects, element by
+element, both ways; two opaque blobs cross as two values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from deployer.spark.arrow_batches import coalesced, packed, unpacked
+from deployer.spark.window_state import _reduce
+from operators import expr as ir
+from operators import graph as g
+
+# Fixed for the life of a checkpoint: a group's bucket is where its state is.
+BUCKETS = 64
+# The kinds of aggregated values taken here (a timestamp as epoch microseconds).
+_KINDS = ("integer", "bigint", "double", "timestamp")
+
+
+def bucketed(node: g.Aggregate) -> bool:
+    """Whether Spark runs this aggregate here: a TUPLE window whose aggregated values are all of
+    `_KINDS` (the value of sum and avg is of the aggregate's type, of the others of its argument's),
+    count(*) included. deployer.spark.compat tells the checkpoints of the two layouts apart."""
+    if node.window.kind != "tuple":
+        return False
+    for a in node.aggs:
+        agg = a.expr
+        assert isinstance(agg, ir.Agg)
+        if agg.arg is not None and (agg.type if agg.func in ("sum", "avg") else agg.arg.type).kind not in _KINDS:
+            return False
+    return True
+# Events per packing step (deployer.spark.arrow_batches.coalesced): fewer, larger blobs per bucket.
+PACK_ROWS = 100_000
+
+
+class BucketedTuple(StatefulProcessor):
+    """State per bucket of groups; see the module docstring."""
+
+    def __init__(
+        self,
+        size: int,
+        advance: int,
+        aggs: list[tuple[str, str | None, int | None]],
+        buf_schema: T.StructType,
+        out_columns: list[str],
+        input_columns: list[str],
+    ):
+        self.size = size
+        self.advance = advance
+        self.aggs = aggs  # (function, value column or None for count(*), unused scale)
+        self.value_columns = [f.name for f in buf_schema.fields if f.name != "__seq"]
+        self.integral = {
+            f.name: not isinstance(f.dataType, T.DoubleType | T.FloatType) for f in buf_schema.fields
+        }
+        self.out_columns = out_columns
+        self.input_columns = input_columns
+        self.state_schema = T.StructType(
+            [T.StructField("groups", T.BinaryType()), T.StructField("events", T.BinaryType())]
+        )
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.win = handle.getValueState("groups", self.state_schema)
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+    ) -> Iterator[pd.DataFrame]:
+        blobs: list[bytes] = []
+        for frame in rows:
+            frame.columns = self.input_columns
+            blobs.extend(frame["__events"].tolist())
+        new = unpacked(blobs)
+        stored = self.win.get()
+        out, kept = self._step(new, loaded(stored))
+        if kept is None:
+            if stored is not None:
+                self.win.clear()
+        else:
+            self.win.update(stored_state(kept))
+        if out is not None:
+            yield out
+
+    def _step(
+        self, new: pa.Table, state: tuple[pa.Table, pa.Table] | None
+    ) -> tuple[pd.DataFrame | None, tuple[pa.Table, pa.Table] | None]:
+        """The windows the new events complete, and the bucket's state after them (None: empty);
+        a state is its (groups, events) tables."""
+        # The new events group by group, each group's in arrival order.
+        groups_new = new.column("__group").to_numpy()
+        seq_new = new.column("__seq").to_numpy()
+        order = np.lexsort((seq_new, groups_new))
+        groups_new, seq_new = groups_new[order], seq_new[order]
+        if state is not None:
+            old_groups = state[0].column("__group").to_numpy(zero_copy_only=False).astype(object)
+            old_skip = state[0].column("skip").to_numpy().astype(np.int64)
+            old_count = state[0].column("count").to_numpy().astype(np.int64)
+        else:
+            old_groups = np.array([], dtype=object)
+            old_skip = old_count = np.array([], dtype=np.int64)
+        groups, first_new = np.unique(groups_new, return_index=True)
+        groups = np.union1d(groups, old_groups).astype(object)
+        n_groups = len(groups)
+        g_old = np.searchsorted(groups, old_groups)
+        g_new = np.searchsorted(groups, groups_new)
+        skip = np.zeros(n_groups, dtype=np.int64)
+        skip[g_old] = old_skip
+        # Events still to skip (ADVANCE > SIZE) are the first new events of their group.
+        start_new = np.searchsorted(g_new, np.arange(n_groups))
+        rank_new = np.arange(len(g_new)) - start_new[g_new]
+        take_new = rank_new >= skip[g_new]
+        skip -= np.minimum(skip, np.bincount(g_new, minlength=n_groups))
+        # All events, group after group: the buffered ones, then the new ones.
+        elem_group = np.concatenate([np.repeat(g_old, old_count), g_new[take_new]])
+        part = np.concatenate([np.zeros(int(old_count.sum()), dtype=np.int8), np.ones(int(take_new.sum()), dtype=np.int8)])
+        pos = np.arange(len(elem_group))
+        at = np.lexsort((pos, part, elem_group))
+        old_seq = state[1].column("__seq").to_numpy(zero_copy_only=False) if state is not None else []
+        seq = np.concatenate([np.array(old_seq, dtype=object), seq_new[take_new]])[at]
+        columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for c in self.value_columns:
+            given = new.column(c)
+            valid_new = pc.is_valid(given).to_numpy(zero_copy_only=False)[order][take_new]
+            values_new = given.fill_null(0).to_numpy()[order][take_new]
+            values, valid = self._values(values_new, valid_new, state[1].column(c) if state is not None else None, c)
+            columns[c] = (values[at], valid[at])
+        elem_group = elem_group[at]
+        # Per group: its events, the windows they complete, where its buffer is cut.
+        n = np.bincount(elem_group, minlength=n_groups)
+        base = np.concatenate([[0], np.cumsum(n)[:-1]])
+        fired = np.where(n < self.size, 0, (n - self.size) // self.advance + 1)
+        cut = fired * self.advance
+        skip += np.maximum(cut - n, 0)
+        cut = np.minimum(cut, n)
+        out = self._windows(groups, fired, base, new, order, first_new, groups_new, seq, columns)
+        rank = np.arange(len(elem_group)) - base[elem_group]
+        keep = rank >= cut[elem_group]
+        left = n - cut
+        alive = (left > 0) | (skip > 0)
+        if not alive.any():
+            return out, None
+        kept_groups = pa.table(
+            {
+                "__group": pa.array(groups[alive], type=pa.string()),
+                "skip": pa.array(skip[alive], type=pa.int64()),
+                "count": pa.array(left[alive], type=pa.int64()),
+            }
+        )
+        kept_events: dict[str, pa.Array] = {}
+        for c in self.value_columns:
+            values, valid = columns[c]
+            kept_events[c] = pa.array(values[keep], mask=~valid[keep])
+        kept_events["__seq"] = pa.array(seq[keep], type=pa.string())
+        return out, (kept_groups, pa.table(kept_events))
+
+    def _values(
+        self, new: np.ndarray, valid_new: np.ndarray, old: pa.ChunkedArray | None, column: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A value column's old then new values (a NULL as 0: integers are summed as int64,
+        exactly), and which are not NULL."""
+        kind = np.int64 if self.integral[column] else np.float64
+        if old is None:
+            old_values, valid_old = np.array([], dtype=kind), np.array([], dtype=bool)
+        else:
+            valid_old = pc.is_valid(old).to_numpy(zero_copy_only=False)
+            old_values = old.fill_null(0).to_numpy().astype(kind)
+        return np.concatenate([old_values, new.astype(kind)]), np.concatenate([valid_old, valid_new])
+
+    def _windows(
+        self,
+        groups: np.ndarray,
+        fired: np.ndarray,
+        base: np.ndarray,
+        new: pa.Table,
+        order: np.ndarray,
+        first_new: np.ndarray,
+        groups_new: np.ndarray,
+        seq: np.ndarray,
+        columns: dict[str, tuple[np.ndarray, np.ndarray]],
+    ) -> pd.DataFrame | None:
+        total = int(fired.sum())
+        if not total:
+            return None
+        win_group = np.repeat(np.arange(len(groups)), fired)
+        nth = np.arange(total) - np.repeat(np.cumsum(fired) - fired, fired)
+        idx = (base[win_group] + nth * self.advance)[:, None] + np.arange(self.size)[None, :]
+        out: dict[str, Any] = {}
+        # A group that completes a window has new events: its key values are its first new row's.
+        row_of = np.full(len(groups), -1, dtype=np.int64)
+        row_of[np.searchsorted(groups, groups_new[first_new])] = order[first_new]
+        rows = row_of[win_group]
+        take = pa.array(rows)
+        for name in self.out_columns:
+            if name.startswith("_k"):
+                out[name] = new.column(name).take(take).to_pylist()
+        for j, (func, column, _scale) in enumerate(self.aggs):
+            if column is None:
+                out[f"_a{j}"] = np.full(total, self.size, dtype=np.int64)
+                continue
+            values, valid = columns[column]
+            vals, null = _reduce(func, values[idx], valid[idx])
+            if null.any():
+                vals = vals.astype(object)
+                vals[null] = None
+            out[f"_a{j}"] = vals
+        out["__seq"] = seq[idx[:, -1]]
+        return pd.DataFrame({c: out[c] for c in self.out_columns}, copy=False)
+
+    def close(self) -> None:
+        pass
+
+
+def stored_state(state: tuple[pa.Table, pa.Table]) -> tuple[bytes, bytes]:
+    """A bucket's (groups, events) tables as the value kept in Spark's state store."""
+    blobs = []
+    for table in state:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        blobs.append(sink.getvalue().to_pybytes())
+    return blobs[0], blobs[1]
+
+
+def loaded(stored: Any) -> tuple[pa.Table, pa.Table] | None:
+    """The (groups, events) tables of a value kept by `stored_state` (None: no state)."""
+    return None if stored is None else (unpacked([stored[0]]), unpacked([stored[1]]))
+
+
+def bucketed_tuple_aggregate(
+    prepared: DataFrame,
+    size: int,
+    advance: int,
+    aggs: list[tuple[str, str | None, int | None]],
+    buf_schema: T.StructType,
+    out_schema: T.StructType,
+) -> DataFrame:
+    """`prepared` (`__group`, the group's key as text, then keys, values and `__seq` of each event)
+    through BucketedTuple: packed per bucket, shuffled by bucket, aggregated."""
+    with_bucket = prepared.select(F.pmod(F.xxhash64("__group"), F.lit(BUCKETS)).alias("__bucket"), "*")
+
+    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in coalesced(batches, PACK_ROWS):
+            yield packed(batch, "__bucket")
+
+    packed_schema = T.StructType(
+        [T.StructField("__bucket", T.LongType()), T.StructField("__events", T.BinaryType())]
+    )
+    processor = BucketedTuple(
+        size, advance, aggs, buf_schema, [f.name for f in out_schema.fields], packed_schema.names
+    )
+    return (
+        with_bucket.mapInArrow(pack, packed_schema)
+        .groupBy(F.col("__bucket"))
+        .transformWithStateInPandas(
+            statefulProcessor=processor, outputStructType=out_schema, outputMode="Append", timeMode="None"
+        )
+    )

@@ -1,0 +1,390 @@
+"""TUPLE and BATCH window aggregates on Spark: per-key ordered state with transformWithStateInPandas.
+
+Spark has no count-based or condition-based windows, so each group keeps its window in state (one
+ValueState holding the events currently in it, column by column) and processes its new events in
+arrival (`__seq`) order.
+The work is vectorised per key: a micro-batch's events for a key are sorted once, the windows they
+complete are found with index arithmetic, and the aggregates over all those windows are computed
+with numpy reductions over a (windows x size) matrix, not with a Python loop per event.
+A TUPLE window over numbers (the common case) goes further in `deployer.spark.tuple_buckets`: state per
+bucket of groups, many groups per Python call; this module's per-group path takes the others
+(decimals, strings, booleans) and BATCH windows.
+
+Order: the events of one micro-batch are taken in the reference executor's order: event time,
+then arrival position (`__seq`; for a Union, input by input), or arrival alone on a stream
+without event time. Across micro-batches, a later batch's events come after an earlier one's:
+the reference executor instead holds events back until the watermark passes them and so sorts
+across chunks of input too. For input in event-time order per source, split into batches at the
+same instants for every source, the two agree; out-of-order input across micro-batches is where
+they differ, by design (waiting for the watermark would also leave the events after the final
+watermark unprocessed at the end of a bounded input, where the reference processes them all).
+
+Each output row carries, as its `__seq`, the order key of the event that completed its window,
+so that a sink can write results in the order the reference executor emits them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from deployer.spark.expr import ExprCompiler, col_name, spark_type
+from operators import expr as ir
+from operators import graph as g
+from operators.values import DECIMAL_CONTEXT
+
+if TYPE_CHECKING:
+    from deployer.spark.plan import SparkGraph
+
+
+def _reduce(
+    func: str, values: np.ndarray, valid: np.ndarray, scale: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce each row of a (windows x size) matrix with SQL null semantics; returns values, is-null.
+
+    `scale` is the result scale of a decimal avg, rounded half up as the reference executor does."""
+    n_valid = valid.sum(axis=1)
+    if func == "count":
+        return n_valid, np.zeros(len(values), dtype=bool)
+    empty = n_valid == 0
+    if values.dtype.kind not in "iuf":  # decimals, strings, timestamps, booleans: exact, per window
+        out: list[Any] = []
+        for row, ok in zip(values, valid, strict=True):
+            xs = [v for v, k in zip(row, ok, strict=True) if k]
+            if not xs:
+                out.append(None)
+            elif func == "sum":
+                out.append(_exact_sum(xs))
+            elif func == "avg":
+                total = _exact_sum(xs)
+                if isinstance(total, Decimal):
+                    q = DECIMAL_CONTEXT.divide(total, len(xs))
+                    out.append(q.quantize(Decimal(1).scaleb(-(scale or 0)), context=DECIMAL_CONTEXT))
+                else:
+                    out.append(float(total) / len(xs))
+            else:
+                out.append(min(xs) if func == "min" else max(xs))
+        return np.array(out, dtype=object), empty
+    if func in ("sum", "avg"):
+        total = np.where(valid, values, 0).sum(axis=1)
+        if func == "sum":
+            return total, empty
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total / np.maximum(n_valid, 1), empty
+    if func == "min":
+        return np.where(valid, values, np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).max).min(
+            axis=1
+        ), empty
+    return np.where(valid, values, -np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).min).max(
+        axis=1
+    ), empty
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or v is pd.NaT
+
+
+INTEGRAL = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+
+
+def _to_state(t: T.DataType) -> Any:
+    """The Python type a buffer column's values must have in the state; None: as they are."""
+    if isinstance(t, INTEGRAL):
+        return int
+    if isinstance(t, T.DoubleType | T.FloatType):
+        return float
+    if isinstance(t, T.BooleanType):
+        return bool
+    return None
+
+
+# The numpy dtype kind whose `tolist()` already gives each Python type.
+_NUMPY_KIND = {int: "i", float: "f", bool: "b"}
+
+
+def _exact_sum(xs: list[Any]) -> Any:
+    total = xs[0]
+    for x in xs[1:]:
+        total = DECIMAL_CONTEXT.add(total, x) if isinstance(total, Decimal) else total + x
+    return total
+
+
+def _tuple_windows(n: int, size: int, advance: int, skip: int) -> tuple[np.ndarray, int, int]:
+    """The TUPLE windows that `n` buffered events complete: their events' indices (windows x size),
+    where the buffer is cut (the events before are in no open window) and the events still to skip.
+    The windows start every ADVANCE events; with ADVANCE > SIZE the rest of the last advance is
+    taken from future events."""
+    fired = 0 if n < size else (n - size) // advance + 1
+    idx = (np.arange(fired) * advance)[:, None] + np.arange(size)[None, :]
+    cut = fired * advance
+    if cut > n:
+        skip += cut - n
+        cut = n
+    return idx, cut, skip
+
+
+class WindowProcessor(StatefulProcessor):
+    """State per group: the events in its open window (`buf`) and, for TUPLE, events still to skip."""
+
+    def __init__(
+        self,
+        kind: str,
+        size: int,
+        advance: int,
+        aggs: list[tuple[str, str | None, int | None]],
+        buf_schema: T.StructType,
+        out_columns: list[str],
+        input_columns: list[str],
+    ):
+        self.kind = kind
+        self.size = size
+        self.advance = advance
+        self.aggs = aggs  # (function, value column or None for count(*), decimal avg scale)
+        self.buf_schema = buf_schema
+        self.value_columns = [f.name for f in buf_schema.fields]
+        self.out_columns = out_columns
+        self.input_columns = input_columns
+        self.state_schema = T.StructType(
+            [
+                T.StructField("skip", T.LongType()),
+                T.StructField("open", T.BooleanType()),
+                *[T.StructField(f.name, T.ArrayType(f.dataType)) for f in buf_schema.fields],
+            ]
+        )
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        # One value per group: the skip count, whether a BATCH window is open, and the buffered
+        # events column by column (one array per buffer column). Each state call is a round trip
+        # to the JVM and a ListState serializes row by row, so one get and one update per group and
+        # micro-batch (instead of a list of events plus a second value: ~7 calls and a pickle per
+        # buffered event) is what makes a window cheap per group.
+        self.win = handle.getValueState("win", self.state_schema)
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+    ) -> Iterator[pd.DataFrame]:
+        frames = list(rows)
+        new = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        # PySpark may hand the rows over with positional column names (`_0`, ...): name them.
+        new.columns = self.input_columns
+        state = self.win.get()  # None for a new group
+        new = new.sort_values("__seq", kind="stable")
+        old = None
+        skip, is_open = 0, False
+        if state is not None:
+            skip, is_open = int(state[0] or 0), bool(state[1])
+            old = pd.DataFrame(
+                dict(zip(self.value_columns, state[2:], strict=True)), columns=self.value_columns
+            )
+        if self.kind == "tuple":
+            events, windows, rest, skip = self._tuple(old, new[self.value_columns], skip)
+        else:
+            events, windows, rest, is_open = self._batch(old, new, is_open)
+        # Keep the window's remaining events (and the skip count and open flag) for the next batch.
+        if len(rest) or skip or is_open:
+            self.win.update((skip, is_open, *self._state_columns(rest)))
+        elif state is not None:
+            self.win.clear()
+        if windows:
+            yield self._aggregate(new, events, windows)
+
+    def _state_columns(self, rest: pd.DataFrame) -> list[list[Any]]:
+        """The buffer's columns as lists of plain Python values of the buffer's types. pandas hands
+        an integer column with NULLs over as floats with NaN, which must go back as ints and None.
+        (The buffer holds no timestamps: they are kept as epoch microseconds.)"""
+        out: list[list[Any]] = []
+        for f in self.buf_schema.fields:
+            column = rest[f.name]
+            fn = _to_state(f.dataType)
+            values = column.tolist()
+            if column.isna().any():
+                values = [None if _missing(v) else (fn(v) if fn is not None else v) for v in values]
+            elif fn is not None and column.dtype.kind != _NUMPY_KIND.get(fn, column.dtype.kind):
+                values = [fn(v) for v in values]
+            out.append(values)
+        return out
+
+    def _tuple(
+        self, old: pd.DataFrame | None, new: pd.DataFrame, skip: int
+    ) -> tuple[pd.DataFrame, list[np.ndarray], pd.DataFrame, int]:
+        dropped = min(skip, len(new))
+        new = new.iloc[dropped:]
+        skip -= dropped
+        events = (
+            pd.concat([old, new], ignore_index=True)
+            if old is not None and len(old)
+            else new.reset_index(drop=True)
+        )
+        idx, cut, skip = _tuple_windows(len(events), self.size, self.advance, skip)
+        return events, [idx] if len(idx) else [], events.iloc[cut:], skip
+
+    def _batch(
+        self, old: pd.DataFrame | None, new: pd.DataFrame, is_open: bool
+    ) -> tuple[pd.DataFrame, list[np.ndarray], pd.DataFrame, bool]:
+        start = new["__start"].fillna(False).to_numpy(dtype=bool)
+        stop = new["__stop"].fillna(False).to_numpy(dtype=bool)
+        vals = new[self.value_columns]
+        base = 0 if old is None else len(old)
+        events = (
+            pd.concat([old, vals], ignore_index=True)
+            if old is not None and len(old)
+            else vals.reset_index(drop=True)
+        )
+        windows: list[np.ndarray] = []
+        i, n = 0, len(new)
+        open_at = 0 if is_open else -1  # index into `events` where the open window starts
+        # A loop over window boundaries (starts and stops), not over events.
+        while i < n:
+            if open_at < 0:
+                nxt = np.flatnonzero(start[i:])
+                if not len(nxt):
+                    break
+                i += int(nxt[0])
+                open_at = base + i
+                i += 1  # STOP is not tested on the event that opens the window
+                if i >= n:
+                    break
+            close = np.flatnonzero(stop[i:])
+            if not len(close):
+                break
+            i += int(close[0])
+            windows.append(np.arange(open_at, base + i + 1))
+            open_at = -1
+            i += 1
+        rest = events.iloc[open_at:] if open_at >= 0 else events.iloc[0:0]
+        return events, windows, rest, open_at >= 0
+
+    def _aggregate(self, new: pd.DataFrame, events: pd.DataFrame, windows: list[np.ndarray]) -> pd.DataFrame:
+        mats = [w if w.ndim == 2 else w[None, :] for w in windows]  # each: (windows x events) indices
+        n_win = sum(m.shape[0] for m in mats)
+        out: dict[str, Any] = {}
+        # The group's key values, as the rows carry them (all rows of a group have the same).
+        for name in self.out_columns:
+            if name.startswith("_k"):
+                k = new[name].iloc[0]
+                out[name] = [None if pd.isna(k) else k] * n_win
+        for j, (func, column, scale) in enumerate(self.aggs):
+            if column is None:
+                out[f"_a{j}"] = [m.shape[1] for m in mats for _ in range(m.shape[0])]
+                continue
+            series = events[column]
+            valid_all = series.notna().to_numpy()
+            if series.dtype.kind in "iuf":
+                values_all = series.fillna(0).to_numpy()
+            else:
+                values_all = series.astype(object).to_numpy()
+            results: list[Any] = []
+            for idx in mats:
+                vals, null = _reduce(func, values_all[idx], valid_all[idx], scale)
+                results.extend(None if z else v for v, z in zip(vals.tolist(), null.tolist(), strict=True))
+            out[f"_a{j}"] = results
+        # The order key of the event that completed each window: the output's place in the order.
+        seqs = events["__seq"].to_numpy(dtype=object)
+        out["__seq"] = [seqs[i] for m in mats for i in m[:, -1]]
+        return pd.DataFrame({c: out[c] for c in self.out_columns})
+
+    def close(self) -> None:
+        pass
+
+
+def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
+    from deployer.spark.plan import SEQ, order_key
+
+    df = sg.input(node)
+    c = ExprCompiler()
+    keys = [c.compile(k.expr).cast(spark_type(k.expr.type)).alias(f"_k{i}") for i, k in enumerate(node.keys)]
+    values = []
+    micros: set[int] = set()  # aggregates computed over epoch microseconds
+    aggs: list[tuple[str, str | None, int | None]] = []
+    value_fields = []
+    for j, a in enumerate(node.aggs):
+        agg = a.expr
+        assert isinstance(agg, ir.Agg)
+        if agg.arg is None:
+            aggs.append(("count", None, None))
+            continue
+        t = spark_type(agg.type) if agg.func in ("sum", "avg") else spark_type(agg.arg.type)
+        value = c.compile(agg.arg).cast(t)
+        if isinstance(t, T.TimestampType):
+            # min/max of a timestamp: as epoch microseconds, exact and independent of the Python
+            # workers' local time zone (the state would hand datetimes back in it); see `out_fields`.
+            value, t = F.unix_micros(value), T.LongType()
+            micros.add(j)
+        values.append(value.alias(f"_v{j}"))
+        value_fields.append(T.StructField(f"_v{j}", t))
+        scale = agg.type.scale if agg.func == "avg" and agg.type.kind == "decimal" else None
+        aggs.append((agg.func, f"_v{j}", scale))
+    extra = []
+    if node.window.kind == "batch":
+        assert node.window.start is not None and node.window.stop is not None
+        extra = [c.compile(node.window.start).alias("__start"), c.compile(node.window.stop).alias("__stop")]
+    df = sg.split_errors(node, df, c.errors, len(node.input_schema), on_input=True)
+    key_fields = [T.StructField(f"_k{i}", spark_type(k.expr.type)) for i, k in enumerate(node.keys)]
+    # The state is keyed by the group's values as JSON text: never NULL (PySpark hands a NULL
+    # grouping key to the processor as NaN, one row at a time), and one group for no GROUP BY.
+    group = F.to_json(F.struct(*keys)) if keys else F.lit("")
+    buf_schema = T.StructType([*value_fields, T.StructField(SEQ, T.StringType())])
+    out_fields = [
+        *key_fields,
+        *[
+            T.StructField(f"_a{j}", T.LongType() if j in micros else spark_type(a.expr.type))
+            for j, a in enumerate(node.aggs)
+        ],
+        T.StructField(SEQ, T.StringType()),
+    ]
+    out_schema = T.StructType(out_fields)
+    # Events are processed in the order key: event time, then arrival (see the module docstring).
+    ts_index = sg.event_time_index(node.inputs[0])
+    order = F.col(SEQ)
+    if ts_index is not None:
+        order = F.concat(order_key(F.col(col_name(ts_index))), F.lit("|"), order)
+    from deployer.spark.tuple_buckets import bucketed, bucketed_tuple_aggregate
+
+    if bucketed(node):
+        prepared = df.select(group.alias("__group"), *keys, *values, order.alias(SEQ))
+        result = bucketed_tuple_aggregate(
+            prepared, node.window.size, node.window.advance, aggs, buf_schema, out_schema
+        )
+        return _finish(sg, node, result, micros)
+    prepared = df.select(group.alias("__group"), *keys, *values, *extra, order.alias(SEQ))
+    processor = WindowProcessor(
+        node.window.kind,
+        node.window.size,
+        node.window.advance,
+        aggs,
+        buf_schema,
+        [f.name for f in out_fields],
+        prepared.columns,
+    )
+    result = prepared.groupBy(F.col("__group")).transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode="None",
+    )
+    return _finish(sg, node, result, micros)
+
+
+def _finish(sg: SparkGraph, node: g.Aggregate, result: DataFrame, micros: set[int]) -> DataFrame:
+    """The processor's rows as the aggregated row (keys, aggregates, `__seq`), then HAVING and the
+    projections."""
+    from deployer.spark.plan import SEQ, finish_aggregate
+
+    nk = len(node.keys)
+    row = result.select(
+        *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],
+        *[
+            (F.timestamp_micros(F.col(f"_a{j}")) if j in micros else F.col(f"_a{j}")).alias(col_name(nk + j))
+            for j in range(len(node.aggs))
+        ],
+        F.col(SEQ),
+    )
+    return finish_aggregate(sg, node, row)

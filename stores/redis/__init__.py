@@ -1,0 +1,1 @@
+"""Redis data stores: hashes written by server-side scripts."""

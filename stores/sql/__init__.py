@@ -1,0 +1,1 @@
+"""SQL data stores: PostgreSQL and SQLite."""

@@ -1,0 +1,307 @@
+"""`SqlStore`: ReadSQL, UpdateSQL and Materialize against one SQL data store (Postgres or SQLite).
+
+Per-event semantics, batched execution (DESIGN.md decisions 4 and 5):
+
+- `read(query, params)` returns, for each parameter tuple, the rows its SELECT returns.
+  Postgres: one round trip per batch (stores/sql/lateral.py), in a read-only transaction.
+  SQLite: one execution per event; it runs in-process, so there is no round trip to save.
+- `update(query, params)` executes the statement once per tuple, in order, in one transaction, and
+  returns each execution's affected-row count.
+- `materialize(table, columns, rows)` creates the table when missing, refuses one that differs from
+  the declaration (stores/schema.py), then upserts by primary key or appends.
+
+Exactly-once (stores/ledger.py): with event ids / a ledger key, the ledger entries are written in the
+same transaction as the effect, and what the ledger already holds is not done again.
+
+Per-event errors: when a statement fails for one event because of its data (SQLSTATE classes 22, 23,
+27, 44, P0: a constraint, a bad cast, a trigger's RAISE), the batch is done again with that event
+left out (`isolate`: savepoints on Postgres), and the result reports it; the other events apply.
+
+Transient failures (the server restarting) are retried with backoff (stores/retry.py).
+
+Event values only ever reach SQL as bound parameters. The backends live in sql_pg.py and
+sql_sqlite.py; this module holds what they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from operators.graph import SqlQuery, Table
+from stores import arrow, ledger
+from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
+from stores.errors import StoreError, StoreQueryError
+from stores.retry import RetryPolicy, call_with_retries
+from stores.schema import sa_table, stored_name
+from stores.urls import StoreURL
+
+Row = tuple[Any, ...]
+
+DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
+
+# SQLSTATE classes of errors caused by one event's data: data exception (bad cast, overflow, too
+# long), integrity constraint, triggered data change, WITH CHECK OPTION, PL/pgSQL RAISE (triggers).
+EVENT_ERROR_CLASSES = frozenset({"22", "23", "27", "44", "P0"})
+
+
+def is_event_error(sqlstate: str | None) -> bool:
+    return sqlstate is not None and sqlstate[:2] in EVENT_ERROR_CLASSES
+
+
+class _Backend(Protocol):
+    def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]: ...
+    def update(
+        self, query: SqlQuery, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None
+    ) -> UpdateResult: ...
+    def materialize(
+        self, table: Table, columns: Sequence[str], rows: Sequence[Row], ledger_key: LedgerKey | None
+    ) -> MaterializeResult: ...
+    def close(self) -> None: ...
+
+
+class SqlStore:
+    """One SQL data store. Connections are opened lazily, on first use."""
+
+    def __init__(
+        self,
+        url: StoreURL,
+        name: str | None = None,
+        statement_timeout_ms: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.url = url
+        self.name = name or url.redacted()
+        timeout = statement_timeout_ms or url.statement_timeout_ms or DEFAULT_STATEMENT_TIMEOUT_MS
+        self.statement_timeout_ms = timeout
+        self.retry = retry or RetryPolicy.from_env()
+        self._backend: _Backend
+        if url.kind == "postgresql":
+            from stores.sql.postgres import PostgresBackend
+
+            self._backend = PostgresBackend(url, self.name, timeout)
+        elif url.kind == "sqlite":
+            from stores.sql.sqlite import SqliteBackend
+
+            self._backend = SqliteBackend(url, self.name, timeout)
+        else:
+            raise StoreError(f"{url.kind} is not a SQL store", store=self.name, url=url.redacted())
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.name!r}, {self.url.redacted()!r})"
+
+    def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]:
+        if not query.is_read:
+            raise self.error(f"query {query.name} is a {query.kind.upper()}, not a SELECT: use update()")
+        check_params(self, query, params)
+        return call_with_retries(lambda: self._backend.read(query, params), idempotent=True, policy=self.retry)
+
+    def read_columns(
+        self, query: SqlQuery, columns: Sequence[Sequence[Any]], n: int, *, width: int, outer: bool = False
+    ) -> ReadColumns:
+        """`read` for a batch given column by column (`n` events), the result column by column.
+
+        Postgres has a path of its own that makes no Python object per row; other backends answer
+        from `read`.
+        """
+        if not query.is_read:
+            raise self.error(f"query {query.name} is a {query.kind.upper()}, not a SELECT: use update()")
+        if len(columns) != query.param_count or any(len(c) != n for c in columns):
+            raise self.error(f"query {query.name} takes {query.param_count} parameter(s) for each of {n} events")
+        fast = getattr(self._backend, "read_columns", None)
+        if fast is None:
+            rows = rows_of(columns, n)
+            return columns_of(self.read(query, rows), width, outer)
+        return call_with_retries(
+            lambda: fast(query, columns, n, width=width, outer=outer), idempotent=True, policy=self.retry
+        )
+
+    def update(
+        self,
+        query: SqlQuery,
+        params: Sequence[Row],
+        *,
+        event_ids: Sequence[str] | None = None,
+        scope: str | None = None,
+    ) -> UpdateResult:
+        if query.is_read:
+            raise self.error(f"query {query.name} is a SELECT: use read()")
+        check_params(self, query, params)
+        check_ids(self, params, event_ids, scope)
+        return call_with_retries(
+            lambda: self._backend.update(query, params, event_ids, scope),
+            idempotent=event_ids is not None,  # a ledgered batch skips what already took effect
+            policy=self.retry,
+        )
+
+    def materialize(
+        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult:
+        check_ledger_key(self, ledger_key)
+        return call_with_retries(
+            lambda: self._backend.materialize(table, columns, rows, ledger_key),
+            idempotent=ledger_key is not None or bool(table.primary_key),  # an upsert twice is one upsert
+            policy=self.retry,
+        )
+
+    def materialize_arrow(
+        self, table: Table, columns: Sequence[str], data: pa.Table, *, ledger_key: LedgerKey | None = None
+    ) -> MaterializeResult:
+        """`materialize` for an Arrow batch; Postgres encodes it for COPY without Python values."""
+        check_ledger_key(self, ledger_key)
+        backend = self._backend
+        if not hasattr(backend, "materialize_arrow"):
+            return self.materialize(table, columns, arrow.rows(data), ledger_key=ledger_key)
+        return call_with_retries(
+            lambda: backend.materialize_arrow(table, columns, data, ledger_key),
+            idempotent=ledger_key is not None or bool(table.primary_key),
+            policy=self.retry,
+        )
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def error(self, message: str) -> StoreError:
+        return StoreQueryError(message, store=self.name, url=self.url.redacted())
+
+
+def check_params(store: SqlStore, query: SqlQuery, params: Sequence[Row]) -> None:
+    for i, p in enumerate(params):
+        if len(p) != query.param_count:
+            raise store.error(
+                f"query {query.name} takes {query.param_count} parameter(s), event {i} of the batch has {len(p)}"
+            )
+
+
+def check_ids(store: SqlStore, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None) -> None:
+    if (event_ids is None) != (scope is None):
+        raise store.error("event_ids and scope go together: give both or neither")
+    if event_ids is not None and len(event_ids) != len(params):
+        raise store.error(f"{len(event_ids)} event ids for {len(params)} events")
+    try:
+        if scope is not None:
+            ledger.parse_scope(scope)
+    except ValueError as e:
+        raise store.error(str(e)) from None
+
+
+def check_ledger_key(store: SqlStore, key: LedgerKey | None) -> None:
+    try:
+        if key is not None:
+            ledger.batch_entry(key)
+    except ValueError as e:
+        raise store.error(str(e)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-event error isolation
+
+
+def isolate(
+    n: int,
+    attempt: Callable[[int, int], list[int]],
+    event_error: Callable[[Exception], str | None],
+    *,
+    known_failing: bool,
+) -> tuple[list[int | None], list[str | None]]:
+    """Run events 0..n-1 in order, leaving out the ones that fail because of their own data.
+
+    `attempt(lo, hi)` runs events lo..hi-1 as one unit that either takes effect whole or not at all
+    (a savepoint), returning their counts, or raises. `event_error(e)` is the message to report when
+    `e` is a per-event error, None when it is not (then it propagates and the whole call fails).
+
+    A failing range is split in halves, each tried in order: the state every event sees is that of
+    the events before it that succeeded, exactly as if the events had been executed one by one with
+    the failing ones skipped. A batch with f failing events costs about 2·f·log2(n) attempts, one
+    round trip each, instead of n.
+    """
+    counts: list[int | None] = [None] * n
+    errors: list[str | None] = [None] * n
+
+    def run(lo: int, hi: int, failing: bool) -> None:
+        if not failing:
+            try:
+                counts[lo:hi] = attempt(lo, hi)
+                return
+            except Exception as e:
+                message = event_error(e)
+                if message is None:
+                    raise
+                if hi - lo == 1:
+                    errors[lo] = message
+                    return
+        mid = (lo + hi) // 2
+        run(lo, mid, False)
+        run(mid, hi, False)
+
+    if n:
+        run(0, n, known_failing and n > 1)
+    return counts, errors
+
+
+# ---------------------------------------------------------------------------------------------
+# Materialize: the INSERT (upsert or append) for a table and a list of columns
+
+
+@dataclass(frozen=True)
+class MaterializePlan:
+    table: sa.Table
+    sql: str  # positional placeholders of the target driver (%s for psycopg, ? for sqlite3)
+    order: tuple[int, ...]  # for each placeholder, the index of the value in a row
+    columns: tuple[str, ...]  # for each placeholder, the stored column name
+
+
+def materialize_plan(table: Table, columns: Sequence[str], dialect: str) -> MaterializePlan:
+    """Compile the statement with SQLAlchemy's dialect-specific INSERT ... ON CONFLICT.
+
+    The statement is compiled once and executed with the driver's executemany, so SQLAlchemy's
+    per-row processing is not on the hot path. Duplicate keys within one batch are fine: each row
+    is its own statement, so the last one wins, as if the events had arrived one by one.
+    """
+    t = sa_table(table)
+    names = [stored_name(c) for c in columns]
+    unknown = [c for c, n in zip(columns, names, strict=True) if n not in t.c]
+    if unknown:
+        raise ValueError(f"table {table.name} has no column(s) {', '.join(unknown)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"columns {list(columns)} name a column twice")
+    pk = [c.name for c in t.primary_key.columns]
+    missing = [k for k in pk if k not in names]
+    if missing:
+        raise ValueError(f"rows for table {table.name} lack its primary key column(s) {', '.join(missing)}")
+
+    values: dict[Any, Any] = {t.c[n]: sa.bindparam(f"p{i}") for i, n in enumerate(names)}
+    d: sa.Dialect
+    if dialect == "postgresql":
+        d = postgresql.psycopg.dialect(paramstyle="format")
+        pg = postgresql.insert(t).values(values)
+        stmt: sa.Insert = pg
+        if pk:
+            rest = [n for n in names if n not in pk]
+            stmt = (
+                pg.on_conflict_do_update(index_elements=pk, set_={n: pg.excluded[n] for n in rest})
+                if rest
+                else pg.on_conflict_do_nothing(index_elements=pk)
+            )
+    else:
+        d = sqlite.pysqlite.dialect()
+        lite = sqlite.insert(t).values(values)
+        stmt = lite
+        if pk:
+            rest = [n for n in names if n not in pk]
+            stmt = (
+                lite.on_conflict_do_update(index_elements=pk, set_={n: lite.excluded[n] for n in rest})
+                if rest
+                else lite.on_conflict_do_nothing(index_elements=pk)
+            )
+    compiled = stmt.compile(dialect=d)
+    positions = compiled.positiontup or []
+    order = tuple(int(name[1:]) for name in positions)
+    if sorted(order) != list(range(len(names))):  # pragma: no cover - guards a SQLAlchemy change
+        raise RuntimeError(f"unexpected bind parameters {positions} for {names}")
+    return MaterializePlan(t, str(compiled), order, tuple(names[i] for i in order))

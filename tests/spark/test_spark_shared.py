@@ -1,0 +1,218 @@
+"""Stateless sinks share one query that reads each input once (deployer.spark.shared).
+
+A MultiFilter's three outputs, a Union of two streams and a Map that can fail are written by the
+shared query; a TIME window keeps a query of its own. Compared with the reference executor: the
+rows of every sink, the dead letters, the count of filtered events; and the shared query's progress
+shows each input read once per micro-batch. Then a restart resumes it, and a checkpoint whose
+shared sinks differ from the script's is refused.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import (
+    assert_same,
+    assert_same_dead_letters,
+    at,
+    cdrs,
+    collect,
+    compile_text,
+    prepare,
+    read_jsonl,
+    run_reference,
+    split_by_time,
+    write_files,
+)
+
+from deployer.local.driver import run_local
+from deployer.spark.checkpoint import CheckpointGuard, CheckpointRefused
+from deployer.spark.deployment import SparkDeployment, SparkRunStats
+from deployer.spark.shared import SHARED_QUERY, batch_plans, shared_sinks
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+CREATE STREAMSCHEMA cdr1 WITH idcaller integer, idreceiver integer, duration integer, timestamp timestamp
+  TIMESTAMP BY timestamp WATERMARK 1 MINUTE;
+CREATE STREAMSCHEMA cdr2 WITH idcaller integer, idreceiver integer, duration integer, timestamp timestamp
+  TIMESTAMP BY timestamp WATERMARK 1 MINUTE;
+INSERT INTO free SELECT idcaller, timestamp FROM cdr1 WHERE duration < 10;
+INSERT INTO priced SELECT idcaller, duration * 10 + 10 AS cost, timestamp FROM cdr1 WHERE duration >= 10 AND duration < 600;
+INSERT INTO marathon SELECT * FROM cdr1 WHERE duration >= 3600;
+INSERT INTO hourly SELECT idcaller, count(*) AS calls FROM cdr1 WINDOW TIME SIZE 1 HOUR GROUP BY idcaller;
+INSERT INTO both SELECT * FROM cdr1, cdr2;
+INSERT INTO per_second SELECT idcaller, 3600 / duration AS rate, timestamp FROM cdr2;
+"""
+SINKS = ["free", "priced", "marathon", "hourly", "both", "per_second"]
+SHARED = ["free", "priced", "marathon", "both", "per_second"]
+BOUNDS = [at(hours=3), at(hours=6)]
+
+
+def _inputs() -> dict[str, list[list[dict[str, Any]]]]:
+    files = {
+        "cdr1": split_by_time(cdrs(240, seed=3, mean_gap_s=120), "timestamp", BOUNDS),
+        "cdr2": split_by_time(cdrs(120, seed=4, mean_gap_s=240), "timestamp", BOUNDS),
+    }
+    files["cdr1"][1] = [*files["cdr1"][1], "{not json"]  # type: ignore[list-item]
+    return files
+
+
+def _run(spark: Any, graph: Any, tmp: Path, sources: dict[str, str]) -> tuple[SparkDeployment, SparkRunStats]:
+    """As `cep run --checkpoint` does it: the manifest checked, then the queries recorded in it."""
+    sinks = {s: f"file:{tmp / 'spark-out'}" for s in SINKS}
+    guard = CheckpointGuard.open(tmp / "checkpoint", graph, sources, sinks)
+    deployment = SparkDeployment(
+        spark,
+        graph,
+        sources,
+        sinks,
+        str(tmp / "checkpoint"),
+        dead_letter=f"file:{tmp / 'spark-dead'}",
+        until_idle=True,
+        max_files_per_trigger=1,
+        on_started=guard.started,
+    )
+    try:
+        return deployment, deployment.run(out=io.StringIO())
+    finally:
+        guard.release()
+
+
+def _lines(directory: Path) -> int:
+    return sum(1 for p in directory.iterdir() for line in p.read_text().splitlines() if line.strip())
+
+
+def test_stateless_sinks_share_one_query_that_reads_each_input_once(spark: Any, tmp_path: Path) -> None:
+    graph = compile_text(SCRIPT)
+    assert shared_sinks(graph, SINKS) == SHARED
+    assert [n.op for n in graph.nodes].count("MultiFilter") == 1
+    sources = prepare(tmp_path, _inputs())
+    deployment, stats = _run(spark, graph, tmp_path, sources)
+
+    names = {q.name for q in deployment.queries}
+    assert names == {f"cep:{SHARED_QUERY}", "cep:sink:hourly", "cep:dead-letters"}
+    shared = next(q for q in deployment.queries if q.name.endswith(SHARED_QUERY))
+    batches = [p for p in shared.recentProgress if p["numInputRows"] > 0]
+    assert len(batches) >= 3
+    # each source of the plan appears once per batch, its rows once: read once for five sinks
+    read: dict[str, int] = {}
+    for p in batches:
+        assert len(p["sources"]) == 2, [s["description"] for s in p["sources"]]
+        for s in p["sources"]:
+            read[s["description"]] = read.get(s["description"], 0) + s["numInputRows"]
+    assert sorted(read.values()) == sorted(_lines(tmp_path / "in" / s) for s in ("cdr1", "cdr2"))
+
+    ref_stats = run_local(
+        graph,
+        sources,
+        {s: f"file:{tmp_path / 'counted-out'}" for s in SINKS},
+        dead_letter=f"file:{tmp_path / 'counted-dead'}",
+    )  # for its counts
+    ref = run_reference(graph, tmp_path, sources, SINKS)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
+    for s in SHARED:
+        assert_same(ref, spk, s, min_rows=5, ordered=True)
+    assert_same(ref, spk, "hourly", min_rows=10)
+    assert_same_dead_letters(ref, spk)
+    assert any(r["stage"] == "Map" for r in spk.dead), "division by zero dead-letters some events"
+    assert stats.filtered == sum(ref_stats.filtered.values()) > 0
+    assert stats.rows_out == sum(len(spk[s]) for s in SINKS)
+
+
+def test_a_restart_resumes_the_shared_query_and_refuses_other_shared_sinks(
+    spark: Any, tmp_path: Path
+) -> None:
+    graph = compile_text(SCRIPT)
+    files = _inputs()
+    first = {s: f[:2] for s, f in files.items()}
+    sources = prepare(tmp_path, first)
+    _run(spark, graph, tmp_path, sources)
+    for s, f in files.items():
+        write_files(tmp_path / "in" / s, f[2:])
+    deployment, _ = _run(spark, graph, tmp_path, sources)
+    shared = next(q for q in deployment.queries if q.name.endswith(SHARED_QUERY))
+    # it resumed: it read the new files only
+    assert sum(p["numInputRows"] for p in shared.recentProgress) == sum(len(f[2]) for f in files.values())
+
+    ref = run_reference(graph, tmp_path, sources, SINKS)
+    for s in SHARED:
+        rows = read_jsonl(tmp_path / "spark-out", f"{s}-")
+        assert sorted(map(str, rows)) == sorted(map(str, ref[s])), s  # nothing lost, nothing twice
+        assert len(rows) >= 5
+
+    # One shared sink fewer: the others resume in the shared query.
+    CheckpointGuard.open(
+        tmp_path / "checkpoint", graph, sources, {s: "file:x" for s in SINKS if s != "priced"}
+    ).release()
+    # One left: `free` would get a query of its own, which would start from the beginning of the
+    # input and write everything again.
+    with pytest.raises(CheckpointRefused, match="output sink 'free' was written by the query shared"):
+        CheckpointGuard.open(tmp_path / "checkpoint", graph, sources, {"free": "file:x", "hourly": "file:x"})
+    # And a new stateless sink would join the shared query mid-input.
+    more = compile_text(SCRIPT + "INSERT INTO late_comer SELECT idcaller FROM cdr2 WHERE duration > 5;")
+    with pytest.raises(CheckpointRefused, match="late_comer' would join the query of the stateless sinks"):
+        CheckpointGuard.open(
+            tmp_path / "checkpoint", more, sources, {**{s: "file:x" for s in SINKS}, "late_comer": "file:x"}
+        )
+    # The same script resumes.
+    CheckpointGuard.open(tmp_path / "checkpoint", graph, sources, {s: "file:x" for s in SINKS})
+
+
+def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
+    """The shared query's writer makes a SparkGraph for every micro-batch: with one memo, the second
+    batch compiles no Column again, and each batch's sinks hold what a graph of its own gives, less
+    the failed rows (dead-lettered by the streaming graph's query, not by the batch graph)."""
+    from datetime import datetime
+
+    from pyspark.sql import types as T
+
+    from deployer.spark.plan import SEQ, SparkGraph, named
+
+    graph = compile_text(SCRIPT)
+    schema = T.StructType(
+        [
+            *(T.StructField(f"_{i}", T.IntegerType()) for i in range(3)),
+            T.StructField("_3", T.TimestampType()),
+            T.StructField(SEQ, T.StringType()),
+        ]
+    )
+
+    def frames(seed: int) -> dict[str, Any]:
+        out = {}
+        for k, stream in enumerate(("cdr1", "cdr2")):
+            rows = [
+                (
+                    c["idcaller"],
+                    c["idreceiver"],
+                    c["duration"],
+                    datetime.fromisoformat(c["timestamp"].replace("Z", "+00:00")),
+                    f"{seed}{k}{i:06d}",
+                )
+                for i, c in enumerate(cdrs(40, seed=seed + k, mean_gap_s=60))
+            ]
+            rows.append((1, 2, 0, rows[0][3], f"{seed}{k}zero"))  # 3600 / 0 fails in per_second
+            out[stream] = spark.createDataFrame(rows, schema)
+        return out
+
+    def outputs(sg: SparkGraph) -> dict[str, list[Any]]:
+        return {
+            s: sorted(named(sg.port(graph.streams[s]), graph.stream_schema(s)).collect()) for s in SHARED
+        }
+
+    plan = batch_plans(graph)
+    sizes = []
+    for seed in (5, 6):
+        batch = frames(seed)
+        shared = plan(batch)
+        got = outputs(shared)
+        assert shared.memo is not None
+        sizes.append(len(shared.memo))
+        own = SparkGraph(graph, batch)
+        assert got == outputs(own)
+        assert shared.dead_letters == [] and "Map" in {d.stage for d in own.dead_letters}
+        assert sum(len(rows) for rows in got.values()) > 20
+    assert sizes[0] > 0 and sizes[1] == sizes[0]
