@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from deployer import settings
 from operators import graph as g
 
 
@@ -79,7 +80,7 @@ def stop_requests() -> Iterator[tuple[threading.Event, list[int]]]:
 
 def data_dir() -> Path:
     """Where embedded SQLite stores live when a data store is not bound to a URL."""
-    return Path(os.environ.get("CEP_DATA_DIR", "cep-data"))
+    return settings.current().data_dir
 
 
 def bind_stores(graph: g.Graph, cli: dict[str, str]) -> Any:

@@ -18,7 +18,6 @@ writers lock the row they change (`SELECT ... FOR UPDATE`, `INSERT ... ON CONFLI
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+from deployer import settings
 from stores.urls import StoreURL, parse_store_url, redact_text
 
 DESIRED_STATES = ("running", "stopped")
@@ -121,16 +121,12 @@ class ServiceHeartbeat(Base):
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("CEP_DATA_DIR", "cep-data"))
+    return settings.current().data_dir
 
 
 def catalog_url_text(cli: str | None) -> str:
     """--catalog, else $CEP_CATALOG_URL, else the SQLite file $CEP_DATA_DIR/catalog.sqlite3."""
-    if cli:
-        return cli
-    if os.environ.get("CEP_CATALOG_URL"):
-        return os.environ["CEP_CATALOG_URL"]
-    return f"sqlite:///{(data_dir() / 'catalog.sqlite3').resolve()}"
+    return cli or settings.current().catalog_url or f"sqlite:///{(data_dir() / 'catalog.sqlite3').resolve()}"
 
 
 def check_no_secret(what: str, text: str) -> None:

@@ -39,14 +39,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from deployer import settings
 from deployer.service.catalog import NOTIFY_CHANNEL, Catalog, CatalogError, Deployment, data_dir, now
 
 log = logging.getLogger("paascep.service")
 
 OUT_METRIC = "cep_out"
 TICK_S = 1.0
-BACKOFF_BASE_S = float(os.environ.get("CEP_RESTART_BASE_S", "2"))
-BACKOFF_MAX_S = float(os.environ.get("CEP_RESTART_MAX_S", "120"))
 HEALTHY_AFTER_S = 60.0
 INCARNATION = re.compile(r"^\d{14}-[0-9a-f]{6}$")
 SERVICE_LOCK = 0x63657073  # pg_try_advisory_lock key: "ceps"
@@ -205,7 +204,8 @@ class Service:
         self.instance = f"{socket.gethostname()}:{os.getpid()}"
         self.started_at = now()
         self.spark: Any = None
-        self._log_level = os.environ.get("CEP_SPARK_LOG_LEVEL", "ERROR")
+        self.settings = settings.current()
+        self._log_level = self.settings.spark_log_level
         self._lock: Any = None
 
     # -- main loop --------------------------------------------------------------------------------
@@ -405,7 +405,7 @@ class Service:
 
     def _failed(self, name: str, revision: int, error: str, backoff: Backoff | None) -> None:
         failures = (backoff.failures if backoff else 0) + 1
-        delay = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (failures - 1))
+        delay = min(self.settings.restart_max_s, self.settings.restart_base_s * 2 ** (failures - 1))
         self.backoff[name] = Backoff(revision, failures, time.monotonic() + delay)
         t = now()
         self.catalog.update(

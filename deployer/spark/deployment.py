@@ -34,6 +34,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from deployer import settings
 from deployer.connectors.files import file_dir
 from deployer.connectors.redis_stream import is_redis_stream_uri, redis_stream_source, redis_stream_writer
 from deployer.spark.checkpoint import query_dir
@@ -149,8 +150,7 @@ def python_worker_conf(master: str) -> dict[str, str]:
     short path, removed at exit (Spark leaves socket files behind). Not for a cluster, whose
     executors run on other machines, where that directory does not exist; nor with
     CEP_PYTHON_UDS=0; nor when the temporary directory's path is too long for a socket."""
-    off = os.environ.get("CEP_PYTHON_UDS", "1").strip().lower() in ("0", "false", "no", "off")
-    if off or not master.startswith("local"):
+    if not settings.current().python_uds or not master.startswith("local"):
         return {}
     if len(tempfile.gettempdir()) + len("/cep-uds-xxxxxxxx") > _UDS_DIR_MAX:
         return {}
@@ -166,24 +166,22 @@ def spark_session(master: str | None = None, app: str = "paascep") -> SparkSessi
     """A session configured for CEP: UTC, few shuffle partitions, quiet logs."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = master or "local[*]"
+    conf = settings.current()
     builder = (
         SparkSession.builder.appName(app)
         .master(master)
-        .config("spark.sql.shuffle.partitions", os.environ.get("CEP_SHUFFLE_PARTITIONS", "4"))
+        .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
         # Bind and advertise the same address: advertising the host's name while bound to loopback
         # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
         # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
-        .config("spark.driver.bindAddress", os.environ.get("CEP_SPARK_BIND", "127.0.0.1"))
-        .config(
-            "spark.driver.host",
-            os.environ.get("CEP_SPARK_HOST", os.environ.get("CEP_SPARK_BIND", "127.0.0.1")),
-        )
+        .config("spark.driver.bindAddress", conf.spark_bind)
+        .config("spark.driver.host", conf.advertised_host)
         .config("spark.ui.showConsoleProgress", "false")
     )
     for key, value in {**SESSION_CONF, **python_worker_conf(master)}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("CEP_SPARK_LOG_LEVEL", "ERROR"))
+    spark.sparkContext.setLogLevel(conf.spark_log_level)
     return spark
 
 
@@ -331,9 +329,7 @@ class SparkDeployment:
         # run at once: a few at a time, so that the Python workers they start (parsing, TUPLE and
         # BATCH state) do not starve each other on a small machine (a worker that cannot connect
         # back to the JVM within its timeout fails the query).
-        self.max_concurrent = int(
-            os.environ.get("CEP_MAX_QUERIES", max(2, spark.sparkContext.defaultParallelism))
-        )
+        self.max_concurrent = settings.current().max_queries or max(2, spark.sparkContext.defaultParallelism)
         self._pending: list[tuple[DataFrame, str, Any]] = []
         # rows the writers wrote (they run in this process); "applied": rows stored into tables
         self.written = {"out": 0, "dead": 0, "applied": 0}
@@ -589,7 +585,7 @@ class SparkDeployment:
         checkpoint, and the restart replays it with the same id and events (docs/guarantees.md).
         """
         if timeout is None:
-            timeout = float(os.environ.get("CEP_STOP_TIMEOUT", "10"))
+            timeout = settings.current().stop_timeout_s
         self._pending.clear()
         self._stopping.set()
         deadline = time.monotonic() + timeout
@@ -609,7 +605,7 @@ class SparkDeployment:
                     busy.remove(q)
                 time.sleep(0.02)
         finally:
-            self.spark.sparkContext.setLogLevel(os.environ.get("CEP_SPARK_LOG_LEVEL", "ERROR"))
+            self.spark.sparkContext.setLogLevel(settings.current().spark_log_level)
             py4j.setLevel(level)
 
     def stop(self) -> None:

@@ -27,6 +27,8 @@ import os
 import signal
 from collections.abc import Callable
 
+from deployer import settings
+
 AFTER_COMMIT = "CEP_FAULT_AFTER_COMMIT"
 AFTER_UPDATE = "CEP_FAULT_AFTER_UPDATE"
 
@@ -35,16 +37,15 @@ class InjectedFault(RuntimeError):
     """The failure `CEP_FAULT_AFTER_UPDATE` injects."""
 
 
-def _setting(var: str, name: str) -> str | None:
-    """The part after `NAME:` of the variable when it names `name` (case-insensitive), else None."""
-    value = os.environ.get(var, "")
-    target, sep, rest = value.partition(":")
+def _setting(value: str | None, name: str) -> str | None:
+    """The part after `NAME:` of the setting when it names `name` (case-insensitive), else None."""
+    target, sep, rest = (value or "").partition(":")
     return rest if sep and target.lower() == name.lower() else None
 
 
 def after_commit_hook(table: str) -> Callable[[int], None] | None:
     """What the Materialize of `table` calls with each batch id once the batch is committed."""
-    batch = _setting(AFTER_COMMIT, table)
+    batch = _setting(settings.current().fault_after_commit, table)
     return None if batch is None else functools.partial(_kill_at, int(batch))
 
 
@@ -55,7 +56,7 @@ def _kill_at(at: int, batch_id: int) -> None:
 
 def after_update_hook(query: str) -> Callable[[], None] | None:
     """What the UpdateSQL of `query` calls in the executor after each committed batch."""
-    marker = _setting(AFTER_UPDATE, query)
+    marker = _setting(settings.current().fault_after_update, query)
     return None if not marker else functools.partial(_fail_once, marker, query)
 
 

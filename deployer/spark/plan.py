@@ -42,7 +42,6 @@ WATERMARK >= end, the reference executor's rule. Known differences, by design:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -51,6 +50,7 @@ from typing import Any, TypeVar
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from deployer import settings
 from deployer.spark.expr import ExprCompiler, Message, col_name, error_column, spark_type
 from deployer.spark.live import live_fields
 from operators import expr as ir
@@ -266,7 +266,7 @@ def filters_counted() -> bool:
     An observation costs no Spark action, but it ends the operator's whole-stage generated code:
     on a plan that does nothing else (bench/run, "stateless") it took the throughput from
     1.04x to 0.78x of the hand-written job. A run that does not need the balance of its counts can turn it off."""
-    return os.environ.get("CEP_COUNT_FILTERED", "1").strip().lower() not in ("0", "false", "no", "off")
+    return settings.current().count_filtered
 
 
 def count_filtered(sg: SparkGraph, node: g.Node, df: DataFrame, kept: Column) -> DataFrame:
