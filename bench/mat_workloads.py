@@ -37,8 +37,9 @@ from spark_workloads import timed_batches
 
 from cpl.compiler import compile_script
 from deployer.spark.expr import col_name
-from deployer.spark.plan import SEQ, SparkGraph, named
-from deployer.spark.sql import materialize_writer
+from deployer.spark.graph import SEQ, named
+from deployer.spark.handlers import spark_graph
+from deployer.spark.materialize import materialize_writer
 from operators import graph as g
 from stores.urls import parse_store_url
 
@@ -80,7 +81,7 @@ def project(store_type: str, url: str, keyed: bool) -> Callable[[SparkSession, i
         src = graph.sources()[0]
         df = source(spark, rows)
         sources = {src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)}
-        sg = SparkGraph(graph, sources, config, deployment=f"bench-{time.monotonic_ns()}")
+        sg = spark_graph(graph, sources, config, deployment=f"bench-{time.monotonic_ns()}")
         frame = named(sg.port(node.inputs[0]), node.input_schema)
         return frame, materialize_writer(sg, node)
 

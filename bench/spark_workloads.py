@@ -19,7 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from cpl.compiler import compile_script
 from deployer.spark.expr import col_name
-from deployer.spark.plan import SEQ, SparkGraph, named
+from deployer.spark.graph import SEQ, named
+from deployer.spark.handlers import spark_graph
 
 CDR = "idcaller integer, idreceiver integer, duration integer, ts timestamp TIMESTAMP BY ts"
 
@@ -80,7 +81,7 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
         for k, s in enumerate(graph.sources()):
             df = generator(spark, rows, offset=k)
             sources[s.stream] = df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ)
-        sg = SparkGraph(graph, sources)
+        sg = spark_graph(graph, sources)
         return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
 
     return build
@@ -191,7 +192,7 @@ def on_spark_defaults(build: Callable[[SparkSession, int], Job]) -> Callable[[Sp
     """`build` in a session of its own (the same SparkContext) that writes checkpoint files with
     Spark's default manager, not the one deployer.spark.deployment.SESSION_CONF picks: a micro-batch's
     fixed cost on Spark as it comes."""
-    from deployer.spark.deployment import CHECKPOINT_FILE_MANAGER
+    from deployer.spark.session import CHECKPOINT_FILE_MANAGER
 
     def job(spark: SparkSession, rows: int) -> Job:
         own = spark.newSession()

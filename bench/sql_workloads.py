@@ -30,7 +30,8 @@ from spark_workloads import generator
 
 from cpl.compiler import compile_script
 from deployer.spark.expr import col_name
-from deployer.spark.plan import SEQ, SparkGraph, named
+from deployer.spark.graph import SEQ, named
+from deployer.spark.handlers import spark_graph
 from operators.graph import DataStore
 from stores.urls import parse_store_url
 
@@ -72,7 +73,7 @@ def _project(script: str, stream: str, url: str) -> Callable[[SparkSession, int]
         df = _cdr(spark, rows)
         sources = {src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)}
         # a fresh deployment name per run: an UpdateSQL's ledger must not find an earlier run's event ids
-        sg = SparkGraph(graph, sources, config, deployment=f"bench-{time.monotonic_ns()}")
+        sg = spark_graph(graph, sources, config, deployment=f"bench-{time.monotonic_ns()}")
         return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
 
     return build

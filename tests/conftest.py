@@ -113,7 +113,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from deployer.spark.deployment import python_worker_conf
+    from deployer.spark.session import python_worker_conf
 
     builder = SparkSession.builder
     for key, value in python_worker_conf("local[2]").items():  # as `cep run` has them

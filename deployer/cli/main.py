@@ -132,7 +132,8 @@ def run(
     max_files_per_trigger: int | None,
 ) -> None:
     """Run SCRIPT: read its input streams, write its results."""
-    from deployer.runner import RunRequest, run_script
+    from deployer.engine import RunRequest
+    from deployer.runner import run_script
 
     compiled = _compile(script)
     request = RunRequest(

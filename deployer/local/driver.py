@@ -37,18 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deployer.connectors.files import (
-    LineWriter,
-    RawRecord,
-    RecordError,
-    event_json,
-    file_dir,
-    json_value,
-    list_files,
-    read_file,
-    read_json_lines,
-    to_event,
-)
+from deployer.connectors.files import LineWriter, file_dir, list_files, read_file, read_json_lines
+from deployer.connectors.records import RawRecord, RecordError, event_json, json_value, to_event
 from deployer.local.events import DeadLetter, RunStats
 from deployer.local.executor import LocalExecutor
 from operators import graph as g

@@ -146,7 +146,7 @@ def _deployment_class() -> Any:
     from pyspark.sql import functions as F
 
     from deployer.spark.deployment import SparkDeployment
-    from deployer.spark.shared import SHARED_QUERY
+    from deployer.spark.queries import SHARED_QUERY
 
     class ServiceDeployment(SparkDeployment):
         """A SparkDeployment whose outputs count their rows (observed metrics in each progress)."""
@@ -163,7 +163,7 @@ def _deployment_class() -> Any:
             recent = [as_dict(p) for p in query.recentProgress]
             if query.name.endswith(f":{SHARED_QUERY}"):
                 for p in recent:
-                    report = self.shared_reports.get(int(p.get("batchId", -1)))
+                    report = self.tally.shared_reports.get(int(p.get("batchId", -1)))
                     if report is not None:
                         p["observedMetrics"] = {
                             **(p.get("observedMetrics") or {}),
@@ -223,7 +223,7 @@ class Service:
         log.info(
             "catalog %s, data %s, master %s", self.catalog.shown, self.data_dir, self.master or "local[*]"
         )
-        from deployer.spark.deployment import spark_session
+        from deployer.spark.session import spark_session
 
         next_reconcile = next_beat = 0.0
         try:

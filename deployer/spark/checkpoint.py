@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from deployer.spark import compat
+from deployer.spark.queries import SHARED_QUERY
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -222,8 +223,6 @@ class CheckpointGuard:
     def started(self, query: str) -> None:
         """Record that `query` has started: from now on its sub-directory must be there, and its
         signature is what a later run is compared with."""
-        from deployer.spark.shared import SHARED_QUERY
-
         key = _output_key(query)
         keys = [key] if key is not None else []
         changed = False
@@ -311,8 +310,6 @@ def _read(path: Path) -> dict[str, Any]:
 def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[str]) -> list[str]:
     """compat.regrouped for a checkpoint: which queries had started, and which sinks the shared one
     wrote, are in the manifest."""
-    from deployer.spark.shared import SHARED_QUERY
-
     own = {key for q in manifest["started"] if (key := _output_key(q)) is not None}
     before = list(manifest.get("shared") or []) if SHARED_QUERY in manifest["started"] else []
     return compat.regrouped(before, shared, own, set(outputs))

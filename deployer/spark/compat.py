@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from deployer.spark.queries import shared_sinks
+from deployer.spark.state_layout import bucketed
 from operators import graph as g
+from operators.analysis import ancestors
 
 Part = tuple[str, str]  # (what, value), e.g. ("window", "TIME SIZE 1 DAY ADVANCE 1 DAY")
 
@@ -48,8 +51,6 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
         ]
         if node.window.kind != "time":  # TUPLE/BATCH windows keep the events themselves in state
             parts.append(("buffered schema", str(node.input_schema)))
-        from deployer.spark.tuple_buckets import bucketed
-
         if bucketed(node):  # the state is per bucket of groups, not per group (spark_tuple's layout)
             parts.append(("state", "per bucket of groups, Arrow IPC"))
         return f"the window aggregate of line {node.line}", tuple(parts)
@@ -64,17 +65,6 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
             ),
         )
     return None
-
-
-def ancestors(graph: g.Graph, node_id: str) -> list[g.Node]:
-    """`node_id` and every node upstream of it, in plan order."""
-    wanted = {node_id}
-    out: list[g.Node] = []
-    for n in reversed(graph.nodes):
-        if n.id in wanted:
-            out.append(n)
-            wanted.update(p.node for p in n.inputs)
-    return list(reversed(out))
 
 
 Signature = tuple[tuple[tuple[str, tuple[Part, ...]], ...], tuple[tuple[str, tuple[Part, ...]], ...]]
@@ -135,8 +125,6 @@ def incompatibilities(
 
 def shared(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
     """The output keys of the sinks the stateless sinks' shared query writes (deployer.spark.shared)."""
-    from deployer.spark.shared import shared_sinks  # (imports pyspark)
-
     asked = {s.lower() for s in sinks}
     return [
         f"sink '{s.lower()}'" for s in shared_sinks(graph, [s for s in graph.streams if s.lower() in asked])

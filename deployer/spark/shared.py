@@ -2,7 +2,7 @@
 
 A sink whose stream the sources give by stateless operators alone (Map, Filter, MultiFilter, Union)
 needs no streaming state. When a script has two or more such sinks, one query writes them all,
-`SHARED_QUERY`, instead of one query each: its streaming DataFrame is the sources' events (tagged by
+`sinks:stateless` (deployer.spark.queries), instead of one query each: its streaming DataFrame is the sources' events (tagged by
 source when there are several), each micro-batch of it is persisted, and every sink's stream is
 translated from it as a batch DataFrame and written, in script order (the Columns of that
 translation are compiled for the first batch and reused: SparkGraph.memo). So each input is read, and a
@@ -18,38 +18,18 @@ events before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from deployer.spark.plan import SparkGraph, stateless_upstream
+from deployer.spark.graph import SparkGraph
+from deployer.spark.handlers import HANDLERS
 from operators import graph as g
 
-SHARED_QUERY = "sinks:stateless"
 _TAG = "__input"  # which source an event of the shared stream came from, with several sources
-
-
-def shared_sinks(graph: g.Graph, sinks: Iterable[str]) -> list[str]:
-    """The streams among `sinks` (the graph's own names) that `SHARED_QUERY` writes, in script
-    order: those computed without state or data store; none unless there are two or more."""
-    wanted = {s for s in sinks}
-    found = [
-        stream
-        for stream, port in graph.streams.items()
-        if stream in wanted and stateless_upstream(graph, graph.node(port.node))
-    ]
-    return found if len(found) >= 2 else []
-
-
-def shared_inputs(graph: g.Graph, streams: Iterable[str]) -> list[str]:
-    """The source streams the shared sinks read, in script order."""
-    from deployer.spark.compat import ancestors
-
-    wanted = {n.id for s in streams for n in ancestors(graph, graph.streams[s].node)}
-    return [n.stream for n in graph.sources() if n.id in wanted]
 
 
 def stem(frames: Mapping[str, DataFrame], inputs: list[str]) -> DataFrame:
@@ -89,6 +69,7 @@ def batch_plans(
         return SparkGraph(
             graph,
             frames,
+            HANDLERS,
             stores_config,
             timed_sources=timed,
             memo=memo,

@@ -26,11 +26,8 @@ the `dead_letter` writer given to `materialize_writer` (stderr without one).
 
 from __future__ import annotations
 
-import gc
-import hashlib
-import pickle
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,65 +40,18 @@ from pyspark.sql.pandas.types import to_arrow_type
 from deployer.spark import faults
 from deployer.spark.arrow_batches import coalesced
 from deployer.spark.expr import ExprCompiler, col_name, spark_type, struct_of
+from deployer.spark.graph import SEQ, SparkGraph
+from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
 from stores import ledger
-from stores.arrow import rows as arrow_rows
 from stores.sql.postgres import NUL_IN_TEXT
 
-if TYPE_CHECKING:
-    from deployer.spark.plan import SparkGraph
-
 _STORES: dict[int, Any] = {}
-DEFAULT_DEPLOYMENT = "cep"
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
 # Events per ReadSQL query on Spark (see deployer.spark.arrow_batches.coalesced): in the sql bench, 50,000 and 100,000 read
 # faster than Spark's 10,000 and about alike; above that the gain stops.
 READ_BATCH_ROWS = 100_000
 
-
-def _stores(config: Any) -> Any:
-    """One registry per worker process and configuration (pooled connections are reused)."""
-    from stores.registry import StoreRegistry
-
-    # pickle, not repr: a URL's repr hides its password, and two passwords are two configurations
-    bindings, declared = config[0], config[1]
-    key = hash(pickle.dumps((bindings, declared)))
-    if key not in _STORES:
-        # The objects alive now (modules: pyspark, pandas, pyarrow...) live as long as the worker;
-        # frozen, the garbage collector no longer walks them in every full collection, which the
-        # result rows of each batch set off.
-        gc.freeze()
-        _STORES[key] = StoreRegistry.from_config(config)
-    return _STORES[key]
-
-
-def deployment_of(sg: SparkGraph) -> str:
-    """The deployment name that scopes the ledger entries of this graph's writes.
-
-    Without a name, one derived from the compiled graph: the same script replayed finds its own
-    entries, and a different script over the same inputs (the same event ids) cannot skip its
-    writes because of them.
-    """
-    name = getattr(sg, "deployment", None) or getattr(sg.stores_config, "deployment", None)
-    if name:
-        return str(name)
-    from operators.explain import to_text
-
-    graph = sg.graph
-    text = "\n".join(
-        [
-            to_text(graph),
-            *(repr(q) for _, q in sorted(graph.queries.items())),
-            *(repr(t) for _, t in sorted(graph.tables.items())),
-        ]
-    )
-    return f"{DEFAULT_DEPLOYMENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-
-
-def _config(sg: SparkGraph) -> Any:
-    if sg.stores_config is None:
-        raise ValueError("this script uses data stores; they must be bound before it runs on Spark")
-    return sg.stores_config
 
 
 def _with_args(
@@ -109,8 +59,6 @@ def _with_args(
 ) -> tuple[DataFrame, int]:
     """The node's input with its arguments as `__p0`, `__p1`, ...; only the fields in `keep` (all
     by default) of the event go on."""
-    from deployer.spark.plan import SEQ
-
     df = sg.input(node)
     c = ExprCompiler()
     compiled = [c.compile(a).cast(spark_type(a.type)) for a in node.args]
@@ -130,7 +78,7 @@ def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tup
     with a NUL in a text parameter is dead-lettered with the reason the reference executor gives
     (see SqlStore.read), found here by a column expression so that the read itself, one query per
     batch, never sees it and the dead letter needs no second read."""
-    bindings = _config(sg)[0]
+    bindings = bound(sg)[0]
     url = next((u for name, u in bindings.items() if name.lower() == node.query.store.lower()), None)
     if url is None or url.kind != "postgresql":
         return []
@@ -143,9 +91,7 @@ def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tup
 
 
 def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
-    from deployer.spark.plan import SEQ
-
-    config = _config(sg)
+    config = bound(sg)
     # Only the event fields read downstream cross to Python and back; the others come back as NULLs.
     live = sg.live(g.Port(node.id))
     keep = [i for i in range(len(node.input_schema)) if live is None or i in live]
@@ -167,7 +113,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Vectorised around the one store call per batch: the event's own columns are gathered
         # with Arrow `take` (one index per result row); only the result values pass through Python.
-        stores = _stores(config)
+        stores = worker_stores(config)
         event_cols = [col_name(i) for i in keep]
         for batch in coalesced(batches, chunk):
             columns = [_pylist(batch.column(f"__p{i}")) for i in range(n_args)]
@@ -236,9 +182,7 @@ def _cache_counters(sg: SparkGraph, df: DataFrame, query: g.SqlQuery) -> tuple[A
 
 
 def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
-    from deployer.spark.plan import SEQ
-
-    config = _config(sg)
+    config = bound(sg)
     df, width = _with_args(sg, node)
     out_fields = [
         *struct_of(node.schema).fields,
@@ -258,7 +202,7 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Column-wise: only the parameters and the event ids pass through Python; the events'
         # own columns are reordered with Arrow `take`.
-        stores = _stores(config)
+        stores = worker_stores(config)
         event_cols = [col_name(i) for i in range(width)]
         for batch in batches:
             if batch.num_rows == 0:
@@ -286,51 +230,3 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     # Failed events go to a dead letter, with the input event; the others go on.
     err = F.col(SQL_ERR)
     return sg.split_errors(node, done, [(err.isNotNull(), err)], width).drop(SQL_ERR)
-
-
-DeadLetterWriter = Callable[[DataFrame, int], None]
-
-
-def materialize_writer(
-    sg: SparkGraph,
-    node: g.Materialize,
-    dead_letter: DeadLetterWriter | None = None,
-    applied: Callable[[int], None] | None = None,
-) -> Any:
-    """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
-
-    Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
-    (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
-    `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
-    its input is counted again by the run that replays it).
-    """
-    from deployer.spark.sinks import dead_letter_writer
-
-    config = _config(sg)
-    table = node.table
-    columns = node.input_schema.names
-    deployment = deployment_of(sg)
-    fallback = dead_letter_writer(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
-    failed_to = dead_letter or fallback
-    fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
-
-    def write(df: DataFrame, batch_id: int) -> None:
-        # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
-        # other stores convert it to Python rows (stores/arrow.py).
-        data = df.toArrow()
-        if not data.num_rows:
-            return
-        result = _stores(config).materialize_arrow(table, columns, data, ledger_key=(deployment, node.id, batch_id))
-        if fault is not None:
-            fault(batch_id)
-        failed = result.failed
-        if applied is not None:
-            applied(data.num_rows - len(failed))
-        if failed:
-            rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
-            event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])
-            schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
-            bad = df.sparkSession.createDataFrame([(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema)
-            failed_to(bad, batch_id)
-
-    return write

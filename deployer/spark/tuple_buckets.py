@@ -40,28 +40,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.spark.arrow_batches import coalesced, packed, unpacked
-from deployer.spark.window_state import _reduce
-from operators import expr as ir
-from operators import graph as g
+from deployer.spark.reduce import reduce_windows
+from deployer.spark.state_layout import BUCKETS
 
-# Fixed for the life of a checkpoint: a group's bucket is where its state is.
-BUCKETS = 64
-# The kinds of aggregated values taken here (a timestamp as epoch microseconds).
-_KINDS = ("integer", "bigint", "double", "timestamp")
-
-
-def bucketed(node: g.Aggregate) -> bool:
-    """Whether Spark runs this aggregate here: a TUPLE window whose aggregated values are all of
-    `_KINDS` (the value of sum and avg is of the aggregate's type, of the others of its argument's),
-    count(*) included. deployer.spark.compat tells the checkpoints of the two layouts apart."""
-    if node.window.kind != "tuple":
-        return False
-    for a in node.aggs:
-        agg = a.expr
-        assert isinstance(agg, ir.Agg)
-        if agg.arg is not None and (agg.type if agg.func in ("sum", "avg") else agg.arg.type).kind not in _KINDS:
-            return False
-    return True
 # Events per packing step (deployer.spark.arrow_batches.coalesced): fewer, larger blobs per bucket.
 PACK_ROWS = 100_000
 
@@ -229,7 +210,7 @@ class BucketedTuple(StatefulProcessor):
                 out[f"_a{j}"] = np.full(total, self.size, dtype=np.int64)
                 continue
             values, valid = columns[column]
-            vals, null = _reduce(func, values[idx], valid[idx])
+            vals, null = reduce_windows(func, values[idx], valid[idx])
             if null.any():
                 vals = vals.astype(object)
                 vals[null] = None

@@ -26,66 +26,24 @@ so that a sink can write results in the order the reference executor emits them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from deployer.spark.aggregate_rows import finish_aggregate
 from deployer.spark.expr import ExprCompiler, col_name, spark_type
+from deployer.spark.graph import SEQ, SparkGraph, order_key
+from deployer.spark.reduce import reduce_windows
+from deployer.spark.state_layout import bucketed
+from deployer.spark.tuple_buckets import bucketed_tuple_aggregate
 from operators import expr as ir
 from operators import graph as g
-from operators.values import DECIMAL_CONTEXT
-
-if TYPE_CHECKING:
-    from deployer.spark.plan import SparkGraph
-
-
-def _reduce(
-    func: str, values: np.ndarray, valid: np.ndarray, scale: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Reduce each row of a (windows x size) matrix with SQL null semantics; returns values, is-null.
-
-    `scale` is the result scale of a decimal avg, rounded half up as the reference executor does."""
-    n_valid = valid.sum(axis=1)
-    if func == "count":
-        return n_valid, np.zeros(len(values), dtype=bool)
-    empty = n_valid == 0
-    if values.dtype.kind not in "iuf":  # decimals, strings, timestamps, booleans: exact, per window
-        out: list[Any] = []
-        for row, ok in zip(values, valid, strict=True):
-            xs = [v for v, k in zip(row, ok, strict=True) if k]
-            if not xs:
-                out.append(None)
-            elif func == "sum":
-                out.append(_exact_sum(xs))
-            elif func == "avg":
-                total = _exact_sum(xs)
-                if isinstance(total, Decimal):
-                    q = DECIMAL_CONTEXT.divide(total, len(xs))
-                    out.append(q.quantize(Decimal(1).scaleb(-(scale or 0)), context=DECIMAL_CONTEXT))
-                else:
-                    out.append(float(total) / len(xs))
-            else:
-                out.append(min(xs) if func == "min" else max(xs))
-        return np.array(out, dtype=object), empty
-    if func in ("sum", "avg"):
-        total = np.where(valid, values, 0).sum(axis=1)
-        if func == "sum":
-            return total, empty
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return total / np.maximum(n_valid, 1), empty
-    if func == "min":
-        return np.where(valid, values, np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).max).min(
-            axis=1
-        ), empty
-    return np.where(valid, values, -np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).min).max(
-        axis=1
-    ), empty
 
 
 def _missing(v: Any) -> bool:
@@ -109,12 +67,6 @@ def _to_state(t: T.DataType) -> Any:
 # The numpy dtype kind whose `tolist()` already gives each Python type.
 _NUMPY_KIND = {int: "i", float: "f", bool: "b"}
 
-
-def _exact_sum(xs: list[Any]) -> Any:
-    total = xs[0]
-    for x in xs[1:]:
-        total = DECIMAL_CONTEXT.add(total, x) if isinstance(total, Decimal) else total + x
-    return total
 
 
 def _tuple_windows(n: int, size: int, advance: int, skip: int) -> tuple[np.ndarray, int, int]:
@@ -283,7 +235,7 @@ class WindowProcessor(StatefulProcessor):
                 values_all = series.astype(object).to_numpy()
             results: list[Any] = []
             for idx in mats:
-                vals, null = _reduce(func, values_all[idx], valid_all[idx], scale)
+                vals, null = reduce_windows(func, values_all[idx], valid_all[idx], scale)
                 results.extend(None if z else v for v, z in zip(vals.tolist(), null.tolist(), strict=True))
             out[f"_a{j}"] = results
         # The order key of the event that completed each window: the output's place in the order.
@@ -295,47 +247,62 @@ class WindowProcessor(StatefulProcessor):
         pass
 
 
-def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
-    from deployer.spark.plan import SEQ, order_key
+@dataclass
+class _Buffered:
+    """What an Aggregate over a TUPLE or BATCH window keeps of each event, as Columns: its group's
+    key values (`_k<i>`), the value of each aggregate (`_v<j>`), and for BATCH the START and STOP
+    conditions; and how each aggregate reads its value."""
 
-    df = sg.input(node)
-    c = ExprCompiler()
+    keys: list[Column]
+    values: list[Column]
+    value_fields: list[T.StructField]
+    extra: list[Column]
+    aggs: list[tuple[str, str | None, int | None]]  # (function, value column or None, decimal avg scale)
+    micros: set[int]  # aggregates computed over epoch microseconds (min/max of a timestamp)
+
+
+def _buffered(c: ExprCompiler, node: g.Aggregate) -> _Buffered:
     keys = [c.compile(k.expr).cast(spark_type(k.expr.type)).alias(f"_k{i}") for i, k in enumerate(node.keys)]
-    values = []
-    micros: set[int] = set()  # aggregates computed over epoch microseconds
-    aggs: list[tuple[str, str | None, int | None]] = []
-    value_fields = []
+    b = _Buffered(keys, [], [], [], [], set())
     for j, a in enumerate(node.aggs):
         agg = a.expr
         assert isinstance(agg, ir.Agg)
         if agg.arg is None:
-            aggs.append(("count", None, None))
+            b.aggs.append(("count", None, None))
             continue
         t = spark_type(agg.type) if agg.func in ("sum", "avg") else spark_type(agg.arg.type)
         value = c.compile(agg.arg).cast(t)
         if isinstance(t, T.TimestampType):
             # min/max of a timestamp: as epoch microseconds, exact and independent of the Python
-            # workers' local time zone (the state would hand datetimes back in it); see `out_fields`.
+            # workers' local time zone (the state would hand datetimes back in it); see `_finish`.
             value, t = F.unix_micros(value), T.LongType()
-            micros.add(j)
-        values.append(value.alias(f"_v{j}"))
-        value_fields.append(T.StructField(f"_v{j}", t))
+            b.micros.add(j)
+        b.values.append(value.alias(f"_v{j}"))
+        b.value_fields.append(T.StructField(f"_v{j}", t))
         scale = agg.type.scale if agg.func == "avg" and agg.type.kind == "decimal" else None
-        aggs.append((agg.func, f"_v{j}", scale))
-    extra = []
+        b.aggs.append((agg.func, f"_v{j}", scale))
     if node.window.kind == "batch":
         assert node.window.start is not None and node.window.stop is not None
-        extra = [c.compile(node.window.start).alias("__start"), c.compile(node.window.stop).alias("__stop")]
+        b.extra = [c.compile(node.window.start).alias("__start"), c.compile(node.window.stop).alias("__stop")]
+    return b
+
+
+def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
+    """An Aggregate over a TUPLE or BATCH window: per-bucket state for a TUPLE window over numbers
+    (deployer.spark.tuple_buckets), per-group state (`WindowProcessor`) for the others."""
+    df = sg.input(node)
+    c = ExprCompiler()
+    b = _buffered(c, node)
     df = sg.split_errors(node, df, c.errors, len(node.input_schema), on_input=True)
     key_fields = [T.StructField(f"_k{i}", spark_type(k.expr.type)) for i, k in enumerate(node.keys)]
     # The state is keyed by the group's values as JSON text: never NULL (PySpark hands a NULL
     # grouping key to the processor as NaN, one row at a time), and one group for no GROUP BY.
-    group = F.to_json(F.struct(*keys)) if keys else F.lit("")
-    buf_schema = T.StructType([*value_fields, T.StructField(SEQ, T.StringType())])
+    group = F.to_json(F.struct(*b.keys)) if b.keys else F.lit("")
+    buf_schema = T.StructType([*b.value_fields, T.StructField(SEQ, T.StringType())])
     out_fields = [
         *key_fields,
         *[
-            T.StructField(f"_a{j}", T.LongType() if j in micros else spark_type(a.expr.type))
+            T.StructField(f"_a{j}", T.LongType() if j in b.micros else spark_type(a.expr.type))
             for j, a in enumerate(node.aggs)
         ],
         T.StructField(SEQ, T.StringType()),
@@ -346,20 +313,16 @@ def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
     order = F.col(SEQ)
     if ts_index is not None:
         order = F.concat(order_key(F.col(col_name(ts_index))), F.lit("|"), order)
-    from deployer.spark.tuple_buckets import bucketed, bucketed_tuple_aggregate
-
     if bucketed(node):
-        prepared = df.select(group.alias("__group"), *keys, *values, order.alias(SEQ))
-        result = bucketed_tuple_aggregate(
-            prepared, node.window.size, node.window.advance, aggs, buf_schema, out_schema
-        )
-        return _finish(sg, node, result, micros)
-    prepared = df.select(group.alias("__group"), *keys, *values, *extra, order.alias(SEQ))
+        prepared = df.select(group.alias("__group"), *b.keys, *b.values, order.alias(SEQ))
+        result = bucketed_tuple_aggregate(prepared, node.window.size, node.window.advance, b.aggs, buf_schema, out_schema)
+        return _finish(sg, node, result, b.micros)
+    prepared = df.select(group.alias("__group"), *b.keys, *b.values, *b.extra, order.alias(SEQ))
     processor = WindowProcessor(
         node.window.kind,
         node.window.size,
         node.window.advance,
-        aggs,
+        b.aggs,
         buf_schema,
         [f.name for f in out_fields],
         prepared.columns,
@@ -370,14 +333,12 @@ def count_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         outputMode="Append",
         timeMode="None",
     )
-    return _finish(sg, node, result, micros)
+    return _finish(sg, node, result, b.micros)
 
 
 def _finish(sg: SparkGraph, node: g.Aggregate, result: DataFrame, micros: set[int]) -> DataFrame:
     """The processor's rows as the aggregated row (keys, aggregates, `__seq`), then HAVING and the
     projections."""
-    from deployer.spark.plan import SEQ, finish_aggregate
-
     nk = len(node.keys)
     row = result.select(
         *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],

@@ -21,8 +21,8 @@ import pytest
 from cpl.compiler import compile_script
 from deployer.runner import bind_stores
 from deployer.spark.deployment import SparkDeployment
-from deployer.spark.plan import SparkGraph
-from deployer.spark.sql import materialize_writer
+from deployer.spark.handlers import spark_graph
+from deployer.spark.materialize import materialize_writer
 from operators import graph as g
 from stores.registry import StoresConfig
 
@@ -120,7 +120,7 @@ def test_materialize_batch_reports_refused_rows_and_skips_a_replay(spark: Any, p
     node = next(n for n in graph.nodes if isinstance(n, g.Materialize))
     bindings, declared = bind_stores(graph, {"crm": pg_db})
     config = StoresConfig(bindings, declared, deployment="bills")
-    sg = SparkGraph(graph, {}, config)
+    sg = spark_graph(graph, {}, config)
     failed: list[tuple[int, list[Any]]] = []
 
     def dead_letter(df: Any, batch_id: int) -> None:

@@ -35,7 +35,8 @@ import pytest
 from fault_helpers import CEP, Feeder, Row, generate, rows, run_env
 
 from cpl.compiler import compile_script
-from deployer.runner import RunRequest, run_script
+from deployer.engine import RunRequest
+from deployer.runner import run_script
 from deployer.spark.checkpoint import LOCK, MANIFEST, CheckpointGuard, CheckpointRefused
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]

@@ -18,7 +18,8 @@ from pyspark.sql import functions as F
 
 from cpl.compiler import compile_script
 from deployer.spark.expr import col_name
-from deployer.spark.plan import SEQ, SparkGraph, named
+from deployer.spark.graph import SEQ, named
+from deployer.spark.handlers import spark_graph
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -46,7 +47,7 @@ def test_window_state_levels_off_with_the_watermark(spark: Any, tmp_path: Path) 
         F.timestamp_millis(v * 10).alias(col_name(3)),
         F.format_string("%020d", v).alias(SEQ),
     )
-    sg = SparkGraph(graph, {"calls": calls})
+    sg = spark_graph(graph, {"calls": calls})
     bill = named(sg.port(graph.streams["bill"]), graph.stream_schema("bill"))
     query = (
         bill.writeStream.format("noop")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cpl.compiler import compile_script
-from deployer.connectors.files import RecordError, to_event
+from deployer.connectors.records import RecordError, to_event
 from deployer.local.driver import run_local
 
 BILLING = (Path(__file__).parents[2] / "examples" / "billing.cpl").read_text()

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from cpl.compiler import compile_script
-from deployer.connectors.files import RecordError, to_event
+from deployer.connectors.records import RecordError, to_event
 from deployer.connectors.redis_stream import (
     RedisStreamError,
     RedisStreamInput,
@@ -27,12 +27,11 @@ from deployer.connectors.redis_stream import (
     marker_key,
     parse_id,
     parse_stream_uri,
-    redis_stream_source,
-    redis_stream_writer,
     seq_of,
 )
 from deployer.local import driver as local_engine
 from deployer.spark import deployment as spark_run
+from deployer.spark.redis_source import redis_stream_source, redis_stream_writer
 from stores.errors import StoreConfigError
 
 SCRIPT = """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deployer.spark.plan import HANDLERS
+from deployer.spark.handlers import HANDLERS
 from operators.graph import OPERATORS
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 SCRIPT = r"""
 import json, sys, tempfile, threading, time
 from deployer.spark.interrupt import BatchInterrupted, interruptible
-from deployer.spark.deployment import spark_session
+from deployer.spark.session import spark_session
 
 spark = spark_session("local[2]", "interrupt-test")
 raised = []

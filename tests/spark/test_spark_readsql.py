@@ -19,7 +19,7 @@ from spark_helpers import assert_same, assert_same_dead_letters, at, compile_tex
 from deployer.runner import bind_stores
 from deployer.spark import sql as spark_sql
 from deployer.spark.deployment import SparkDeployment
-from deployer.spark.plan import SparkGraph
+from deployer.spark.handlers import spark_graph
 from operators import graph as g
 
 pytestmark = pytest.mark.spark
@@ -190,7 +190,7 @@ def test_fields_no_consumer_reads_stay_on_the_jvm_and_dead_letters_keep_the_whol
     ]
     graph = compile_text(NARROW)
     reads = [n for n in graph.nodes if isinstance(n, g.ReadSQL)]
-    sg = SparkGraph(graph, {})
+    sg = spark_graph(graph, {})
     live = [sg.live(g.Port(n.id)) for n in reads]
     # priced: idcaller, duration and the fee; ratio: all (a dead letter)
     assert sorted(x for x in live if x is not None) == [frozenset({0, 2, 6})] and None in live

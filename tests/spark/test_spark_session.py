@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from deployer.spark.deployment import python_worker_conf
+from deployer.spark.session import python_worker_conf
 
 pytestmark = pytest.mark.spark
 

@@ -30,8 +30,10 @@ from spark_helpers import (
 
 from deployer.local.driver import run_local
 from deployer.spark.checkpoint import CheckpointGuard, CheckpointRefused
-from deployer.spark.deployment import SparkDeployment, SparkRunStats
-from deployer.spark.shared import SHARED_QUERY, batch_plans, shared_sinks
+from deployer.spark.deployment import SparkDeployment
+from deployer.spark.progress import SparkRunStats
+from deployer.spark.queries import SHARED_QUERY, shared_sinks
+from deployer.spark.shared import batch_plans
 
 pytestmark = pytest.mark.spark
 
@@ -170,7 +172,8 @@ def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
 
     from pyspark.sql import types as T
 
-    from deployer.spark.plan import SEQ, SparkGraph, named
+    from deployer.spark.graph import SEQ, SparkGraph, named
+    from deployer.spark.handlers import spark_graph
 
     graph = compile_text(SCRIPT)
     schema = T.StructType(
@@ -211,7 +214,7 @@ def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
         got = outputs(shared)
         assert shared.memo is not None
         sizes.append(len(shared.memo))
-        own = SparkGraph(graph, batch)
+        own = spark_graph(graph, batch)
         assert got == outputs(own)
         assert shared.dead_letters == [] and "Map" in {d.stage for d in own.dead_letters}
         assert sum(len(rows) for rows in got.values()) > 20

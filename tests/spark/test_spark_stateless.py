@@ -211,7 +211,8 @@ def test_filter_counts_can_be_turned_off(spark: Any, monkeypatch: pytest.MonkeyP
 
     from cpl.compiler import compile_script
     from deployer.spark.expr import col_name
-    from deployer.spark.plan import SEQ, SparkGraph
+    from deployer.spark.graph import SEQ
+    from deployer.spark.handlers import spark_graph
 
     graph = compile_script(
         "CREATE STREAMSCHEMA s WITH a integer;\nINSERT INTO big SELECT a FROM s WHERE a > 1;"
@@ -222,7 +223,7 @@ def test_filter_counts_can_be_turned_off(spark: Any, monkeypatch: pytest.MonkeyP
     )
 
     def plan() -> str:
-        sg = SparkGraph(graph, {"s": frame})
+        sg = spark_graph(graph, {"s": frame})
         return str(sg.port(graph.streams["big"])._jdf.queryExecution().logical().toString())
 
     assert "CollectMetrics" in plan()

@@ -14,9 +14,10 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from deployer.connectors.files import json_value
+from deployer.connectors.records import json_value
+from deployer.spark.dead_letters import _decoded, dead_letter_frame
 from deployer.spark.expr import _double_text, like_pattern
-from deployer.spark.sinks import _decoded, dead_letter_frame, local_values, ordered_values
+from deployer.spark.sinks import local_values, ordered_values
 
 pytestmark = pytest.mark.spark
 

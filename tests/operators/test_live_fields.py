@@ -1,13 +1,12 @@
-"""Live fields (deployer.spark.live): what each port's consumers read, worked out on compiled
+"""Live fields (operators.analysis): what each port's consumers read, worked out on compiled
 scripts without Spark. A field wrongly left out would come back NULL where a consumer reads it, so
 every rule that keeps a field has a case here."""
 
 from __future__ import annotations
 
 from cpl.compiler import compile_script
-from deployer.spark.live import Live, live_fields
-from operators import expr as ir
 from operators import graph as g
+from operators.analysis import Live, live_fields
 
 HEAD = """
 CREATE STREAMSCHEMA s WITH a integer, b integer, c integer, t varchar;
@@ -17,18 +16,10 @@ CREATE SQLQUERY qt ON crm AS 'SELECT x, y FROM lk WHERE name = ?' RETURNS (x int
 """
 
 
-def never(e: ir.Expr) -> bool:
-    return False
-
-
-def divides(e: ir.Expr) -> bool:
-    return any(isinstance(n, ir.Binary) and n.op == "/" for n in ir.walk(e))
-
-
-def read_live(script: str, can_fail=never) -> list[Live]:  # type: ignore[no-untyped-def]
+def read_live(script: str) -> list[Live]:
     """The live fields of each ReadSQL's output, then of its input, in graph order."""
     graph = compile_script(HEAD + script).graph
-    live = live_fields(graph, can_fail)
+    live = live_fields(graph)
     out: list[Live] = []
     for n in graph.nodes:
         if isinstance(n, g.ReadSQL):
@@ -44,9 +35,10 @@ def test_a_map_after_the_read_keeps_what_it_reads_and_the_argument() -> None:
 
 
 def test_an_expression_that_can_fail_keeps_every_field_for_its_dead_letter() -> None:
-    script = "INSERT INTO o SELECT a / r.y AS z FROM s ON SQL q, r, b, x, y WHERE c > 0;"
-    assert read_live(script) == [frozenset({0, 5}), frozenset({0, 1})]
-    assert read_live(script, divides) == [None, None]
+    safe = "INSERT INTO o SELECT a = r.y AS z FROM s ON SQL q, r, b, x, y WHERE c > 0;"
+    assert read_live(safe) == [frozenset({0, 5}), frozenset({0, 1})]
+    divides = "INSERT INTO o SELECT a / r.y AS z FROM s ON SQL q, r, b, x, y WHERE c > 0;"
+    assert read_live(divides) == [None, None]
 
 
 def test_a_text_argument_keeps_every_field_of_the_input() -> None:

@@ -1,0 +1,67 @@
+"""`cep run --engine spark`: a SparkDeployment in a session of its own, stopped on SIGTERM or SIGINT
+between micro-batches.
+
+A run with --checkpoint first checks the directory (deployer.spark.checkpoint) before Spark starts, so
+a refused checkpoint starts no query and writes nothing anywhere.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from deployer.engine import RunRequest, RunSummary, stop_requests
+from deployer.spark.checkpoint import CheckpointGuard
+from deployer.spark.deployment import SparkDeployment
+from deployer.spark.session import spark_session, stop_session
+
+
+def run(req: RunRequest, stores: Any, out: Any) -> RunSummary:
+    guard = None
+    if req.checkpoint is not None:
+        guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)
+    # A session this run starts (the CLI's) is stopped before the summary is printed, its Python
+    # workers quietly (session.stop_session): left to the process's exit, a worker may print a
+    # BrokenPipeError traceback after the summary. A session the caller had (tests, a program
+    # embedding the run) is left to it.
+    owned = SparkSession.getActiveSession() is None
+    spark = None
+    try:
+        spark = spark_session(req.master)
+        # After the session: PySpark's SparkContext puts a SIGINT handler of its own in place (cancel
+        # every job, raise KeyboardInterrupt), which would cut the batches short.
+        with stop_requests() as (stop, signals):
+            deployment = SparkDeployment(
+                spark,
+                req.graph,
+                req.sources,
+                req.sinks,
+                req.checkpoint,
+                req.dead_letter,
+                stores,
+                req.until_idle,
+                max_files_per_trigger=req.max_files_per_trigger,
+                on_started=guard.started if guard is not None else None,
+            )
+            stats = deployment.run(out=out, stop=stop)
+    except KeyboardInterrupt:
+        owned = False  # a second signal stops the run at once: the process's exit ends Spark
+        raise
+    finally:
+        if owned and spark is not None:
+            stop_session(spark)
+        if guard is not None:
+            guard.release()  # the next run on this checkpoint may start
+    return RunSummary(
+        "spark",
+        stats.rows_in,
+        stats.rows_out,
+        stats.dead_lettered,
+        stats.late,
+        (signals[0] if signals else signal.SIGTERM) if stats.stopped else None,
+        applied=stats.applied,
+        filtered=stats.filtered,
+    )

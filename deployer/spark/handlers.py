@@ -1,0 +1,73 @@
+"""Operator graph → Spark: the handler of every operator, one table (`HANDLERS`).
+
+A handler translates one node: it reads its inputs' DataFrames from the SparkGraph (translating them
+first) and stores the DataFrame of each of its output ports. Stateless operators, TIME windows and
+joins are native Spark (docs/architecture.md, decision 3); TUPLE and BATCH windows keep per-key
+ordered state (deployer.spark.window_state, deployer.spark.tuple_buckets); ReadSQL and UpdateSQL
+call the stores once per Arrow batch (deployer.spark.sql). Sinks and tables have no output port:
+deployer.spark.deployment writes their input. The reference executor (deployer.local) defines what
+each operator means; tests/spark compares the two on the same input, and tests/architecture checks
+that every operator of the graph has a handler here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from deployer.spark import stateless
+from deployer.spark.graph import Handler, SparkGraph
+from deployer.spark.join import join
+from deployer.spark.sql import read_sql, update_sql
+from deployer.spark.time_window import time_aggregate
+from deployer.spark.window_state import tuple_or_batch_aggregate
+from operators import graph as g
+
+
+def _aggregate(sg: SparkGraph, node: g.Node) -> None:
+    assert isinstance(node, g.Aggregate)
+    if node.window.kind == "time":
+        time_aggregate(sg, node)
+    else:
+        sg.ports[g.Port(node.id)] = tuple_or_batch_aggregate(sg, node)
+
+
+def _join(sg: SparkGraph, node: g.Node) -> None:
+    assert isinstance(node, g.Join)
+    join(sg, node)
+
+
+def _readsql(sg: SparkGraph, node: g.Node) -> None:
+    assert isinstance(node, g.ReadSQL)
+    sg.ports[g.Port(node.id)] = read_sql(sg, node)
+
+
+def _updatesql(sg: SparkGraph, node: g.Node) -> None:
+    assert isinstance(node, g.UpdateSQL)
+    sg.ports[g.Port(node.id)] = update_sql(sg, node)
+
+
+def _terminal(sg: SparkGraph, node: g.Node) -> None:
+    sg.input(node)  # Sink and Materialize: their input is what deployer.spark.deployment writes
+
+
+HANDLERS: dict[type[g.Node], Handler] = {
+    g.Source: stateless.source,
+    g.Map: stateless.map_,
+    g.Filter: stateless.filter_,
+    g.MultiFilter: stateless.multifilter,
+    g.Union: stateless.union,
+    g.Aggregate: _aggregate,
+    g.Join: _join,
+    g.ReadSQL: _readsql,
+    g.UpdateSQL: _updatesql,
+    g.Materialize: _terminal,
+    g.Sink: _terminal,
+}
+
+
+def spark_graph(graph: g.Graph, sources: dict[str, DataFrame], stores: Any = None, **options: Any) -> SparkGraph:
+    """The translation of `graph` over the given source DataFrames (stream name -> typed streaming or
+    batch DataFrame, positional columns), by the handlers of this table; ports are translated on use."""
+    return SparkGraph(graph, sources, HANDLERS, stores, **options)

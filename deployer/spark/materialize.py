@@ -1,0 +1,67 @@
+"""Materialize on Spark: each micro-batch of a table's query written through the stores, exactly once.
+
+The batch reaches the store as the Arrow table `toArrow()` collects; the ledger key (deployment, node,
+batch id) makes a replayed batch write nothing (stores/ledger.py). Rows the store refuses go to the
+dead letter with the store's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from deployer.spark import faults
+from deployer.spark.dead_letters import dead_letter_writer
+from deployer.spark.graph import SparkGraph
+from deployer.spark.store_calls import bound, deployment_of, worker_stores
+from operators import graph as g
+from stores.arrow import rows as arrow_rows
+
+DeadLetterWriter = Callable[[DataFrame, int], None]
+
+
+def materialize_writer(
+    sg: SparkGraph,
+    node: g.Materialize,
+    dead_letter: DeadLetterWriter | None = None,
+    applied: Callable[[int], None] | None = None,
+) -> Any:
+    """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
+
+    Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
+    (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
+    `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
+    its input is counted again by the run that replays it).
+    """
+    config = bound(sg)
+    table = node.table
+    columns = node.input_schema.names
+    deployment = deployment_of(sg)
+    fallback = dead_letter_writer(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
+    failed_to = dead_letter or fallback
+    fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
+        # other stores convert it to Python rows (stores/arrow.py).
+        data = df.toArrow()
+        if not data.num_rows:
+            return
+        result = worker_stores(config).materialize_arrow(table, columns, data, ledger_key=(deployment, node.id, batch_id))
+        if fault is not None:
+            fault(batch_id)
+        failed = result.failed
+        if applied is not None:
+            applied(data.num_rows - len(failed))
+        if failed:
+            rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
+            event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])
+            schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
+            bad = df.sparkSession.createDataFrame([(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema)
+            failed_to(bad, batch_id)
+
+    return write

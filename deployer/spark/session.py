@@ -1,0 +1,131 @@
+"""The Spark session a deployment runs in: its settings, and stopping it quietly.
+
+`cep run` starts its own session (`spark_session`) and stops it before its summary (`stop_session`);
+`cep serve`, the tests and the benchmarks may bring theirs, which `SparkDeployment` configures with
+`SESSION_CONF` (what every query's checkpoint records and a restart must keep).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from deployer import settings
+
+# What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
+# (failures are found per event and dead-lettered, never left to fail a batch) and the RocksDB
+# state store (transformWithStateInPandas, for TUPLE and BATCH windows, supports no other), which
+# commits a micro-batch's state changes as a changelog rather than a copy of its files: a stateful
+# micro-batch's fixed cost is lower (an ad-hoc comparison in one process). Spark reads a checkpoint
+# written either way (its documentation: the setting can be turned on for an existing query).
+# Checkpoint files (offsets and commits logs, state store files) are written through Hadoop's
+# FileSystem API, not its FileContext API (Spark's default), whose local implementation forks a
+# `readlink` and a `chmod` process per file it renames or creates: most of the time a micro-batch
+# spent logging its offsets and commit (jstack samples, ad hoc; bench/run's micro-batch rows against
+# "Spark's default checkpoint files" measure the difference). Spark's
+# FileSystem-based manager renames without an atomic "fail if there" check, which only matters to
+# two runs writing one checkpoint at once; deployer.spark.checkpoint's lock refuses the second run.
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    CHECKPOINT_FILE_MANAGER: (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
+}
+
+
+# AF_UNIX socket paths are limited to 107 bytes; Spark names a worker's socket "/.<uuid>.sock" (43).
+_UDS_DIR_MAX = 60
+
+
+def python_worker_conf(master: str) -> dict[str, str]:
+    """Session settings for the Python workers (parsing, TUPLE/BATCH state, ReadSQL/UpdateSQL).
+
+    With a local master the executor runs in this process's JVM, and it talks to its Python workers
+    over a Unix domain socket instead of loopback TCP: each Python task has a fixed cost of its own
+    (bench/run's micro-batch rows), which this lowers. The sockets go to a private directory with a
+    short path, removed at exit (Spark leaves socket files behind). Not for a cluster, whose
+    executors run on other machines, where that directory does not exist; nor with
+    CEP_PYTHON_UDS=0; nor when the temporary directory's path is too long for a socket."""
+    if not settings.current().python_uds or not master.startswith("local"):
+        return {}
+    if len(tempfile.gettempdir()) + len("/cep-uds-xxxxxxxx") > _UDS_DIR_MAX:
+        return {}
+    directory = tempfile.mkdtemp(prefix="cep-uds-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return {
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.python.unix.domain.socket.dir": directory,
+    }
+
+
+def spark_session(master: str | None = None, app: str = "paascep") -> SparkSession:
+    """A session configured for CEP: UTC, few shuffle partitions, quiet logs."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    master = master or "local[*]"
+    conf = settings.current()
+    builder = (
+        SparkSession.builder.appName(app)
+        .master(master)
+        .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
+        # Bind and advertise the same address: advertising the host's name while bound to loopback
+        # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
+        # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
+        .config("spark.driver.bindAddress", conf.spark_bind)
+        .config("spark.driver.host", conf.advertised_host)
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in {**SESSION_CONF, **python_worker_conf(master)}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(conf.spark_log_level)
+    return spark
+
+
+def stop_session(spark: SparkSession, wait: float = 5.0) -> None:
+    """Stop a session this process started, its Python workers first.
+
+    Spark stops its local Python workers by closing their sockets, then signals their daemon; a
+    worker that notices its closed socket first prints a BrokenPipeError traceback on its way out
+    (pyspark/daemon.py), on the run's standard error, after its last line. Signalled first (SIGTERM),
+    the daemon ends its process group's workers with SIGHUP, which they take quietly. Only the
+    daemons this driver's JVM started are signalled (a cluster's run on other machines' executors)."""
+    try:
+        jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    except Exception:  # no JVM left to ask: nothing of ours to signal
+        jvm = None
+    daemons = _python_daemons(jvm) if jvm is not None else []
+    for pid in daemons:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while daemons and time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in daemons):
+        time.sleep(0.02)
+    spark.stop()
+
+
+def _python_daemons(parent: int) -> list[int]:
+    """The `pyspark.daemon` processes whose parent is `parent` (Linux /proc; none elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == parent and b"pyspark.daemon" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return found

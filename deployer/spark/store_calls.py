@@ -1,0 +1,63 @@
+"""How the Spark translation reaches the data stores: one registry per worker process, and the
+deployment name that scopes the exactly-once ledger.
+
+The bindings travel to the executors inside the tasks' closures (picklable); each Python worker
+builds one StoreRegistry per binding and keeps it, so its connections are pooled and reused across
+batches (docs/architecture.md, decision 4).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import pickle
+from typing import Any
+
+from deployer.spark.graph import SparkGraph
+from operators.explain import to_text
+from stores.registry import StoreRegistry
+
+_STORES: dict[int, Any] = {}
+DEFAULT_DEPLOYMENT = "cep"
+
+
+def worker_stores(config: Any) -> Any:
+    """One registry per worker process and configuration (pooled connections are reused)."""
+    # pickle, not repr: a URL's repr hides its password, and two passwords are two configurations
+    bindings, declared = config[0], config[1]
+    key = hash(pickle.dumps((bindings, declared)))
+    if key not in _STORES:
+        # The objects alive now (modules: pyspark, pandas, pyarrow...) live as long as the worker;
+        # frozen, the garbage collector no longer walks them in every full collection, which the
+        # result rows of each batch set off.
+        gc.freeze()
+        _STORES[key] = StoreRegistry.from_config(config)
+    return _STORES[key]
+
+
+def deployment_of(sg: SparkGraph) -> str:
+    """The deployment name that scopes the ledger entries of this graph's writes.
+
+    Without a name, one derived from the compiled graph: the same script replayed finds its own
+    entries, and a different script over the same inputs (the same event ids) cannot skip its
+    writes because of them.
+    """
+    name = getattr(sg, "deployment", None) or getattr(sg.stores_config, "deployment", None)
+    if name:
+        return str(name)
+    graph = sg.graph
+    text = "\n".join(
+        [
+            to_text(graph),
+            *(repr(q) for _, q in sorted(graph.queries.items())),
+            *(repr(t) for _, t in sorted(graph.tables.items())),
+        ]
+    )
+    return f"{DEFAULT_DEPLOYMENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def bound(sg: SparkGraph) -> Any:
+    if sg.stores_config is None:
+        raise ValueError("this script uses data stores; they must be bound before it runs on Spark")
+    return sg.stores_config
+

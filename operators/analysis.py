@@ -1,0 +1,159 @@
+"""Questions about an operator graph that every engine and the tools ask, answered from the IR alone.
+
+Nothing here runs an operator or imports an engine: the answers depend on the graph only, so the
+Spark translation, the checkpoint rules, `cep explain` and the tests (without a JVM) all get the same
+ones. What each function answers:
+
+- `ancestors`: a node and everything upstream of it, in plan order;
+- `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
+- `upstream_delay`, `after_join`: the WATERMARK delays and joins a node's input comes through;
+- `can_fail`: whether evaluating an expression may fail for some event (its event is then
+  dead-lettered, so every field of it must be kept);
+- `live_fields`: which fields of each port some consumer reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from operators import expr as ir
+from operators import graph as g
+
+# Operators that keep no state and call no data store.
+STATELESS = (g.Source, g.Map, g.Filter, g.MultiFilter, g.Union)
+
+
+def ancestors(graph: g.Graph, node_id: str) -> list[g.Node]:
+    """`node_id` and every node upstream of it, in plan order."""
+    wanted = {node_id}
+    out: list[g.Node] = []
+    for n in reversed(graph.nodes):
+        if n.id in wanted:
+            out.append(n)
+            wanted.update(p.node for p in n.inputs)
+    return list(reversed(out))
+
+
+def stateless_upstream(graph: g.Graph, node: g.Node, on_input: bool = False) -> bool:
+    """Whether `node` (its inputs, with `on_input`) is computed from the sources by stateless
+    operators only: no window, join or data store on the way."""
+    todo = [graph.node(p.node) for p in node.inputs] if on_input else [node]
+    while todo:
+        n = todo.pop()
+        if not isinstance(n, STATELESS):
+            return False
+        todo.extend(graph.node(p.node) for p in n.inputs)
+    return True
+
+
+def upstream_delay(graph: g.Graph, node: g.Node) -> int:
+    """The largest WATERMARK delay among the sources a node reads from (0 when none is declared)."""
+    return max([0, *(n.watermark_ms or 0 for n in ancestors(graph, node.id) if isinstance(n, g.Source))])
+
+
+def after_join(graph: g.Graph, node: g.Node) -> bool:
+    """Whether a Join is `node` or upstream of it."""
+    return any(isinstance(n, g.Join) for n in ancestors(graph, node.id))
+
+
+# ---- expressions that may fail -----------------------------------------------------------------
+
+_INTEGER_KINDS = ("integer", "bigint")
+# Functions whose evaluation may fail, given the types of their arguments.
+_FAILING_FUNCTIONS: dict[str, Callable[[ir.Func], bool]] = {
+    "sqrt": lambda f: True,  # of a negative number
+    "power": lambda f: True,  # out of range or undefined
+    "pow": lambda f: True,
+    "mod": lambda f: True,  # division by zero
+    "floor": lambda f: f.args[0].type.kind == "double",  # NaN or infinity to bigint
+    "ceil": lambda f: f.args[0].type.kind == "double",
+    "ceiling": lambda f: f.args[0].type.kind == "double",
+    "substring": lambda f: len(f.args) > 2,  # a negative length
+    "substr": lambda f: len(f.args) > 2,
+}
+
+
+def _fails_itself(e: ir.Expr) -> bool:
+    """Whether `e`'s own operation may fail, its operands being values (their own failures aside)."""
+    if isinstance(e, ir.Unary):
+        return e.op == "-" and e.type.kind in _INTEGER_KINDS  # overflow
+    if isinstance(e, ir.Binary):
+        if e.op in ("/", "%"):
+            return True  # division by zero
+        return e.op in ("+", "-", "*") and e.type.kind in _INTEGER_KINDS  # overflow
+    if isinstance(e, ir.Cast):
+        src, dst = e.arg.type.kind, e.type.kind
+        if dst in ("char", "varchar") or "null" in (src, dst):
+            return False
+        return src != dst or dst == "decimal"  # a value that does not convert, or out of range
+    if isinstance(e, ir.Func):
+        check = _FAILING_FUNCTIONS.get(e.name.lower())
+        return check is not None and check(e)
+    return False
+
+
+def can_fail(e: ir.Expr) -> bool:
+    """Whether evaluating `e` may fail for some event: division by zero, integer overflow, a CAST
+    that does not convert, a function outside its domain. Both engines dead-letter such an event
+    (the Spark translation records an error condition exactly for these operations; a test checks
+    that the two agree)."""
+    return any(_fails_itself(x) for x in ir.walk(e))
+
+
+# ---- live fields ---------------------------------------------------------------------------------
+
+# A set of field positions, or None for "all of them".
+Live = frozenset[int] | None
+
+
+def live_fields(graph: g.Graph) -> dict[g.Port, Live]:
+    """The fields of every port that some consumer reads (every port that has a consumer or is a
+    named stream).
+
+    Engines use it to leave unread fields behind (Spark: a ReadSQL sends only these to Python and
+    back). It is conservative: every field is live for a named stream (a sink, the run's output or
+    a test may read it whole), for an operator whose rows may reach a dead letter (a dead letter
+    shows the whole event), and for every operator not listed in `_reads`."""
+    live: dict[g.Port, Live] = {port: None for port in graph.streams.values()}
+    for node in reversed(graph.nodes):  # consumers come after their producers
+        outs = [live.get(g.Port(node.id, i), frozenset()) for i in range(node.outputs)]
+        for port in node.inputs:
+            read = _reads(node, outs)
+            have = live.get(port, frozenset())
+            live[port] = None if read is None or have is None else have | read
+    return live
+
+
+def _reads(node: g.Node, outs: list[Live]) -> Live:
+    """The fields of its input that `node` reads, given the live fields of its outputs."""
+    if isinstance(node, g.Map):
+        exprs = [p.expr for p in node.projections]
+        return None if any(map(can_fail, exprs)) else _columns(exprs)
+    if isinstance(node, (g.Filter, g.MultiFilter)):
+        preds = [node.predicate] if isinstance(node, g.Filter) else list(node.predicates)
+        if any(map(can_fail, preds)):
+            return None
+        return _union([_columns(preds), *outs])
+    if isinstance(node, g.Union):
+        return outs[0]
+    if isinstance(node, g.ReadSQL):
+        # A text argument may hold a NUL, which dead-letters its event on PostgreSQL.
+        if any(can_fail(a) or a.type.is_string for a in node.args):
+            return None
+        width = len(node.input_schema)
+        passed = outs[0] if outs[0] is None else frozenset(i for i in outs[0] if i < width)
+        return _union([_columns(list(node.args)), passed])
+    return None
+
+
+def _columns(exprs: list[ir.Expr]) -> frozenset[int]:
+    return frozenset(c.index for e in exprs for c in ir.columns(e) if c.side == 0)
+
+
+def _union(sets: list[Live]) -> Live:
+    out: frozenset[int] = frozenset()
+    for s in sets:
+        if s is None:
+            return None
+        out |= s
+    return out
