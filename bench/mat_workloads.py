@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from spark_workloads import timed_batches
 
 from cpl.compiler import compile_script
-from deployer.spark.expr import col_name
+from deployer.spark.columns import col_name
 from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
 from deployer.spark.materialize import materialize_writer

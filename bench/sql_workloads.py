@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 from spark_workloads import generator
 
 from cpl.compiler import compile_script
-from deployer.spark.expr import col_name
+from deployer.spark.columns import col_name
 from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
 from operators.graph import DataStore

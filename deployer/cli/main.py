@@ -21,7 +21,10 @@ import click
 
 from cpl.compiler import Compiled, compile_script
 from cpl.errors import CompileError
+from deployer.cli import service as service_cli
 from deployer.cli.common import friendly, pairs, read_script
+from deployer.engine import RunRequest
+from deployer.runner import run_script
 from deployer.spark.checkpoint import CheckpointRefused
 from operators import explain as dump
 
@@ -132,9 +135,6 @@ def run(
     max_files_per_trigger: int | None,
 ) -> None:
     """Run SCRIPT: read its input streams, write its results."""
-    from deployer.engine import RunRequest
-    from deployer.runner import run_script
-
     compiled = _compile(script)
     request = RunRequest(
         graph=compiled.graph,
@@ -152,7 +152,6 @@ def run(
         raise SystemExit(130)
 
 
-from deployer.cli import service as service_cli  # noqa: E402  (the catalog and service commands)
 
 cli.add_command(service_cli.db)
 cli.add_command(service_cli.deploy)

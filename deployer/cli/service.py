@@ -18,8 +18,15 @@ from typing import Any
 
 import click
 
+from cpl.compiler import compile_script
+from cpl.errors import CompileError
 from deployer.cli.common import friendly, pairs, read_script
-from deployer.service.catalog import Catalog, CatalogError, Deployment, now, utc
+from deployer.service import lifecycle
+from deployer.service.catalog import Catalog, CatalogError, now, utc
+from deployer.service.daemon import Service
+from deployer.service.lifecycle import DeploySpec
+from deployer.service.lifecycle import deploy as do_deploy
+from deployer.service.models import Deployment
 
 catalog_option = click.option(
     "--catalog",
@@ -110,11 +117,6 @@ def deploy(
     can resume from it; a change of a window, a GROUP BY, an input's schema or the set of stateful
     operators cannot, and is refused unless --reset-state is given.
     """
-    from cpl.compiler import compile_script
-    from cpl.errors import CompileError
-    from deployer.service.lifecycle import DeploySpec
-    from deployer.service.lifecycle import deploy as do_deploy
-
     source, filename = _read_script(script)
     try:
         compiled = compile_script(source, filename)
@@ -269,8 +271,6 @@ def _service_line(service: Any) -> str:
 
 def _lifecycle(action: str) -> Callable[[str, str | None], None]:
     def run(name: str, catalog: str | None) -> None:
-        from deployer.service import lifecycle
-
         cat = Catalog.open(catalog)
         try:
             if action == "undeploy":
@@ -336,8 +336,6 @@ def serve(catalog: str | None, master: str | None, poll: float, check: bool) -> 
             raise SystemExit(1)
         click.echo(f"service {service.instance} seen {_ago(service.seen_at)}")
         return
-    from deployer.service.daemon import Service
-
     raise SystemExit(Service(cat, master=master, poll=poll).run())
 
 

@@ -35,16 +35,14 @@ import uuid
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deployer.connectors.files import LineWriter, file_dir, list_files, read_file, read_json_lines
 from deployer.connectors.records import RawRecord, RecordError, event_json, json_value, to_event
+from deployer.connectors.redis_stream import RedisStreamInput, RedisStreamWriter
 from deployer.local.events import DeadLetter, RunStats
 from deployer.local.executor import LocalExecutor
 from operators import graph as g
-
-if TYPE_CHECKING:
-    from deployer.connectors.redis_stream import RedisStreamInput, RedisStreamWriter
 
 REDIS_SCHEMES = ("redis://", "rediss://")
 
@@ -89,10 +87,6 @@ class _Input:
 
 def _input(stream: str, uri: str) -> _Input | RedisStreamInput:
     if uri.lower().startswith(REDIS_SCHEMES):
-        from deployer.connectors.redis_stream import (
-            RedisStreamInput,  # imported only when used: it loads pyspark
-        )
-
         return RedisStreamInput(stream, uri)
     return _Input(stream, uri)
 
@@ -114,8 +108,6 @@ class _Outputs:
                 self.writers[name] = LineWriter(None, sys.stdout)
                 continue
             if uri.lower().startswith(REDIS_SCHEMES):
-                from deployer.connectors.redis_stream import RedisStreamWriter
-
                 self.writers[name] = RedisStreamWriter(uri)
                 continue
             d = file_dir(uri)

@@ -28,15 +28,14 @@ from urllib.parse import parse_qsl, urlencode
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import Session
 
 from deployer import settings
+from deployer.service import migrations
+from deployer.service.models import VERSION_TABLE, Deployment, HistoryEntry, ServiceHeartbeat
 from stores.urls import StoreURL, parse_store_url, redact_text
 
-DESIRED_STATES = ("running", "stopped")
-ACTUAL_STATES = ("pending", "starting", "running", "failed", "stopped")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
-VERSION_TABLE = "cep_catalog_version"
 NOTIFY_CHANNEL = "cep_deployments"
 
 
@@ -55,68 +54,6 @@ def utc(ts: datetime | None) -> datetime | None:
     return ts.replace(tzinfo=UTC)
 
 
-class Base(DeclarativeBase):
-    pass
-
-
-_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite autoincrements INTEGER only
-
-
-class Deployment(Base):
-    __tablename__ = "deployments"
-
-    name: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
-    script: Mapped[str] = mapped_column(sa.Text)
-    script_hash: Mapped[str] = mapped_column(sa.String(64))
-    # {"sources": {stream: uri}, "sinks": {stream: uri}, "stores": {name: url}, "dead_letter": uri}
-    bindings: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
-    desired_state: Mapped[str] = mapped_column(sa.String(16))
-    actual_state: Mapped[str] = mapped_column(sa.String(16))
-    # Bumped by every change the service must act on; the service restarts a deployment whose
-    # revision differs from the one it runs.
-    revision: Mapped[int] = mapped_column(sa.Integer, default=1)
-    # Relative to the service's $CEP_DATA_DIR: checkpoints/<name>/<incarnation>. A new incarnation
-    # (first deploy, --reset-state) is a new directory, so no stale checkpoint is ever resumed.
-    checkpoint: Mapped[str] = mapped_column(sa.String(1024))
-    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
-    last_error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    last_error_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
-    restarts: Mapped[int] = mapped_column(sa.Integer, default=0)
-    events_in: Mapped[int] = mapped_column(sa.BigInteger, default=0)
-    events_out: Mapped[int] = mapped_column(sa.BigInteger, default=0)
-    last_batch: Mapped[int | None] = mapped_column(sa.BigInteger, nullable=True)
-    last_batch_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
-    lag_ms: Mapped[int | None] = mapped_column(sa.BigInteger, nullable=True)
-    # Per streaming query: the last batch counted and its running totals (see deployer.service.daemon).
-    progress: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON, nullable=True)
-
-    __table_args__ = (
-        sa.CheckConstraint(f"desired_state IN {DESIRED_STATES!r}", name="deployments_desired_state"),
-        sa.CheckConstraint(f"actual_state IN {ACTUAL_STATES!r}", name="deployments_actual_state"),
-    )
-
-
-class HistoryEntry(Base):
-    __tablename__ = "deployment_history"
-
-    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(sa.String(63), index=True)
-    at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
-    event: Mapped[str] = mapped_column(sa.String(32))
-    detail: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-
-
-class ServiceHeartbeat(Base):
-    __tablename__ = "service_heartbeat"
-
-    instance: Mapped[str] = mapped_column(sa.String(200), primary_key=True)  # host:pid
-    started_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
-    seen_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
-    master: Mapped[str | None] = mapped_column(sa.String(500), nullable=True)
-
-
-# ---------------------------------------------------------------------------------------------
 # Connecting
 
 
@@ -201,9 +138,7 @@ class Catalog:
         """(the catalog's revision, the newest revision this version of cep knows)."""
         from alembic.runtime.migration import MigrationContext
 
-        from deployer.service.migrations import script_directory
-
-        head = script_directory().get_current_head()
+        head = migrations.script_directory().get_current_head()
         assert head is not None
         try:
             with self.engine.connect() as conn:
@@ -219,9 +154,7 @@ class Catalog:
         if current is None:
             raise CatalogError(self._not_migrated_message(self.shown))
         if current != head:
-            from deployer.service.migrations import script_directory
-
-            known = {s.revision for s in script_directory().walk_revisions()}
+            known = {s.revision for s in migrations.script_directory().walk_revisions()}
             if current not in known:
                 raise CatalogError(
                     f"the catalog at {self.shown} is at revision {current}, which this version of cep "
@@ -234,11 +167,9 @@ class Catalog:
 
     def upgrade(self) -> tuple[str | None, str]:
         """Migrate to the newest revision; (revision before, revision after)."""
-        from deployer.service.migrations import upgrade
-
         before, _ = self.revisions()
         with self.engine.begin() as conn:
-            upgrade(conn)
+            migrations.upgrade(conn)
         after, _ = self.revisions()
         assert after is not None
         return before, after

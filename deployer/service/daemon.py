@@ -13,14 +13,7 @@ own deployment, which is restarted from its checkpoint after 2, 4, 8, ... second
 service itself restarts, every deployment whose desired state is running resumes from its
 checkpoint: file sinks write one file per batch id, so a batch replayed after a crash replaces its
 own output instead of doubling it.
-
-Counters (per streaming query, persisted in `progress` so a restart neither loses nor counts twice):
-- events in: records read from each input (the least any query of the deployment has read of it:
-  every query reads its inputs itself);
-- events out: rows written to the sinks and tables (Spark's observed metrics on each output);
-- last batch: the newest micro-batch id that ran, and when;
-- lag: how long the newest micro-batch with input took from its start to its output, the delay an
-  event waits at most once its batch has started (the slowest of the deployment's queries).
+Counters: deployer.service.reports.
 """
 
 from __future__ import annotations
@@ -35,143 +28,24 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from cpl.compiler import compile_script
 from deployer import settings
-from deployer.service.catalog import NOTIFY_CHANNEL, Catalog, CatalogError, Deployment, data_dir, now
+from deployer.runner import bind_stores
+from deployer.service.catalog import NOTIFY_CHANNEL, Catalog, CatalogError, data_dir, now
+from deployer.service.models import Deployment
+from deployer.service.reports import absorb, redact, summarize_error, totals
+from deployer.service.spark_runs import ServiceDeployment
+from deployer.spark.session import spark_session
 
 log = logging.getLogger("paascep.service")
 
-OUT_METRIC = "cep_out"
 TICK_S = 1.0
 HEALTHY_AFTER_S = 60.0
 INCARNATION = re.compile(r"^\d{14}-[0-9a-f]{6}$")
 SERVICE_LOCK = 0x63657073  # pg_try_advisory_lock key: "ceps"
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors and progress, as the catalog keeps them
-
-
-_EXC_LINE = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (.+)$")
-_FRAMEWORK = ("pyspark.", "py4j.", "org.apache.spark", "java.", "scala.", "Py4J")
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^:@/\s]*):[^@/\s]+@")
-_PASSWORD_OPTION = re.compile(r"(password=)[^&\s]+", re.I)
-
-
-def redact(text: str) -> str:
-    return _PASSWORD_OPTION.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
-
-
-def summarize_error(err: BaseException | str) -> str:
-    """One line for `cep status`: the user-level cause inside Spark's wrapping, redacted."""
-    text = err if isinstance(err, str) else (str(err) or type(err).__name__)
-    if not isinstance(err, str) and not type(err).__module__.startswith(("pyspark", "py4j")):
-        return redact(text)[:2000]  # our own errors already say what they mean
-    causes = [m for line in text.splitlines() if (m := _EXC_LINE.match(line))]
-    ours = [m for m in causes if not m.group(1).startswith(_FRAMEWORK)]
-    if ours:
-        m = ours[0]
-        name = m.group(1).rsplit(".", 1)[-1]
-        line = f"{name}: {m.group(2).strip()}"
-    else:
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(err).__name__)
-        line = first
-    return redact(line)[:2000]
-
-
-def as_dict(progress: Any) -> dict[str, Any]:
-    """A progress report as plain JSON data (PySpark's objects hold Rows in observedMetrics)."""
-    import json
-
-    text = getattr(progress, "json", None)
-    if isinstance(text, str):
-        return dict(json.loads(text))
-    return dict(json.loads(json.dumps(progress, default=str)))
-
-
-def absorb(state: dict[str, Any], progresses: list[dict[str, Any]]) -> bool:
-    """Add the batches in `progresses` that `state` (one query's totals) has not counted yet."""
-    changed = False
-    for p in sorted(progresses, key=lambda p: int(p.get("batchId", -1))):
-        if "addBatch" not in (p.get("durationMs") or {}):
-            continue  # an idle trigger: no batch ran
-        batch = int(p["batchId"])
-        if batch <= int(state.get("batch", -1)):
-            continue  # counted already (before a restart, too: the totals are persisted)
-        inputs = state.setdefault("in", {})
-        for s in p.get("sources") or []:
-            desc = str(s.get("description"))
-            inputs[desc] = int(inputs.get(desc, 0)) + max(0, int(s.get("numInputRows") or 0))
-        metrics = (p.get("observedMetrics") or {}).get(OUT_METRIC) or {}
-        state["out"] = int(state.get("out", 0)) + int(metrics.get("rows") or 0)
-        state["batch"] = batch
-        state["at"] = p.get("timestamp")
-        if int(p.get("numInputRows") or 0) > 0:
-            state["lag_ms"] = int(
-                p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
-            )
-        changed = True
-    return changed
-
-
-def totals(progress: dict[str, Any]) -> dict[str, Any]:
-    """The deployment's counters from its queries' totals."""
-    least: dict[str, int] = {}
-    for q in progress.values():
-        for desc, n in (q.get("in") or {}).items():
-            least[desc] = min(least.get(desc, n), int(n))
-    batches = [q for q in progress.values() if "batch" in q]
-    newest = max(batches, key=lambda q: str(q.get("at") or ""), default=None)
-    lags = [int(q["lag_ms"]) for q in progress.values() if q.get("lag_ms") is not None]
-    at = None
-    if newest is not None and newest.get("at"):
-        at = datetime.fromisoformat(str(newest["at"]).replace("Z", "+00:00"))
-    return {
-        "events_in": sum(least.values()),
-        "events_out": sum(int(q.get("out", 0)) for q in progress.values()),
-        "last_batch": max((int(q["batch"]) for q in batches), default=None),
-        "last_batch_at": at,
-        "lag_ms": max(lags) if lags else None,
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# The service
-
-
-def _deployment_class() -> Any:
-    from pyspark.sql import functions as F
-
-    from deployer.spark.deployment import SparkDeployment
-    from deployer.spark.queries import SHARED_QUERY
-
-    class ServiceDeployment(SparkDeployment):
-        """A SparkDeployment whose outputs count their rows (observed metrics in each progress)."""
-
-        def _start(self, df: Any, name: Any, *args: Any, **kwargs: Any) -> None:
-            if isinstance(name, str) and name.startswith(("sink:", "table:")):
-                df = df.observe(OUT_METRIC, F.count(F.lit(1)).alias("rows"))
-            super()._start(df, name, *args, **kwargs)
-
-        def reports(self, query: Any) -> list[dict[str, Any]]:
-            """The recent progress of `query` as dicts. The shared query of the stateless sinks
-            (deployer.spark.shared) writes from batch DataFrames, which report nothing: its writer
-            counted the rows it wrote, added here as if observed."""
-            recent = [as_dict(p) for p in query.recentProgress]
-            if query.name.endswith(f":{SHARED_QUERY}"):
-                for p in recent:
-                    report = self.tally.shared_reports.get(int(p.get("batchId", -1)))
-                    if report is not None:
-                        p["observedMetrics"] = {
-                            **(p.get("observedMetrics") or {}),
-                            OUT_METRIC: {"rows": report.out},
-                        }
-            return recent
-
-    return ServiceDeployment
 
 
 @dataclass
@@ -223,8 +97,6 @@ class Service:
         log.info(
             "catalog %s, data %s, master %s", self.catalog.shown, self.data_dir, self.master or "local[*]"
         )
-        from deployer.spark.session import spark_session
-
         next_reconcile = next_beat = 0.0
         try:
             self.catalog.heartbeat(self.instance, self.started_at, self.master)
@@ -368,9 +240,6 @@ class Service:
         self.catalog.update(name, "starting", detail, actual_state="starting", restarts=restarts)
         deployment = None
         try:
-            from cpl.compiler import compile_script
-            from deployer.runner import bind_stores
-
             graph = compile_script(row.script, f"<{name}>").graph
             b = row.bindings
             config = bind_stores(graph, dict(b.get("stores") or {}))
@@ -378,7 +247,7 @@ class Service:
             checkpoint.mkdir(parents=True, exist_ok=True)
             # The incarnation is part of the name the ledger knows the deployment by: a reset
             # state (a new checkpoint, batch ids from 0 again) must not be taken for a replay.
-            deployment = _deployment_class()(
+            deployment = ServiceDeployment(
                 self.spark,
                 graph,
                 dict(b.get("sources") or {}),

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from cpl.compiler import compile_script
 from cpl.errors import CompileError
 from deployer.service.catalog import (
@@ -25,6 +27,7 @@ from deployer.service.catalog import (
     now,
     without_password_file,
 )
+from deployer.service.models import Deployment
 from deployer.spark.compat import incompatibilities
 from operators import graph as g
 from stores.urls import parse_store_url
@@ -131,83 +134,113 @@ def deploy(catalog: Catalog, spec: DeploySpec, graph: g.Graph, reset_state: bool
     with catalog.session() as s:
         row = catalog.locked(s, spec.name)
         if row is None:
-            checkpoint = new_checkpoint(spec.name)
-            t = now()
-            values = {
-                "name": spec.name,
-                "script": spec.script,
-                "script_hash": digest,
-                "bindings": bindings,
-                "desired_state": "running",
-                "actual_state": "pending",
-                "revision": 1,
-                "checkpoint": checkpoint,
-                "created_at": t,
-                "updated_at": t,
-                "restarts": 0,
-                "events_in": 0,
-                "events_out": 0,
-            }
-            if catalog.insert_new(s, values):
-                catalog.record(
-                    s, spec.name, "deployed", f"script sha256 {digest[:12]}, checkpoint {checkpoint}"
-                )
-                return Outcome("created", f"deployed {spec.name} (checkpoint {checkpoint})", checkpoint)
+            created = _create(catalog, s, spec, digest, bindings)
+            if created is not None:
+                return created
             # Another deploy of this name committed first: lock its row and redeploy over it.
             row = catalog.locked(s, spec.name)
             assert row is not None
-        same = row.script_hash == digest and row.bindings == bindings
-        if same and not reset_state:
-            if row.desired_state != "running":
-                row.desired_state = "running"
-                row.revision += 1
-                row.updated_at = now()
-                catalog.record(s, spec.name, "start-requested", "deployed again, unchanged")
-                return Outcome("unchanged", f"{spec.name} is unchanged; asked to start it", row.checkpoint)
-            return Outcome("unchanged", f"{spec.name} is unchanged", row.checkpoint)
-        old_graph = _compile_deployed(row.script)
-        if old_graph is None:
-            problems = ["the deployed script no longer compiles, so its state cannot be checked"]
-        else:
-            problems = incompatibilities(old_graph, row.bindings, graph, bindings)
-        if problems and not reset_state:
-            raise Incompatible(
-                f"cannot redeploy {spec.name} over its checkpoint ({row.checkpoint}): the new script "
-                "changes what the checkpoint holds (inputs read so far, window and join state):\n"
-                + "\n".join(f"  - {p}" for p in problems)
-                + "\nRedeploy with --reset-state to start from an empty state: the inputs are then read "
-                "again from their beginning and the old checkpoint is deleted."
-            )
-        old_digest = row.script_hash
-        row.script = spec.script
-        row.script_hash = digest
-        row.bindings = bindings
+        if row.script_hash == digest and row.bindings == bindings and not reset_state:
+            return _unchanged(catalog, s, row)
+        _check_compatible(spec, row, graph, bindings, reset_state)
+        return _replace(catalog, s, row, spec, digest, bindings, reset_state)
+
+
+def _create(
+    catalog: Catalog, s: Session, spec: DeploySpec, digest: str, bindings: dict[str, Any]
+) -> Outcome | None:
+    """A new deployment's row; None when another deploy of the name inserted it first."""
+    checkpoint = new_checkpoint(spec.name)
+    t = now()
+    values = {
+        "name": spec.name,
+        "script": spec.script,
+        "script_hash": digest,
+        "bindings": bindings,
+        "desired_state": "running",
+        "actual_state": "pending",
+        "revision": 1,
+        "checkpoint": checkpoint,
+        "created_at": t,
+        "updated_at": t,
+        "restarts": 0,
+        "events_in": 0,
+        "events_out": 0,
+    }
+    if not catalog.insert_new(s, values):
+        return None
+    catalog.record(s, spec.name, "deployed", f"script sha256 {digest[:12]}, checkpoint {checkpoint}")
+    return Outcome("created", f"deployed {spec.name} (checkpoint {checkpoint})", checkpoint)
+
+
+def _unchanged(catalog: Catalog, s: Session, row: Deployment) -> Outcome:
+    """The same script and bindings again: nothing changes, but a stopped deployment is started."""
+    if row.desired_state != "running":
         row.desired_state = "running"
-        row.actual_state = "pending" if row.actual_state != "running" else row.actual_state
         row.revision += 1
         row.updated_at = now()
-        row.restarts = 0
-        if reset_state:
-            old_checkpoint = row.checkpoint
-            row.checkpoint = new_checkpoint(spec.name)
-            row.events_in = row.events_out = 0
-            row.progress = None
-            row.last_batch = row.last_batch_at = row.lag_ms = None
-            catalog.record(
-                s, spec.name, "state-reset", f"checkpoint {old_checkpoint} dropped, now {row.checkpoint}"
-            )
-            detail = f"script sha256 {old_digest[:12]} -> {digest[:12]}, state reset"
-            catalog.record(s, spec.name, "redeployed", detail)
-            return Outcome(
-                "reset",
-                f"redeployed {spec.name} with an empty state (checkpoint {row.checkpoint})",
-                row.checkpoint,
-            )
+        catalog.record(s, row.name, "start-requested", "deployed again, unchanged")
+        return Outcome("unchanged", f"{row.name} is unchanged; asked to start it", row.checkpoint)
+    return Outcome("unchanged", f"{row.name} is unchanged", row.checkpoint)
+
+
+def _check_compatible(
+    spec: DeploySpec, row: Deployment, graph: g.Graph, bindings: dict[str, Any], reset_state: bool
+) -> None:
+    """Refuse a new script that cannot resume from the deployment's checkpoint (deployer.spark.compat),
+    unless its state is reset."""
+    old_graph = _compile_deployed(row.script)
+    if old_graph is None:
+        problems = ["the deployed script no longer compiles, so its state cannot be checked"]
+    else:
+        problems = incompatibilities(old_graph, row.bindings, graph, bindings)
+    if problems and not reset_state:
+        raise Incompatible(
+            f"cannot redeploy {spec.name} over its checkpoint ({row.checkpoint}): the new script "
+            "changes what the checkpoint holds (inputs read so far, window and join state):\n"
+            + "\n".join(f"  - {p}" for p in problems)
+            + "\nRedeploy with --reset-state to start from an empty state: the inputs are then read "
+            "again from their beginning and the old checkpoint is deleted."
+        )
+
+
+def _replace(
+    catalog: Catalog,
+    s: Session,
+    row: Deployment,
+    spec: DeploySpec,
+    digest: str,
+    bindings: dict[str, Any],
+    reset_state: bool,
+) -> Outcome:
+    """The deployment's new script and bindings, resuming from its checkpoint or from a new one."""
+    old_digest = row.script_hash
+    row.script = spec.script
+    row.script_hash = digest
+    row.bindings = bindings
+    row.desired_state = "running"
+    row.actual_state = "pending" if row.actual_state != "running" else row.actual_state
+    row.revision += 1
+    row.updated_at = now()
+    row.restarts = 0
+    if not reset_state:
         detail = f"script sha256 {old_digest[:12]} -> {digest[:12]}, checkpoint kept"
         catalog.record(s, spec.name, "redeployed", detail)
         return Outcome(
             "redeployed", f"redeployed {spec.name}; it resumes from its checkpoint", row.checkpoint
         )
+    old_checkpoint = row.checkpoint
+    row.checkpoint = new_checkpoint(spec.name)
+    row.events_in = row.events_out = 0
+    row.progress = None
+    row.last_batch = row.last_batch_at = row.lag_ms = None
+    catalog.record(s, spec.name, "state-reset", f"checkpoint {old_checkpoint} dropped, now {row.checkpoint}")
+    catalog.record(
+        s, spec.name, "redeployed", f"script sha256 {old_digest[:12]} -> {digest[:12]}, state reset"
+    )
+    return Outcome(
+        "reset", f"redeployed {spec.name} with an empty state (checkpoint {row.checkpoint})", row.checkpoint
+    )
 
 
 def set_desired(catalog: Catalog, name: str, desired: str) -> str:

@@ -30,8 +30,8 @@ from deployer import settings
 from deployer.connectors.files import file_dir
 from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.checkpoint import query_dir
+from deployer.spark.columns import col_name
 from deployer.spark.dead_letters import dead_letter_frame, dead_letter_writer
-from deployer.spark.expr import col_name
 from deployer.spark.graph import SEQ, SparkGraph, filters_counted, named
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.interrupt import interruptible

@@ -1,8 +1,7 @@
-"""Expression IR → PySpark `Column`s (DESIGN.md decision 2: never text for Spark to parse).
+"""Expression IR → PySpark `Column`s (docs/architecture.md, decision 2: never text for Spark to parse).
 
-Inside a translated graph every DataFrame names its columns by position (`_0`, `_1`, ...; a join's
-right side `_r0`, ...), so user field names, whatever characters they hold, are never resolved by
-Spark's parser; real names are applied only when results leave the engine.
+Columns are named by position (deployer.spark.columns); scalar functions are translated by
+deployer.spark.functions.
 
 Some expressions can fail for one event (division by zero, a bad CAST). The reference executor
 sends such an event to the dead-letter sink; here each compiled expression also yields error
@@ -12,87 +11,14 @@ conditions, which the deployer turns into a per-row error column and routes the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deployer.spark.columns import Message, col_name, msg, quoted, spark_type, text
+from deployer.spark.functions import translate_function
 from operators import expr as ir
-from operators.types import DataType, Schema
-
-
-def spark_type(t: DataType) -> T.DataType:
-    k = t.kind
-    if k == "boolean":
-        return T.BooleanType()
-    if k == "integer":
-        return T.IntegerType()
-    if k == "bigint":
-        return T.LongType()
-    if k == "double":
-        return T.DoubleType()
-    if k == "decimal":
-        return T.DecimalType(t.precision or 38, t.scale or 0)
-    if k == "timestamp":
-        return T.TimestampType()
-    if k == "null":
-        return T.StringType()
-    return T.StringType()
-
-
-def struct_of(schema: Schema, prefix: str = "_") -> T.StructType:
-    return T.StructType(
-        [T.StructField(f"{prefix}{i}", spark_type(f.type), True) for i, f in enumerate(schema)]
-    )
-
-
-def col_name(index: int, side: int = 0) -> str:
-    return f"_{index}" if side == 0 else f"_r{index}"
-
-
-Message = Column | str  # an error message: fixed text, or text built from the failing values
-
-
-def _text(c: Column, t: DataType | None = None) -> Column:
-    """The varchar form of a value of type `t`, as the reference executor's `to_text` gives it:
-    booleans as true/false, timestamps as `yyyy-MM-dd HH:mm:ss[.ffffff]` (trailing zeros cut),
-    decimals in plain notation, doubles as Python prints them (`repr`)."""
-    if t is not None and t.kind == "double":
-        return _double_text(c)
-    return c.cast("string")
-
-
-def _double_text(c: Column) -> Column:
-    """Python's repr of a double. Spark prints doubles as Java does (`1.0E7`, `1.5E-5`); Python
-    prints `10000000.0` and `1.5e-05`: fixed notation for 1e-4 <= |x| < 1e16, else `d.ddde+XX`.
-    Both print the shortest digits that read back as the same double (Java 17 in all but rare
-    cases), so only the notation is rewritten."""
-    java = c.cast("string")
-    a = F.abs(c)
-    # Spark's double → decimal goes through Java's text, so these are exactly the printed digits.
-    plain = F.regexp_replace(c.cast(T.DecimalType(38, 22)).cast("string"), "0+$", "")
-    plain = F.when(plain.endswith("."), F.concat(plain, F.lit("0"))).otherwise(plain)
-    mantissa = F.regexp_replace(F.regexp_extract(java, "^(-?[0-9.]+)E", 1), "[.]0$", "")
-    exponent = F.format_string("%+03d", F.regexp_extract(java, "E(-?[0-9]+)$", 1).cast("int"))
-    return (
-        F.when(F.isnan(c), F.lit("nan"))
-        .when(c == F.lit(float("inf")), F.lit("inf"))
-        .when(c == F.lit(float("-inf")), F.lit("-inf"))
-        .when(c == F.lit(0.0), java)
-        .when((a >= F.lit(1e-4)) & (a < F.lit(1e16)), plain)
-        .otherwise(F.concat(mantissa, F.lit("e"), exponent))
-    )
-
-
-def _msg(*parts: Column | str) -> Column:
-    return F.concat(*[F.lit(p) if isinstance(p, str) else p for p in parts])
-
-
-def _quoted(c: Column) -> Column:
-    """Python's repr of a plain string, which the reference executor's CAST messages use."""
-    return _msg("'", c, "'")
-
 
 # ISO 8601 as Python's datetime.fromisoformat reads it (after `Z` → +00:00), in the forms Spark
 # parses too: a date, optionally a time to the microsecond, optionally a zone offset.
@@ -178,7 +104,7 @@ class ExprCompiler:
         return (-arg).cast(t)
 
     def _overflow(self, cond: Column, wide: Column, kind: str) -> None:
-        self._error(cond, _msg("integer overflow: ", wide.cast("string"), f" is out of range for {kind}"))
+        self._error(cond, msg("integer overflow: ", wide.cast("string"), f" is out of range for {kind}"))
 
     def _binary(self, e: ir.Binary) -> Column:
         op = e.op
@@ -190,7 +116,7 @@ class ExprCompiler:
         # Strict operators: a NULL left operand gives NULL without evaluating the right one.
         right = self._under(left.isNotNull(), e.right)
         if op == "||":
-            return F.concat(_text(left, e.left.type), _text(right, e.right.type))
+            return F.concat(text(left, e.left.type), text(right, e.right.type))
         if op in ("=", "<>", "<", "<=", ">", ">="):
             return {
                 "=": left.__eq__,
@@ -273,156 +199,43 @@ class ExprCompiler:
         if src.kind == k and k not in ("decimal", "char", "varchar"):
             return arg
         if k in ("char", "varchar"):
-            text = _text(arg, src)
-            return text if dst.length is None else F.substring(text, 1, dst.length)
+            shown = text(arg, src)
+            return shown if dst.length is None else F.substring(shown, 1, dst.length)
         if k == "null" or src.kind == "null":
             return F.lit(None).cast(spark_type(dst))
         t = spark_type(dst)
         cast = arg.try_cast(t)  # NULL where the value does not convert (ANSI rules, no wrap-around)
         failed = arg.isNotNull() & cast.isNull()
-        shown = _quoted(arg) if src.is_string else _text(arg, src)
+        shown = quoted(arg) if src.is_string else text(arg, src)
         if k in _INT_RANGE and src.kind in ("integer", "bigint", "decimal", "double"):
             finite = (
                 ~F.isnan(arg) & (F.abs(arg) != F.lit(float("inf"))) if src.kind == "double" else F.lit(True)
             )
-            self._error(failed & finite, _msg("cannot cast ", shown, f" to {dst}: out of range"))
-            self._error(failed, _msg("cannot cast ", shown, f" to {dst}"))
+            self._error(failed & finite, msg("cannot cast ", shown, f" to {dst}: out of range"))
+            self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         elif k in _INT_RANGE and src.is_string:
             digits = arg.rlike(r"^\s*[+-]?[0-9]+\s*$")
-            self._error(failed & digits, _msg("cannot cast ", F.trim(arg), f" to {dst}: out of range"))
-            self._error(failed, _msg("cannot cast ", shown, f" to {dst}"))
+            self._error(failed & digits, msg("cannot cast ", F.trim(arg), f" to {dst}: out of range"))
+            self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         elif k == "decimal":
             # A value that is a number but does not fit decimal(p, s) is out of range.
             wide = arg.try_cast(T.DecimalType(38, dst.scale or 0)) if src.kind != "double" else arg
             numeric = wide.isNotNull()
             if src.kind == "double":
                 numeric = numeric & ~F.isnan(arg) & (F.abs(arg) != F.lit(float("inf")))
-            self._error(failed & numeric, _msg(F.trim(_text(arg, src)), f" is out of range for {dst}"))
-            self._error(failed, _msg("cannot cast ", shown, f" to {dst}"))
+            self._error(failed & numeric, msg(F.trim(text(arg, src)), f" is out of range for {dst}"))
+            self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         elif k == "timestamp" and src.is_string:
             # Only the ISO 8601 forms the reference accepts (Spark alone would take '2026' or
             # '99999' as a year).
             cast = F.when(arg.rlike(_ISO_TIMESTAMP), cast)
             failed = arg.isNotNull() & cast.isNull()
-            self._error(failed, _msg("cannot cast ", shown, f" to {dst}"))
+            self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         else:
-            self._error(failed, _msg("cannot cast ", shown, f" to {dst}"))
+            self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         return cast
 
-    # ---- functions: the reference executor's `deployer.local.builtins` ------------------------------
+    # ---- functions: the reference executor's `deployer.local.builtins` --------------------------
 
     def _func(self, e: ir.Func) -> Column:
-        args = [self.compile(a) for a in e.args]
-        t = spark_type(e.type)
-        name = e.name.lower()
-        name = {"substr": "substring", "ceiling": "ceil", "pow": "power", "char_length": "length"}.get(
-            name, name
-        )
-        all_set = F.lit(True)
-        for a in args:
-            all_set = all_set & a.isNotNull()
-        simple: dict[str, Callable[..., Column]] = {
-            "abs": F.abs,
-            "lower": F.lower,
-            "upper": F.upper,
-            "trim": F.trim,
-            "length": F.length,
-            "year": F.year,
-            "month": F.month,
-            "day": F.dayofmonth,
-            "hour": F.hour,
-            "minute": F.minute,
-            "second": F.second,
-        }
-        if name in simple:
-            return simple[name](*args).cast(t)
-        if name in ("coalesce", "greatest", "least"):
-            # Arguments are widened to the result type first; greatest/least skip NULLs.
-            fn = {"coalesce": F.coalesce, "greatest": F.greatest, "least": F.least}[name]
-            typed = [a.cast(t) for a in args]
-            return (fn(*typed) if len(typed) > 1 else typed[0]).cast(t)
-        if name == "nullif":
-            a, b = (x.cast(t) for x in args)
-            return F.when(a.isNotNull() & b.isNotNull() & (a == b), F.lit(None).cast(t)).otherwise(a)
-        if name in ("floor", "ceil"):
-            x = args[0]
-            if e.args[0].type.kind in ("integer", "bigint"):
-                return x.cast(t)
-            if e.args[0].type.kind == "double":
-                self._error(
-                    F.isnan(x) | (F.abs(x) == F.lit(float("inf"))),
-                    _msg("cannot convert ", _text(x, e.args[0].type), " to bigint"),
-                )
-            return (F.floor(x) if name == "floor" else F.ceil(x)).cast(t)
-        if name == "round":
-            digits: Any = 0 if len(args) == 1 else _int_lit(e.args[1])
-            return F.round(args[0], digits).cast(t)
-        if name == "sqrt":
-            self._error(
-                args[0] < F.lit(0),
-                _msg(
-                    "cannot take the square root of a negative number (", _text(args[0], e.args[0].type), ")"
-                ),
-            )
-            return F.sqrt(args[0]).cast(t)
-        if name == "power":
-            a, b = (x.cast("double") for x in args)
-            out = F.pow(a, b)
-            finite = F.lit(True)
-            for x in (a, b):
-                finite = finite & ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
-            bad = all_set & finite & (F.isnan(out) | (F.abs(out) == F.lit(float("inf"))))
-            self._error(
-                bad,
-                _msg(
-                    "power(",
-                    _text(args[0], e.args[0].type),
-                    ", ",
-                    _text(args[1], e.args[1].type),
-                    ") is out of range or undefined",
-                ),
-            )
-            return out
-        if name == "mod":
-            a, b = (x.cast(t) for x in args)
-            zero = all_set & (b == F.lit(0))
-            self._error(zero, "division by zero")
-            return (a % F.when(zero, F.lit(None)).otherwise(b)).cast(t)
-        if name == "substring":
-            # SQL positions count from 1 and [start, start + length) is cut to the string, so
-            # substring('hello', 0, 3) = 'he' as in PostgreSQL (Spark would count from the end).
-            s, start = args[0], args[1]
-            lo = F.greatest(start, F.lit(1))
-            if len(args) > 2:
-                length = args[2]
-                self._error(all_set & (length < F.lit(0)), "negative substring length not allowed")
-                count = F.greatest(start + length - lo, F.lit(0))
-            else:
-                count = F.lit(2**31 - 1)
-            return F.when(all_set, s.substr(lo, count))
-        if name == "concat":
-            # concat() skips NULLs as PostgreSQL does; `||` is the strict form.
-            return F.concat_ws("", *[_text(a, x.type) for a, x in zip(args, e.args, strict=True)])
-        if name == "epoch_millis":
-            return F.unix_millis(args[0])
-        if name == "from_epoch_millis":
-            return F.timestamp_millis(args[0])
-        raise NotImplementedError(f"function {name} has no Spark translation")
-
-
-def _int_lit(e: ir.Expr) -> int:
-    if isinstance(e, ir.Lit) and isinstance(e.value, int):
-        return e.value
-    raise ValueError("round() takes a literal number of digits on Spark")
-
-
-def error_column(errors: list[tuple[Column, Message]]) -> Column | None:
-    """One column holding the first error message of a row, NULL when it has none."""
-    if not errors:
-        return None
-    out: Column | None = None
-    for cond, message in errors:
-        text = F.lit(message) if isinstance(message, str) else message
-        out = F.when(cond, text) if out is None else out.when(cond, text)
-    assert out is not None
-    return out
+        return translate_function(e, [self.compile(a) for a in e.args], self._error)

@@ -19,7 +19,8 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from deployer import settings
-from deployer.spark.expr import ExprCompiler, Message, col_name, error_column, spark_type
+from deployer.spark.columns import Message, col_name, error_column, spark_type
+from deployer.spark.expr import ExprCompiler
 from operators import expr as ir
 from operators import graph as g
 from operators.analysis import live_fields, stateless_upstream

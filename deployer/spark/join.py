@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from pyspark.sql import functions as F
 
-from deployer.spark.expr import ExprCompiler, col_name
+from deployer.spark.columns import col_name
+from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, project
 from deployer.spark.watermarks import watermarked
 from operators import expr as ir

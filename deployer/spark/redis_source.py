@@ -45,12 +45,11 @@ from deployer.connectors.redis_stream import (
     previous_id,
     seq_of,
 )
-from deployer.spark.expr import col_name, struct_of
+from deployer.spark.columns import col_name, struct_of
 from deployer.spark.graph import SEQ
 from operators.types import Schema
 from operators.values import from_micros
 from stores.errors import scrub
-from stores.urls import StoreURL
 
 # ---- Spark source --------------------------------------------------------------------------------------
 
@@ -107,6 +106,10 @@ def _client(options: Any) -> redis.Redis:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(target)
         if client is None:
+            # Imported here, as in deployer.connectors.redis_stream: stores.urls pulls in SQLAlchemy,
+            # which the Python workers that run this data source need not import otherwise.
+            from stores.urls import StoreURL
+
             url = StoreURL(
                 "redis",
                 host=target[0],

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deployer.connectors.records import event_json
-from deployer.spark.expr import col_name
+from deployer.spark.columns import col_name
 from stores.arrow import rows as arrow_rows
 
 

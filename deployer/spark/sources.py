@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 
 from deployer.connectors.files import file_dir
 from deployer.connectors.records import convert_record
-from deployer.spark.expr import col_name, struct_of
+from deployer.spark.columns import col_name, struct_of
 from deployer.spark.graph import SEQ
 from operators import graph as g
 from operators.types import Schema

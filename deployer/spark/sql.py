@@ -39,7 +39,8 @@ from pyspark.sql.pandas.types import to_arrow_type
 
 from deployer.spark import faults
 from deployer.spark.arrow_batches import coalesced
-from deployer.spark.expr import ExprCompiler, col_name, spark_type, struct_of
+from deployer.spark.columns import col_name, spark_type, struct_of
+from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g

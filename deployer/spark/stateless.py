@@ -12,7 +12,8 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from deployer.spark.expr import ExprCompiler, Message, col_name, spark_type
+from deployer.spark.columns import Message, col_name, spark_type
+from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, any_of, count_filtered, project
 from operators import graph as g
 

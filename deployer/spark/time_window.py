@@ -11,7 +11,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from deployer.spark.aggregate_rows import finish_aggregate
-from deployer.spark.expr import ExprCompiler, col_name, spark_type
+from deployer.spark.columns import col_name, spark_type
+from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, order_key
 from deployer.spark.watermarks import watermarked
 from operators import expr as ir

@@ -28,6 +28,7 @@ element, both ways; two opaque blobs cross as two values.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,22 @@ from deployer.spark.state_layout import BUCKETS
 
 # Events per packing step (deployer.spark.arrow_batches.coalesced): fewer, larger blobs per bucket.
 PACK_ROWS = 100_000
+
+
+@dataclass
+class _Merged:
+    """A bucket's events for one step: its groups (sorted), every event's group, old then new
+    (`elem_group`), each group's events still to skip, the events' order keys and value columns
+    (values, not NULL), and where the new events came from in the batch."""
+
+    groups: np.ndarray
+    elem_group: np.ndarray
+    skip: np.ndarray
+    seq: np.ndarray
+    columns: dict[str, tuple[np.ndarray, np.ndarray]]
+    order: np.ndarray  # the new events' positions in the batch, group after group
+    first_new: np.ndarray
+    groups_new: np.ndarray
 
 
 class BucketedTuple(StatefulProcessor):
@@ -98,6 +115,21 @@ class BucketedTuple(StatefulProcessor):
     ) -> tuple[pd.DataFrame | None, tuple[pa.Table, pa.Table] | None]:
         """The windows the new events complete, and the bucket's state after them (None: empty);
         a state is its (groups, events) tables."""
+        m = self._merged(new, state)
+        # Per group: its events, the windows they complete, where its buffer is cut.
+        n = np.bincount(m.elem_group, minlength=len(m.groups))
+        base = np.concatenate([[0], np.cumsum(n)[:-1]])
+        fired = np.where(n < self.size, 0, (n - self.size) // self.advance + 1)
+        cut = fired * self.advance
+        skip = m.skip + np.maximum(cut - n, 0)
+        cut = np.minimum(cut, n)
+        out = self._windows(m.groups, fired, base, new, m.order, m.first_new, m.groups_new, m.seq, m.columns)
+        rank = np.arange(len(m.elem_group)) - base[m.elem_group]
+        return out, self._kept(m, rank >= cut[m.elem_group], n - cut, skip)
+
+    def _merged(self, new: pa.Table, state: tuple[pa.Table, pa.Table] | None) -> _Merged:
+        """The bucket's buffered events and the new ones, group after group, each group's in
+        arrival order; the new events a group still had to skip (ADVANCE > SIZE) are left out."""
         # The new events group by group, each group's in arrival order.
         groups_new = new.column("__group").to_numpy()
         seq_new = new.column("__seq").to_numpy()
@@ -124,9 +156,10 @@ class BucketedTuple(StatefulProcessor):
         skip -= np.minimum(skip, np.bincount(g_new, minlength=n_groups))
         # All events, group after group: the buffered ones, then the new ones.
         elem_group = np.concatenate([np.repeat(g_old, old_count), g_new[take_new]])
-        part = np.concatenate([np.zeros(int(old_count.sum()), dtype=np.int8), np.ones(int(take_new.sum()), dtype=np.int8)])
-        pos = np.arange(len(elem_group))
-        at = np.lexsort((pos, part, elem_group))
+        part = np.concatenate(
+            [np.zeros(int(old_count.sum()), dtype=np.int8), np.ones(int(take_new.sum()), dtype=np.int8)]
+        )
+        at = np.lexsort((np.arange(len(elem_group)), part, elem_group))
         old_seq = state[1].column("__seq").to_numpy(zero_copy_only=False) if state is not None else []
         seq = np.concatenate([np.array(old_seq, dtype=object), seq_new[take_new]])[at]
         columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -134,36 +167,32 @@ class BucketedTuple(StatefulProcessor):
             given = new.column(c)
             valid_new = pc.is_valid(given).to_numpy(zero_copy_only=False)[order][take_new]
             values_new = given.fill_null(0).to_numpy()[order][take_new]
-            values, valid = self._values(values_new, valid_new, state[1].column(c) if state is not None else None, c)
+            values, valid = self._values(
+                values_new, valid_new, state[1].column(c) if state is not None else None, c
+            )
             columns[c] = (values[at], valid[at])
-        elem_group = elem_group[at]
-        # Per group: its events, the windows they complete, where its buffer is cut.
-        n = np.bincount(elem_group, minlength=n_groups)
-        base = np.concatenate([[0], np.cumsum(n)[:-1]])
-        fired = np.where(n < self.size, 0, (n - self.size) // self.advance + 1)
-        cut = fired * self.advance
-        skip += np.maximum(cut - n, 0)
-        cut = np.minimum(cut, n)
-        out = self._windows(groups, fired, base, new, order, first_new, groups_new, seq, columns)
-        rank = np.arange(len(elem_group)) - base[elem_group]
-        keep = rank >= cut[elem_group]
-        left = n - cut
+        return _Merged(groups, elem_group[at], skip, seq, columns, order, first_new, groups_new)
+
+    def _kept(
+        self, m: _Merged, keep: np.ndarray, left: np.ndarray, skip: np.ndarray
+    ) -> tuple[pa.Table, pa.Table] | None:
+        """The bucket's state after a step: the groups with events left or still to skip."""
         alive = (left > 0) | (skip > 0)
         if not alive.any():
-            return out, None
+            return None
         kept_groups = pa.table(
             {
-                "__group": pa.array(groups[alive], type=pa.string()),
+                "__group": pa.array(m.groups[alive], type=pa.string()),
                 "skip": pa.array(skip[alive], type=pa.int64()),
                 "count": pa.array(left[alive], type=pa.int64()),
             }
         )
         kept_events: dict[str, pa.Array] = {}
         for c in self.value_columns:
-            values, valid = columns[c]
+            values, valid = m.columns[c]
             kept_events[c] = pa.array(values[keep], mask=~valid[keep])
-        kept_events["__seq"] = pa.array(seq[keep], type=pa.string())
-        return out, (kept_groups, pa.table(kept_events))
+        kept_events["__seq"] = pa.array(m.seq[keep], type=pa.string())
+        return kept_groups, pa.table(kept_events)
 
     def _values(
         self, new: np.ndarray, valid_new: np.ndarray, old: pa.ChunkedArray | None, column: str

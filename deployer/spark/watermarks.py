@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from deployer.spark.expr import col_name
+from deployer.spark.columns import col_name
 from deployer.spark.graph import SparkGraph
 from operators import graph as g
 from operators.analysis import after_join, upstream_delay

@@ -37,7 +37,8 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.spark.aggregate_rows import finish_aggregate
-from deployer.spark.expr import ExprCompiler, col_name, spark_type
+from deployer.spark.columns import col_name, spark_type
+from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, order_key
 from deployer.spark.reduce import reduce_windows
 from deployer.spark.state_layout import bucketed

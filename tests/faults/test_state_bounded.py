@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from cpl.compiler import compile_script
-from deployer.spark.expr import col_name
+from deployer.spark.columns import col_name
 from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
 

@@ -210,7 +210,7 @@ def test_filter_counts_can_be_turned_off(spark: Any, monkeypatch: pytest.MonkeyP
     from pyspark.sql import functions as F
 
     from cpl.compiler import compile_script
-    from deployer.spark.expr import col_name
+    from deployer.spark.columns import col_name
     from deployer.spark.graph import SEQ
     from deployer.spark.handlers import spark_graph
 

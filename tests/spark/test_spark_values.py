@@ -15,8 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.connectors.records import json_value
+from deployer.spark.columns import double_text as _double_text
 from deployer.spark.dead_letters import _decoded, dead_letter_frame
-from deployer.spark.expr import _double_text, like_pattern
+from deployer.spark.expr import like_pattern
 from deployer.spark.sinks import local_values, ordered_values
 
 pytestmark = pytest.mark.spark

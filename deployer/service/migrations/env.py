@@ -1,6 +1,6 @@
-"""Alembic environment: migrate the connection handed over by `migrations.upgrade` (what
-`cep db upgrade` does), or, run by the alembic command itself, the catalog that `cep` would use
-($CEP_CATALOG_URL or the SQLite default; `-x catalog=URL` overrides)."""
+"""Alembic environment: migrate the connection handed over by `migrations.upgrade` (what `cep db
+upgrade` does). The catalog's URL, credentials and SQLite settings are `cep`'s business
+(deployer.service.catalog), so the alembic command itself is not a way in: run `cep db upgrade`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from alembic import context
 
-from deployer.service.catalog import VERSION_TABLE, Base, Catalog
+from deployer.service.models import VERSION_TABLE, Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -27,20 +27,10 @@ def _migrate(connection: Any) -> None:
 
 
 def run() -> None:
-    if context.is_offline_mode():
-        raise SystemExit("offline (--sql) migrations are not supported: run `cep db upgrade`")
     connection = config.attributes.get("connection")
-    if connection is not None:
-        _migrate(connection)
-        return
-    catalog = Catalog.open(
-        context.get_x_argument(as_dictionary=True).get("catalog"), migrated=False, create=True
-    )
-    try:
-        with catalog.engine.begin() as conn:
-            _migrate(conn)
-    finally:
-        catalog.close()
+    if context.is_offline_mode() or connection is None:
+        raise SystemExit("run `cep db upgrade [--catalog URL]` to migrate the catalog")
+    _migrate(connection)
 
 
 run()

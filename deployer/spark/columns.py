@@ -1,0 +1,100 @@
+"""The IR's types and fields as Spark sees them, and the text of values and error messages.
+
+Inside a translated graph every DataFrame names its columns by position (`_0`, `_1`, ...; a join's
+right side `_r0`, ...), so user field names, whatever characters they hold, are never resolved by
+Spark's parser; real names are applied only when results leave the engine. A value's text and an
+error's message are built as the reference executor writes them, so both engines dead-letter an
+event with the same reason.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from operators.types import DataType, Schema
+
+
+def spark_type(t: DataType) -> T.DataType:
+    k = t.kind
+    if k == "boolean":
+        return T.BooleanType()
+    if k == "integer":
+        return T.IntegerType()
+    if k == "bigint":
+        return T.LongType()
+    if k == "double":
+        return T.DoubleType()
+    if k == "decimal":
+        return T.DecimalType(t.precision or 38, t.scale or 0)
+    if k == "timestamp":
+        return T.TimestampType()
+    if k == "null":
+        return T.StringType()
+    return T.StringType()
+
+
+def struct_of(schema: Schema, prefix: str = "_") -> T.StructType:
+    return T.StructType(
+        [T.StructField(f"{prefix}{i}", spark_type(f.type), True) for i, f in enumerate(schema)]
+    )
+
+
+def col_name(index: int, side: int = 0) -> str:
+    return f"_{index}" if side == 0 else f"_r{index}"
+
+
+Message = Column | str  # an error message: fixed text, or text built from the failing values
+
+
+def text(c: Column, t: DataType | None = None) -> Column:
+    """The varchar form of a value of type `t`, as the reference executor's `to_text` gives it:
+    booleans as true/false, timestamps as `yyyy-MM-dd HH:mm:ss[.ffffff]` (trailing zeros cut),
+    decimals in plain notation, doubles as Python prints them (`repr`)."""
+    if t is not None and t.kind == "double":
+        return double_text(c)
+    return c.cast("string")
+
+
+def double_text(c: Column) -> Column:
+    """Python's repr of a double. Spark prints doubles as Java does (`1.0E7`, `1.5E-5`); Python
+    prints `10000000.0` and `1.5e-05`: fixed notation for 1e-4 <= |x| < 1e16, else `d.ddde+XX`.
+    Both print the shortest digits that read back as the same double (Java 17 in all but rare
+    cases), so only the notation is rewritten."""
+    java = c.cast("string")
+    a = F.abs(c)
+    # Spark's double → decimal goes through Java's text, so these are exactly the printed digits.
+    plain = F.regexp_replace(c.cast(T.DecimalType(38, 22)).cast("string"), "0+$", "")
+    plain = F.when(plain.endswith("."), F.concat(plain, F.lit("0"))).otherwise(plain)
+    mantissa = F.regexp_replace(F.regexp_extract(java, "^(-?[0-9.]+)E", 1), "[.]0$", "")
+    exponent = F.format_string("%+03d", F.regexp_extract(java, "E(-?[0-9]+)$", 1).cast("int"))
+    return (
+        F.when(F.isnan(c), F.lit("nan"))
+        .when(c == F.lit(float("inf")), F.lit("inf"))
+        .when(c == F.lit(float("-inf")), F.lit("-inf"))
+        .when(c == F.lit(0.0), java)
+        .when((a >= F.lit(1e-4)) & (a < F.lit(1e16)), plain)
+        .otherwise(F.concat(mantissa, F.lit("e"), exponent))
+    )
+
+
+def msg(*parts: Column | str) -> Column:
+    return F.concat(*[F.lit(p) if isinstance(p, str) else p for p in parts])
+
+
+def quoted(c: Column) -> Column:
+    """Python's repr of a plain string, which the reference executor's CAST messages use."""
+    return msg("'", c, "'")
+
+
+def error_column(errors: list[tuple[Column, Message]]) -> Column | None:
+    """One column holding the first error message of a row, NULL when it has none."""
+    if not errors:
+        return None
+    out: Column | None = None
+    for cond, message in errors:
+        text = F.lit(message) if isinstance(message, str) else message
+        out = F.when(cond, text) if out is None else out.when(cond, text)
+    assert out is not None
+    return out
