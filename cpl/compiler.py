@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from cpl import ast
 from cpl.ast import Pos
 from cpl.errors import CompileError, Diagnostic, Diagnostics
-from cpl.parser import MAX_EXPR_DEPTH, expr_depth, parse
+from cpl.limits import MAX_EXPR_DEPTH, expr_depth
+from cpl.parser import parse
 from cpl.passes import PASSES
 from cpl.planner import Planner
 from operators.graph import Aggregate, Graph, Port
@@ -34,24 +35,25 @@ def compile_script(source: str, filename: str = "<script>") -> Compiled:
     for stmt in script.statements:
         if id(stmt) in too_deep:  # planning it would recurse too deep; its error is reported
             if isinstance(stmt, ast.Insert):
-                planner.failed.add(stmt.target.lower())
+                planner.state.failed.add(stmt.target.lower())
             continue
         planner.statement(stmt)
+    state = planner.state
     if (
         not diags.has_errors
-        and not any(not s.is_source for s in planner.streams.values())
-        and not any(n.op == "Materialize" for n in planner.nodes)
+        and not any(not s.is_source for s in state.streams.values())
+        and not any(n.op == "Materialize" for n in state.nodes)
     ):
         diags.error("the script has no INSERT INTO ... SELECT statement: there is nothing to run")
     if diags.has_errors:
         raise CompileError(diags.sorted(), source, filename)
     graph = Graph(
-        nodes=tuple(planner.nodes),
-        streams={s.name: s.port for s in planner.streams.values()},
-        stores={s.name: s for s in planner.stores.values()},
-        queries={q.name: q for q in planner.queries.values()},
-        tables={t.name: t for t in planner.tables.values()},
-        stream_lines={s.name: s.line for s in planner.streams.values()},
+        nodes=tuple(state.nodes),
+        streams={s.name: s.port for s in state.streams.values()},
+        stores={s.name: s for s in state.stores.values()},
+        queries={q.name: q for q in state.queries.values()},
+        tables={t.name: t for t in state.tables.values()},
+        stream_lines={s.name: s.line for s in state.streams.values()},
     )
     for p in PASSES:
         graph = p(graph)

@@ -1,7 +1,9 @@
 """Diagnostics: every error names the line and column and shows the offending text.
 
 The compiler collects diagnostics instead of stopping at the first, and raises a single
-`CompileError` holding all of them at the end of a run.
+`CompileError` holding all of them at the end of a run. Inside a stage, one problem is raised as a
+`PositionedError` (`CplSyntaxError`, `TypeCheckError`, `PlanError`) and recorded as a diagnostic by
+whoever handles the statement.
 """
 
 from __future__ import annotations
@@ -79,3 +81,24 @@ class Diagnostics:
 
     def sorted(self) -> list[Diagnostic]:
         return sorted(self.items, key=lambda d: (d.pos.line, d.pos.col))
+
+
+class PositionedError(Exception):
+    """One problem at a place in the script, raised inside a stage and reported as a diagnostic."""
+
+    def __init__(self, message: str, pos: Pos):
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+
+
+class CplSyntaxError(PositionedError):
+    """Text the grammar rejects, or a literal beyond the limits (`cpl.limits`)."""
+
+
+class TypeCheckError(PositionedError):
+    """An expression whose names do not resolve or whose types do not fit."""
+
+
+class PlanError(PositionedError):
+    """A statement that parses and types but cannot be planned into operators."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from cpl import ast
-from cpl.parser import KEYWORD_TOKENS
+from cpl.grammar import KEYWORD_TOKENS
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = {k.lower() for k in KEYWORD_TOKENS} | {"true", "false"}

@@ -1,0 +1,187 @@
+"""The statement rules of the tree → AST transformer: the CREATE declarations and INSERT ... SELECT.
+`ToAst` is the complete transformer, these rules on top of the expression rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Token, v_args
+
+from cpl import ast
+from cpl.ast_builder import NameTok, unquote
+from cpl.ast_expressions import ExpressionRules
+from cpl.errors import CplSyntaxError
+
+
+@v_args(meta=True)
+class ToAst(ExpressionRules):
+    """A statement's lark tree → its `ast` node, with positions made absolute in the script."""
+
+    # declarations
+    def create_schema(self, meta: Any, children: list[Any]) -> ast.CreateStreamSchema:
+        items = self._items(children)
+        name: NameTok = items[0]
+        fields = tuple(i for i in items[1:] if isinstance(i, ast.FieldDef))
+        et = next((i for i in items if isinstance(i, tuple) and len(i) == 3), None)
+        return ast.CreateStreamSchema(
+            name.text,
+            fields,
+            et[0].text if et else None,
+            et[1] if et else None,
+            pos=self._pos(meta),
+            name_pos=name.pos,
+            timestamp_pos=et[0].pos if et else ast.NOPOS,
+        )
+
+    def field_def(self, meta: Any, children: list[Any]) -> ast.FieldDef:
+        return ast.FieldDef(children[0].text, children[1], self._pos(meta))
+
+    def event_time(self, meta: Any, children: list[Any]) -> tuple[NameTok, ast.Duration | None, str]:
+        items = self._items(children)
+        return (items[0], items[1] if len(items) > 1 else None, "event_time")
+
+    def create_window(self, meta: Any, children: list[Any]) -> ast.CreateWindow:
+        items = self._items(children)
+        return ast.CreateWindow(items[0].text, items[1], self._pos(meta))
+
+    def tuple_window(self, meta: Any, children: list[Any]) -> ast.WindowSpec:
+        nums = [int(c) for c in children if isinstance(c, Token) and c.type == "INT"]
+        return ast.WindowSpec("tuple", nums[0], nums[1] if len(nums) > 1 else None, pos=self._pos(meta))
+
+    def time_window(self, meta: Any, children: list[Any]) -> ast.WindowSpec:
+        ds = [c for c in children if isinstance(c, ast.Duration)]
+        return ast.WindowSpec("time", ds[0], ds[1] if len(ds) > 1 else None, pos=self._pos(meta))
+
+    def batch_window(self, meta: Any, children: list[Any]) -> ast.WindowSpec:
+        items = self._items(children)
+        return ast.WindowSpec("batch", start=items[0], stop=items[1], pos=self._pos(meta))
+
+    def create_datastore(self, meta: Any, children: list[Any]) -> ast.CreateDataStore:
+        items = self._items(children)
+        return ast.CreateDataStore(items[0].text, items[1].text.lower(), self._pos(meta), items[1].pos)
+
+    def create_sqlquery(self, meta: Any, children: list[Any]) -> ast.CreateSqlQuery:
+        items = self._items(children)
+        name, store, text_tok = items[0], items[1], items[2]
+        returns = next((i for i in items if isinstance(i, list)), [])
+        cache = next((i for i in items if isinstance(i, tuple)), None)
+        return ast.CreateSqlQuery(
+            name.text,
+            store.text,
+            unquote(text_tok, self._tpos(text_tok)),
+            tuple(returns),
+            cache[0] if cache else None,
+            cache[1] if cache else None,
+            pos=self._pos(meta),
+            store_pos=store.pos,
+            text_pos=self._tpos(text_tok),
+        )
+
+    def returns(self, meta: Any, children: list[Any]) -> list[ast.FieldDef]:
+        return [c for c in children if isinstance(c, ast.FieldDef)]
+
+    def cache(self, meta: Any, children: list[Any]) -> tuple[int, ast.Duration | None]:
+        items = self._items(children)
+        return (int(items[0]), items[1] if len(items) > 1 else None)
+
+    def create_table(self, meta: Any, children: list[Any]) -> ast.CreateTable:
+        items = self._items(children)
+        name: NameTok = items[0]
+        cols = tuple(i for i in items if isinstance(i, ast.ColumnDef))
+        keys = [i for i in items if isinstance(i, list)]
+        rest = [i for i in items[1:] if isinstance(i, NameTok)]
+        ttl = next((i for i in items if isinstance(i, ast.Duration)), None)
+        store = rest[-1]
+        return ast.CreateTable(
+            name.text,
+            cols,
+            tuple(k.text for k in keys[0]) if keys else (),
+            store.text,
+            ttl,
+            pos=self._pos(meta),
+            store_pos=store.pos,
+        )
+
+    def column_def(self, meta: Any, children: list[Any]) -> ast.ColumnDef:
+        pk = any(isinstance(c, str) and c == "pk" for c in children)
+        nn = any(isinstance(c, str) and c == "nn" for c in children)
+        return ast.ColumnDef(children[0].text, children[1], pk, nn, self._pos(meta))
+
+    def column_primary(self, meta: Any, children: list[Any]) -> str:
+        return "pk"
+
+    def column_not_null(self, meta: Any, children: list[Any]) -> str:
+        return "nn"
+
+    def table_key(self, meta: Any, children: list[Any]) -> list[NameTok]:
+        return self._items(children)
+
+    # statements
+    def insert(self, meta: Any, children: list[Any]) -> ast.Insert:
+        items = self._items(children)
+        into_table = any(i == "into_table" for i in items if isinstance(i, str))
+        name = next(i for i in items if isinstance(i, NameTok))
+        select = next(i for i in items if isinstance(i, ast.Select))
+        return ast.Insert(name.text, select, into_table, self._pos(meta), name.pos)
+
+    def into_table(self, meta: Any, children: list[Any]) -> str:
+        return "into_table"
+
+    def select(self, meta: Any, children: list[Any]) -> ast.Select:
+        items = self._items(children)
+        sel: tuple[ast.SelectItem, ...] = items[0]
+        sources = tuple(i for i in items if isinstance(i, ast.FromItem))
+        where = next((i[1] for i in items if isinstance(i, tuple) and i and i[0] == "where"), None)
+        group = next((i[1] for i in items if isinstance(i, tuple) and i and i[0] == "group"), ())
+        having = next((i[1] for i in items if isinstance(i, tuple) and i and i[0] == "having"), None)
+        on_sqls = [i for i in items if isinstance(i, ast.OnSql)]
+        if len(on_sqls) > 1:
+            raise CplSyntaxError("a statement takes one ON SQL clause", on_sqls[1].pos)
+        return ast.Select(
+            sel, sources, where, group, having, on_sqls[0] if on_sqls else None, self._pos(meta)
+        )
+
+    def select_list(self, meta: Any, children: list[Any]) -> tuple[ast.SelectItem, ...]:
+        return tuple(children)
+
+    def select_star(self, meta: Any, children: list[Any]) -> ast.SelectItem:
+        return ast.SelectItem(None, None, self._pos(meta))
+
+    def select_expr(self, meta: Any, children: list[Any]) -> ast.SelectItem:
+        items = self._items(children)
+        alias = items[1].text if len(items) > 1 else None
+        return ast.SelectItem(items[0], alias, self._pos(meta))
+
+    def from_item(self, meta: Any, children: list[Any]) -> ast.FromItem:
+        items = self._items(children)
+        stream: NameTok = items[0]
+        alias: str | None = None
+        window: str | ast.WindowSpec | None = None
+        window_pos = ast.NOPOS
+        seen_window = False
+        for c in children[1:]:
+            if isinstance(c, Token) and c.type == "WINDOW":
+                seen_window = True
+            elif isinstance(c, NameTok):
+                if seen_window:
+                    window, window_pos = c.text, c.pos
+                else:
+                    alias = c.text
+            elif isinstance(c, ast.WindowSpec):
+                window, window_pos = c, c.pos
+        return ast.FromItem(stream.text, alias, window, self._pos(meta), window_pos)
+
+    def where(self, meta: Any, children: list[Any]) -> tuple[str, ast.Expr]:
+        return ("where", self._items(children)[0])
+
+    def group_by(self, meta: Any, children: list[Any]) -> tuple[str, tuple[ast.Expr, ...]]:
+        return ("group", tuple(self._items(children)))
+
+    def having(self, meta: Any, children: list[Any]) -> tuple[str, ast.Expr]:
+        return ("having", self._items(children)[0])
+
+    def on_sql(self, meta: Any, children: list[Any]) -> ast.OnSql:
+        outer = self._has(children, "OUTER")
+        items = self._items(children)
+        names = tuple(tuple(p.text for p in q) for q in items[2:])
+        return ast.OnSql(items[0].text, items[1].text, names, outer, self._pos(meta))

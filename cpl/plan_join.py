@@ -1,0 +1,105 @@
+"""A statement that reads two streams, each through a TIME window: one Join node, its WHERE the join
+condition, its SELECT computed over each matching (left, right) pair."""
+
+from __future__ import annotations
+
+from cpl import ast
+from cpl.errors import PlanError
+from cpl.plan_map import select_items
+from cpl.plan_state import Planned, PlanState, Stream, qualifiers
+from cpl.plan_windows import resolve_window
+from cpl.scope import Input, Scope
+from cpl.typecheck import Checker
+from operators import expr as ir
+from operators import graph as g
+
+
+def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: int) -> Planned:
+    left_item, right_item = sel.sources
+    left, right = streams
+    lq, rq = qualifiers(left_item), qualifiers(right_item)
+    if lq & rq:
+        raise PlanError(
+            "both sides of the join have the same name; give one an alias: FROM s AS a ..., s AS b ...",
+            right_item.pos,
+        )
+    scope = Scope([Input(left.schema, lq, 0), Input(right.schema, rq, 1)])
+    left_window, right_window = _time_windows(state, sel, streams)
+    if sel.on_sql is not None:
+        raise PlanError(
+            "ON SQL cannot be used in a join; enrich the joined stream in a following statement",
+            sel.on_sql.pos,
+        )
+    if sel.group_by or sel.having is not None:
+        raise PlanError("a join cannot GROUP BY; aggregate its output in a following statement", sel.pos)
+    predicate: ir.Expr = ir.Lit(ir.T_BOOLEAN, True)
+    checker = Checker(scope)
+    if sel.where is not None:
+        predicate = checker.check_bool(sel.where, "the join condition")
+    items = _join_projections(sel, checker, left, right)
+    event_time = _joined_time(items, left)
+    node = g.Join(
+        id=state.next_id(),
+        line=line,
+        inputs=(left.port, right.port),
+        left_schema=left.schema,
+        right_schema=right.schema,
+        left_window=left_window,
+        right_window=right_window,
+        left_time=left.event_time or "",
+        right_time=right.event_time or "",
+        predicate=predicate,
+        projections=tuple(items),
+        event_time=event_time,
+    )
+    port = state.add(node)
+    return Planned(port, node.schema, event_time)
+
+
+def _time_windows(state: PlanState, sel: ast.Select, streams: list[Stream]) -> tuple[g.Window, g.Window]:
+    """The windows of both inputs, which must be TIME windows over streams with event time."""
+    windows = []
+    for item, s in zip(sel.sources, streams, strict=True):
+        w = resolve_window(state, item, Scope([Input(s.schema, qualifiers(item))]))
+        if w.kind != "time":
+            raise PlanError(
+                f"a join needs TIME windows on both inputs, to be deterministic; '{s.name}' has a {w.kind.upper()} window",
+                item.window_pos,
+            )
+        if s.event_time is None:
+            raise PlanError(
+                f"a join needs event time: declare '{s.name}' with TIMESTAMP BY <field>", item.pos
+            )
+        windows.append(w)
+    return windows[0], windows[1]
+
+
+def _join_projections(sel: ast.Select, checker: Checker, left: Stream, right: Stream) -> list[g.NamedExpr]:
+    """The SELECT over a pair; `*` is every field of the left input, then every field of the right."""
+    star: list[g.NamedExpr] = []
+    for side, s in enumerate((left, right)):
+        star.extend(g.NamedExpr(f.name, ir.Col(f.type, i, f.name, side)) for i, f in enumerate(s.schema))
+    items: list[g.NamedExpr] = []
+    for sel_item in sel.items:
+        if sel_item.expr is None:
+            items.extend(star)
+            continue
+        items.extend(select_items(ast.Select((sel_item,), sel.sources), checker, None))
+    seen: dict[str, int] = {}
+    for ne in items:
+        if ne.name.lower() in seen:
+            raise PlanError(
+                f"output field '{ne.name}' appears twice (both inputs have it?); select one side with AS",
+                sel.items[0].pos,
+            )
+        seen[ne.name.lower()] = 1
+    return items
+
+
+def _joined_time(items: list[g.NamedExpr], left: Stream) -> str | None:
+    """The event time of the output: the last output field that is the left input's event time."""
+    event_time = None
+    for ne in items:
+        if isinstance(ne.expr, ir.Col) and ne.expr.side == 0 and ne.expr.name == left.event_time:
+            event_time = ne.name
+    return event_time
