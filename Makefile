@@ -18,8 +18,12 @@ $(VENV)/.installed: pyproject.toml
 test: venv
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/.pytest-rc; exit $$rc
 
+# What CI checks beside the tests (.ci/run): lint, formatting, types and the import contracts.
 lint: venv
-	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy
+	$(VENV)/bin/ruff check . bench/run
+	$(VENV)/bin/ruff format --check . bench/run
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 fmt: venv
 	$(VENV)/bin/ruff format .

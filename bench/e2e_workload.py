@@ -53,80 +53,104 @@ def percentile(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
+PER_FILE = 500
+
+
+def _start_job(tmp: str, inbox: Path, pg_url: str) -> subprocess.Popen[bytes]:
+    """`cep run` of the script, reading `inbox`, in a process group of its own."""
+    Path(tmp, "e2e.cpl").write_text(SCRIPT)
+    env = {**os.environ, "CEP_SPARK_LOG_LEVEL": "ERROR"}
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "cep"), "run", str(Path(tmp, "e2e.cpl")),
+         "--source", f"cdr=file:{inbox}", "--store", f"crm={pg_url}",
+         "--checkpoint", str(Path(tmp, "ckpt")), "--dead-letter", f"file:{Path(tmp, 'dead')}"],
+        stdout=subprocess.DEVNULL, stderr=open(Path(tmp, "job.log"), "w"), env=env,
+        start_new_session=True,
+    )
+
+
+def _watch(pg_url: str, seen: dict[datetime, float], stop: threading.Event) -> None:
+    """Record when each window's row first appears in Postgres, until `stop`."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        while not stop.is_set():
+            try:
+                rows = conn.execute("SELECT second FROM spend").fetchall()
+            except psycopg.errors.UndefinedTable:
+                rows = []
+            now = time.time()
+            for (second,) in rows:
+                seen.setdefault(second, now)
+            time.sleep(0.02)
+
+
+def _feed(inbox: Path, job: subprocess.Popen[bytes], log: Path, until: float) -> list[tuple[float, int]]:
+    """Files of PER_FILE events stamped with the time they arrive, every INTERVAL_S, until `until`:
+    (arrival time, events) per file."""
+    files: list[tuple[float, int]] = []
+    n = 0
+    while time.time() < until:
+        if job.poll() is not None:
+            raise RuntimeError(f"cep run exited with {job.returncode}: {log.read_text()[-2000:]}")
+        now = time.time()
+        ts = datetime.fromtimestamp(now, UTC).isoformat()
+        lines = [
+            json.dumps({"idcaller": (n + i) * 7919 % 100_000, "idreceiver": i, "duration": (n + i) % 600, "ts": ts})
+            for i in range(PER_FILE)
+        ]
+        hidden = inbox / f".f{len(files):06d}.jsonl"
+        hidden.write_text("\n".join(lines) + "\n")
+        hidden.rename(inbox / f"f{len(files):06d}.jsonl")
+        files.append((now, PER_FILE))
+        n += PER_FILE
+        time.sleep(max(0.0, INTERVAL_S - (time.time() - now)))
+    return files
+
+
+def _close_windows(inbox: Path, seen: dict[datetime, float], last: datetime) -> None:
+    """Let the last measured windows close: later events push the watermark past them."""
+    deadline = time.time() + 15
+    while time.time() < deadline and last not in seen:
+        ts = datetime.fromtimestamp(time.time(), UTC).isoformat()
+        (inbox / f"tail{time.time_ns()}.jsonl").write_text(
+            json.dumps({"idcaller": 1, "idreceiver": 1, "duration": 1, "ts": ts}) + "\n"
+        )
+        time.sleep(INTERVAL_S)
+
+
 def run(pg_url: str, quick: bool) -> dict[str, Any]:
     from sql_workloads import load_plans
 
     load_plans(pg_url, 100_000)
-    per_file = 500
     measured_s = 15.0 if quick else 40.0
+    seen: dict[datetime, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         inbox = Path(tmp, "in")
         inbox.mkdir()
-        Path(tmp, "e2e.cpl").write_text(SCRIPT)
-        env = {**os.environ, "CEP_SPARK_LOG_LEVEL": "ERROR"}
-        job = subprocess.Popen(
-            [str(Path(sys.executable).parent / "cep"), "run", str(Path(tmp, "e2e.cpl")),
-             "--source", f"cdr=file:{inbox}", "--store", f"crm={pg_url}",
-             "--checkpoint", str(Path(tmp, "ckpt")), "--dead-letter", f"file:{Path(tmp, 'dead')}"],
-            stdout=subprocess.DEVNULL, stderr=open(Path(tmp, "job.log"), "w"), env=env,  # noqa: SIM115
-            start_new_session=True,
-        )
-        seen: dict[datetime, float] = {}
+        job = _start_job(tmp, inbox, pg_url)
         stop = threading.Event()
-
-        def poll() -> None:
-            with psycopg.connect(pg_url, autocommit=True) as conn:
-                conn.execute("SET TimeZone = 'UTC'")
-                while not stop.is_set():
-                    try:
-                        rows = conn.execute("SELECT second FROM spend").fetchall()
-                    except psycopg.errors.UndefinedTable:
-                        rows = []
-                    now = time.time()
-                    for (second,) in rows:
-                        seen.setdefault(second, now)
-                    time.sleep(0.02)
-
-        poller = threading.Thread(target=poll, daemon=True)
+        poller = threading.Thread(target=_watch, args=(pg_url, seen, stop), daemon=True)
         poller.start()
-        files: list[tuple[float, int]] = []  # (arrival time, events) per file
         start = time.time()
-        n = 0
         try:
-            while time.time() - start < WARMUP_S + measured_s:
-                if job.poll() is not None:
-                    raise RuntimeError(f"cep run exited with {job.returncode}: {Path(tmp, 'job.log').read_text()[-2000:]}")
-                now = time.time()
-                ts = datetime.fromtimestamp(now, UTC).isoformat()
-                lines = [
-                    json.dumps({"idcaller": (n + i) * 7919 % 100_000, "idreceiver": i, "duration": (n + i) % 600, "ts": ts})
-                    for i in range(per_file)
-                ]
-                hidden = inbox / f".f{len(files):06d}.jsonl"
-                hidden.write_text("\n".join(lines) + "\n")
-                hidden.rename(inbox / f"f{len(files):06d}.jsonl")
-                files.append((now, per_file))
-                n += per_file
-                time.sleep(max(0.0, INTERVAL_S - (time.time() - now)))
-            # let the last measured windows close: later events push the watermark past them
-            deadline = time.time() + 15
+            files = _feed(inbox, job, Path(tmp, "job.log"), start + WARMUP_S + measured_s)
             last = datetime.fromtimestamp(start + WARMUP_S + measured_s - 2, UTC).replace(microsecond=0)
-            while time.time() < deadline and last not in seen:
-                ts = datetime.fromtimestamp(time.time(), UTC).isoformat()
-                (inbox / f"tail{time.time_ns()}.jsonl").write_text(
-                    json.dumps({"idcaller": 1, "idreceiver": 1, "duration": 1, "ts": ts}) + "\n"
-                )
-                time.sleep(INTERVAL_S)
+            _close_windows(inbox, seen, last)
         finally:
             stop.set()
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
             poller.join(timeout=5)
             log_tail = Path(tmp, "job.log").read_text()[-3000:]
+    return {**_latencies(files, seen, start + WARMUP_S, start + WARMUP_S + measured_s - 2), "log_tail": log_tail}
+
+
+def _latencies(files: list[tuple[float, int]], seen: dict[datetime, float], begin: float, end: float) -> dict[str, Any]:
+    """From each file's arrival to its window's row in Postgres, for the files of [begin, end]."""
     latencies: list[float] = []
     missing = 0
     for arrived, count in files:
-        if arrived < start + WARMUP_S or arrived > start + WARMUP_S + measured_s - 2:
+        if arrived < begin or arrived > end:
             continue
         second = datetime.fromtimestamp(arrived, UTC).replace(microsecond=0)
         if second not in seen:
@@ -137,9 +161,8 @@ def run(pg_url: str, quick: bool) -> dict[str, Any]:
         raise RuntimeError("no window of the measured period reached Postgres")
     return {
         "events": len(latencies),
-        "events_per_s": per_file / INTERVAL_S,
+        "events_per_s": PER_FILE / INTERVAL_S,
         "p50_s": percentile(latencies, 50),
         "p99_s": percentile(latencies, 99),
         "missing_events": missing,
-        "log_tail": log_tail,
     }

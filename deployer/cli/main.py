@@ -26,7 +26,9 @@ from deployer.cli.common import friendly, pairs, read_script
 from deployer.engine import RunRequest
 from deployer.runner import run_script
 from deployer.spark.checkpoint import CheckpointRefused
+from deployer.spark.queries import describe, plan_queries
 from operators import explain as dump
+from operators import graph as g
 
 
 class UsageError(click.ClickException):
@@ -80,17 +82,30 @@ def check(scripts: Sequence[str]) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "mermaid"]),
+    type=click.Choice(["text", "json", "mermaid", "queries"]),
     default="text",
     show_default=True,
-    help="text: stable dump; json: {nodes, edges}; mermaid: paste into Markdown to draw it.",
+    help="text: stable dump; json: {nodes, edges}; mermaid: paste into Markdown to draw it; "
+    "queries: the Spark streaming queries a run writing every unread stream starts.",
 )
 @_friendly
 def explain(script: str, fmt: str) -> None:
     """Show the operator graph SCRIPT compiles to."""
     graph = _compile(script).graph
-    out = {"text": dump.to_text, "json": dump.to_json, "mermaid": dump.to_mermaid}[fmt](graph)
+    if fmt == "queries":
+        out = _queries(graph)
+    else:
+        out = {"text": dump.to_text, "json": dump.to_json, "mermaid": dump.to_mermaid}[fmt](graph)
     click.echo(out, nl=not out.endswith("\n"))
+
+
+def _queries(graph: g.Graph) -> str:
+    """The Spark query split of a run with every stream no statement reads as a sink, file sources
+    and the data stores bound to their declared kind (deployer.spark.queries)."""
+    sinks = [n.stream for n in graph.nodes if isinstance(n, g.Sink)]
+    sources = {s.stream: f"file:{s.stream}" for s in graph.sources()}
+    kinds = {name: store.type for name, store in graph.stores.items()}
+    return describe(graph, plan_queries(graph, sinks, sources, kinds))
 
 
 _pairs = pairs

@@ -120,6 +120,23 @@ class SourceOp(Operator):
         self.emit_end(self.wm if self.wm is not None else self.max_ts)
 
 
+# The reference executor's operator for every node type of the graph (tests/architecture checks that
+# every operator of operators.graph has one, as it checks the Spark translation's handlers).
+OPERATORS: dict[type[g.Node], Callable[[Any, LocalExecutor], Operator]] = {
+    g.Source: SourceOp,
+    g.Map: MapOp,
+    g.Filter: FilterOp,
+    g.MultiFilter: MultiFilterOp,
+    g.Union: UnionOp,
+    g.Aggregate: AggregateOp,
+    g.Join: JoinOp,
+    g.ReadSQL: ReadSQLOp,
+    g.UpdateSQL: UpdateSQLOp,
+    g.Materialize: MaterializeOp,
+    g.Sink: SinkOp,
+}
+
+
 class LocalExecutor:
     """Runs a graph in-process. Outputs go to `on_output(stream, event)` if given, else `outputs`."""
 
@@ -160,24 +177,7 @@ class LocalExecutor:
         self.finished = False
 
     def _make(self, n: g.Node) -> Operator:
-        simple: dict[type, type[Operator]] = {
-            g.Map: MapOp,
-            g.Filter: FilterOp,
-            g.MultiFilter: MultiFilterOp,
-            g.Union: UnionOp,
-            g.Aggregate: AggregateOp,
-            g.Join: JoinOp,
-            g.Sink: SinkOp,
-        }
-        if isinstance(n, g.Source):
-            return SourceOp(n, self)
-        if isinstance(n, g.ReadSQL):
-            return ReadSQLOp(n, self, self.stores)
-        if isinstance(n, g.UpdateSQL):
-            return UpdateSQLOp(n, self, self.stores)
-        if isinstance(n, g.Materialize):
-            return MaterializeOp(n, self, self.stores)
-        return simple[type(n)](n, self)
+        return OPERATORS[type(n)](n, self)
 
     # ---- input -----------------------------------------------------------------------------------
 

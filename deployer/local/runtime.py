@@ -29,6 +29,7 @@ EVAL_ERRORS: tuple[type[BaseException], ...] = (EvalError, ArithmeticError)
 
 class Runtime(Protocol):
     stats: RunStats
+    stores: Any  # the data stores (stores.api.Stores), when the graph uses any
     store_errors: tuple[type[BaseException], ...]
 
     def record(self, stream: str, event: Event) -> None: ...
@@ -238,9 +239,9 @@ class MaterializeOp(Operator):
 
     node: g.Materialize
 
-    def __init__(self, node: g.Materialize, rt: Runtime, stores: Any):
+    def __init__(self, node: g.Materialize, rt: Runtime):
         super().__init__(node, rt)
-        self.stores = stores
+        self.stores = rt.stores
         self.columns = node.input_schema.names
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
@@ -262,9 +263,9 @@ class ReadSQLOp(Operator):
 
     node: g.ReadSQL
 
-    def __init__(self, node: g.ReadSQL, rt: Runtime, stores: Any):
+    def __init__(self, node: g.ReadSQL, rt: Runtime):
         super().__init__(node, rt)
-        self.stores = stores
+        self.stores = rt.stores
         self.args = [compile_expr(a) for a in node.args]
         self.types = [f.type for f in node.result_fields]
         self.nulls = (None,) * len(node.result_fields)
@@ -300,9 +301,9 @@ class UpdateSQLOp(Operator):
 
     node: g.UpdateSQL
 
-    def __init__(self, node: g.UpdateSQL, rt: Runtime, stores: Any):
+    def __init__(self, node: g.UpdateSQL, rt: Runtime):
         super().__init__(node, rt)
-        self.stores = stores
+        self.stores = rt.stores
         self.args = [compile_expr(a) for a in node.args]
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
