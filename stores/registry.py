@@ -41,7 +41,12 @@ class _Store(Protocol):
         scope: str | None = None,
     ) -> UpdateResult: ...
     def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+        self,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Row],
+        *,
+        ledger_key: LedgerKey | None = None,
     ) -> MaterializeResult: ...
     def close(self) -> None: ...
 
@@ -142,7 +147,12 @@ class StoreRegistry:
         return self.store(query.store).update(query, params, event_ids=event_ids, scope=scope)
 
     def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+        self,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Row],
+        *,
+        ledger_key: LedgerKey | None = None,
     ) -> MaterializeResult:
         return self.store(table.store).materialize(table, columns, rows, ledger_key=ledger_key)
 

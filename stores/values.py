@@ -142,7 +142,11 @@ def from_db(value: Any, t: DataType) -> Any:
                 return int(value)
             return int(value) if isinstance(value, str) else value
         if t.kind == DOUBLE:
-            return float(value) if isinstance(value, int | Decimal | str) and not isinstance(value, bool) else value
+            return (
+                float(value)
+                if isinstance(value, int | Decimal | str) and not isinstance(value, bool)
+                else value
+            )
         if t.kind == DECIMAL:
             if isinstance(value, int | float | str) and not isinstance(value, bool):
                 return Decimal(str(value))

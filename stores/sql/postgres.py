@@ -121,9 +121,7 @@ _RECORDED = (
 )
 _CLAIM_BATCH = f"INSERT INTO {ledger.TABLE} (deployment, operator, key, affected) VALUES (%s, %s, %s, %s)"
 _CLAIM_BATCH_NEW = _CLAIM_BATCH + " ON CONFLICT DO NOTHING RETURNING key"
-_RECORD_BATCH = (
-    f"UPDATE {ledger.TABLE} SET affected = %s, error = %s WHERE deployment = %s AND operator = %s AND key = %s"
-)
+_RECORD_BATCH = f"UPDATE {ledger.TABLE} SET affected = %s, error = %s WHERE deployment = %s AND operator = %s AND key = %s"
 
 
 class _QuietAbortedPipelines(logging.Filter):
@@ -206,7 +204,10 @@ class PostgresBackend:
                 except psycopg.Error as e:
                     message = self._scrub(str(e))
                     raise StoreConnectError(
-                        message, store=self.name, url=self.url.redacted(), transient=_transient_connect(message)
+                        message,
+                        store=self.name,
+                        url=self.url.redacted(),
+                        transient=_transient_connect(message),
                     ) from None
                 pool = ConnectionPool(
                     conninfo,
@@ -270,7 +271,9 @@ class PostgresBackend:
             return cls(message, store=store, url=url, sqlstate=sqlstate, transient=True)
         return StoreQueryError(message, store=store, url=url, sqlstate=sqlstate)
 
-    def _run(self, what: str, body: Callable[[psycopg.Connection[Any]], T], *, write: bool, verify: bool = False) -> T:
+    def _run(
+        self, what: str, body: Callable[[psycopg.Connection[Any]], T], *, write: bool, verify: bool = False
+    ) -> T:
         """`body(conn)` on a pooled connection, errors mapped to StoreErrors.
 
         `verify`: check the connection first (one round trip), for a write that must not be retried
@@ -292,7 +295,11 @@ class PostgresBackend:
     def _event_error(self, what: str) -> Callable[[Exception], str | None]:
         def message(e: Exception) -> str | None:
             if _event_failure(e):
-                return str(StoreQueryError(f"{what}: {self._scrub(str(e))}", store=self.name, url=self.url.redacted()))
+                return str(
+                    StoreQueryError(
+                        f"{what}: {self._scrub(str(e))}", store=self.name, url=self.url.redacted()
+                    )
+                )
             return None
 
         return message
@@ -349,7 +356,9 @@ class PostgresBackend:
         try:
             st = self._select(query.text)
         except ValueError as e:
-            raise StoreQueryError(f"query {query.name}: {e}", store=self.name, url=self.url.redacted()) from None
+            raise StoreQueryError(
+                f"query {query.name}: {e}", store=self.name, url=self.url.redacted()
+            ) from None
         types: list[str | None] = []
         arrays: list[Any] = []
         for i, column in enumerate(columns):
@@ -363,7 +372,9 @@ class PostgresBackend:
                 # psycopg refuses the whole batch for it; Spark finds these events beforehand
                 # (deployer.spark.sql._unsendable), so this is the reference executor's one event
                 raise StoreQueryError(
-                    f"query {query.name}, parameter {i + 1}: {NUL_IN_TEXT}", store=self.name, url=self.url.redacted()
+                    f"query {query.name}, parameter {i + 1}: {NUL_IN_TEXT}",
+                    store=self.name,
+                    url=self.url.redacted(),
                 )
             types.append(t)
             arrays.append(_array_literal(values) if t == "bigint" else values)
@@ -428,7 +439,9 @@ class PostgresBackend:
         self._types[key] = got
         return got
 
-    def _describe(self, conn: psycopg.Connection[Any], st: SelectText, declared: list[str]) -> tuple[str, ...]:
+    def _describe(
+        self, conn: psycopg.Connection[Any], st: SelectText, declared: list[str]
+    ) -> tuple[str, ...]:
         prepare, read_types, deallocate = describe_statements(st, declared)
         with conn.pipeline():
             conn.execute(prepare)
@@ -470,11 +483,15 @@ class PostgresBackend:
         rows = [tuple(pg_value(v) for v in p) for p in params]
         what = f"query {query.name} (batch of {len(params)})"
         if event_ids is None or scope is None:
-            return self._run(what, lambda conn: self._update_plain(conn, query, text, rows), write=True, verify=True)
+            return self._run(
+                what, lambda conn: self._update_plain(conn, query, text, rows), write=True, verify=True
+            )
         sc = ledger.parse_scope(scope)
         keys = [ledger.entry_key(i) for i in event_ids]
         self._ensure_ledger()
-        return self._run(what, lambda conn: self._update_ledgered(conn, query, text, rows, sc, keys), write=True)
+        return self._run(
+            what, lambda conn: self._update_ledgered(conn, query, text, rows, sc, keys), write=True
+        )
 
     def _update_plain(
         self, conn: psycopg.Connection[Any], query: SqlQuery, text: str, rows: list[Row]
@@ -488,7 +505,9 @@ class PostgresBackend:
             if not _event_failure(e):
                 raise
         with conn.pipeline(), conn.transaction():
-            counts, errors = self._isolate(conn, query, text, rows, list(range(len(rows))), known_failing=True)
+            counts, errors = self._isolate(
+                conn, query, text, rows, list(range(len(rows))), known_failing=True
+            )
         return UpdateResult(counts, errors)
 
     def _update_ledgered(
@@ -540,12 +559,19 @@ class PostgresBackend:
             if done:
                 conn.execute(
                     _RECORD_EVENTS,
-                    (list(done), [c for c, _ in done.values()], [e for _, e in done.values()],
-                     sc.deployment, sc.operator),
+                    (
+                        list(done),
+                        [c for c, _ in done.values()],
+                        [e for _, e in done.values()],
+                        sc.deployment,
+                        sc.operator,
+                    ),
                 )
             others = [k for k in first if k not in claimed]
             if others:
-                for k, count, error in conn.execute(_RECORDED, (others, sc.deployment, sc.operator)).fetchall():
+                for k, count, error in conn.execute(
+                    _RECORDED, (others, sc.deployment, sc.operator)
+                ).fetchall():
                     done[k] = (count, error)
             p.sync()
         counts_out: list[int | None] = []
@@ -577,7 +603,9 @@ class PostgresBackend:
                 cur.executemany(text, chosen[lo:hi], returning=True)
             return self._counts(cur, hi - lo, query)
 
-        return isolate(len(chosen), attempt, self._event_error(f"query {query.name}"), known_failing=known_failing)
+        return isolate(
+            len(chosen), attempt, self._event_error(f"query {query.name}"), known_failing=known_failing
+        )
 
     @staticmethod
     def _counts(cur: psycopg.Cursor[Any], n: int, query: SqlQuery) -> list[int]:
@@ -598,7 +626,9 @@ class PostgresBackend:
             return MaterializeResult([])
         values = _driver_rows(plan, rows)
         bp = self._bulk_plan(plan)
-        return self._write(plan, len(values), ledger_key, lambda conn: pg_bulk.write(conn, bp, values), lambda: values)
+        return self._write(
+            plan, len(values), ledger_key, lambda conn: pg_bulk.write(conn, bp, values), lambda: values
+        )
 
     def materialize_arrow(
         self, table: Table, columns: Sequence[str], data: pa.Table, ledger_key: LedgerKey | None
@@ -631,11 +661,15 @@ class PostgresBackend:
         what = f"materializing {n} row(s) into {plan.table.name}"
         if ledger_key is None:
             return self._run(
-                what, lambda conn: self._materialize(conn, plan, n, None, fast, rows), write=True,
+                what,
+                lambda conn: self._materialize(conn, plan, n, None, fast, rows),
+                write=True,
                 verify=not plan.table.primary_key.columns,  # appends must not be retried once sent
             )
         self._ensure_ledger()
-        return self._run(what, lambda conn: self._materialize(conn, plan, n, ledger_key, fast, rows), write=True)
+        return self._run(
+            what, lambda conn: self._materialize(conn, plan, n, ledger_key, fast, rows), write=True
+        )
 
     def _materialize(
         self,
@@ -690,7 +724,9 @@ class PostgresBackend:
             return self._recorded_batch(conn, entry, n)
         return MaterializeResult(errors)
 
-    def _recorded_batch(self, conn: psycopg.Connection[Any], entry: tuple[str, str, str], n: int) -> MaterializeResult:
+    def _recorded_batch(
+        self, conn: psycopg.Connection[Any], entry: tuple[str, str, str], n: int
+    ) -> MaterializeResult:
         row = conn.execute(
             f"SELECT error FROM {ledger.TABLE} WHERE deployment = %s AND operator = %s AND key = %s", entry
         ).fetchone()
@@ -741,7 +777,8 @@ class PostgresBackend:
             if self._engine is None:
                 # DDL and reflection only, once per table: no pool of its own.
                 self._engine = sa.create_engine(
-                    self.url.sqlalchemy_url(), poolclass=sa.NullPool,
+                    self.url.sqlalchemy_url(),
+                    poolclass=sa.NullPool,
                     connect_args={
                         "connect_timeout": CONNECT_TIMEOUT_S,
                         **_application_name(self.url, DDL_APPLICATION_NAME),

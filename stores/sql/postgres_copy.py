@@ -98,7 +98,9 @@ def bulk_plan(plan: MaterializePlan) -> BulkPlan:
         )
     else:
         action = sql.SQL("DO NOTHING")
-    insert = sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {stage}").format(t=target, cols=cols, stage=stage)
+    insert = sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {stage}").format(
+        t=target, cols=cols, stage=stage
+    )
     tail = sql.SQL(" ON CONFLICT ({}) {}").format(conflict, action)
     return BulkPlan(
         types=(*types, "int4"),

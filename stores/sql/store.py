@@ -99,7 +99,9 @@ class SqlStore:
         if not query.is_read:
             raise self.error(f"query {query.name} is a {query.kind.upper()}, not a SELECT: use update()")
         check_params(self, query, params)
-        return call_with_retries(lambda: self._backend.read(query, params), idempotent=True, policy=self.retry)
+        return call_with_retries(
+            lambda: self._backend.read(query, params), idempotent=True, policy=self.retry
+        )
 
     def read_columns(
         self, query: SqlQuery, columns: Sequence[Sequence[Any]], n: int, *, width: int, outer: bool = False
@@ -112,7 +114,9 @@ class SqlStore:
         if not query.is_read:
             raise self.error(f"query {query.name} is a {query.kind.upper()}, not a SELECT: use update()")
         if len(columns) != query.param_count or any(len(c) != n for c in columns):
-            raise self.error(f"query {query.name} takes {query.param_count} parameter(s) for each of {n} events")
+            raise self.error(
+                f"query {query.name} takes {query.param_count} parameter(s) for each of {n} events"
+            )
         fast = getattr(self._backend, "read_columns", None)
         if fast is None:
             rows = rows_of(columns, n)
@@ -140,7 +144,12 @@ class SqlStore:
         )
 
     def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+        self,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Row],
+        *,
+        ledger_key: LedgerKey | None = None,
     ) -> MaterializeResult:
         check_ledger_key(self, ledger_key)
         return call_with_retries(
@@ -178,7 +187,9 @@ def check_params(store: SqlStore, query: SqlQuery, params: Sequence[Row]) -> Non
             )
 
 
-def check_ids(store: SqlStore, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None) -> None:
+def check_ids(
+    store: SqlStore, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None
+) -> None:
     if (event_ids is None) != (scope is None):
         raise store.error("event_ids and scope go together: give both or neither")
     if event_ids is not None and len(event_ids) != len(params):
