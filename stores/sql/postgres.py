@@ -33,7 +33,7 @@ Exactly-once (stores/ledger.py), round trips per batch:
   the ledger's key before any row is written, and returns what was recorded.
 
 Per-event errors: the fast path runs the batch as one unit; if an event's data makes a statement
-fail, the batch is redone inside the same transaction with savepoints (`sql.isolate`).
+fail, the batch is redone inside the same transaction with savepoints (`base.isolate`).
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, scrub
 from stores.schema import declared_shape, existing_shape, schema_mismatch
 from stores.sql import postgres_copy as pg_bulk
+from stores.sql.base import MaterializePlan, Row, is_event_error, isolate, materialize_plan
 from stores.sql.lateral import SelectText, describe_statements, lateral_query, select_text
-from stores.sql.store import MaterializePlan, Row, is_event_error, isolate, materialize_plan
 from stores.urls import StoreURL
 from stores.values import coerce_column, from_db, normalize_row, pg_array_type, pg_value
 
@@ -155,7 +155,7 @@ def _sqlstate(e: BaseException) -> str | None:
 
 
 def _event_failure(e: BaseException) -> bool:
-    """Whether `e` is caused by one event's own data (SQLSTATE classes in stores.sql.store), so that the
+    """Whether `e` is caused by one event's own data (SQLSTATE classes in stores.sql.base), so that the
     event is dead-lettered and the rest of its batch applies.
 
     psycopg refuses some values before sending them, with a DataError that has no SQLSTATE: a NUL

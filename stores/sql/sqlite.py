@@ -29,7 +29,7 @@ from stores import ledger
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreError, StoreQueryError
 from stores.schema import declared_shape, existing_shape, schema_mismatch, stored_name
-from stores.sql.store import MaterializePlan, Row, materialize_plan
+from stores.sql.base import MaterializePlan, Row, materialize_plan
 from stores.urls import StoreURL
 from stores.values import from_db, normalize_row, sqlite_value
 
