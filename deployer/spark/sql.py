@@ -46,7 +46,7 @@ from deployer.spark.expr import ExprCompiler, col_name, spark_type, struct_of
 from operators import graph as g
 from stores import ledger
 from stores.arrow import rows as arrow_rows
-from stores.sql.postgres import NUL_IN_TEXT
+from stores.sql.postgres_read import NUL_IN_TEXT
 
 if TYPE_CHECKING:
     from deployer.spark.plan import SparkGraph
