@@ -32,6 +32,7 @@ from cpl.compiler import compile_script
 from deployer.spark.expr import col_name
 from deployer.spark.plan import SEQ, SparkGraph, named
 from operators.graph import DataStore
+from stores.bindings import StoreBindings
 from stores.urls import parse_store_url
 
 READSQL = """
@@ -65,7 +66,7 @@ def project_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
 def _project(script: str, stream: str, url: str) -> Callable[[SparkSession, int], DataFrame]:
     """The project's translation of `script` on the generator, with `crm` bound to `url`."""
     graph = compile_script(script).graph
-    config = ({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
+    config = StoreBindings({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         src = graph.sources()[0]

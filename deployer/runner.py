@@ -15,10 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deployer import settings
 from operators import graph as g
+
+if TYPE_CHECKING:
+    from stores.bindings import StoreBindings
 
 
 @dataclass(frozen=True)
@@ -83,28 +86,31 @@ def data_dir() -> Path:
     return settings.current().data_dir
 
 
-def bind_stores(graph: g.Graph, cli: dict[str, str]) -> Any:
-    """(bindings, declarations) for the script's data stores, or None when it declares none."""
+def bind_stores(graph: g.Graph, cli: dict[str, str]) -> StoreBindings | None:
+    """The script's data stores bound to URLs, with the retry policy of the settings, or None when
+    it declares none."""
     if not graph.stores:
         if cli:
             raise ValueError(f"--store given, but the script declares no data store ({', '.join(cli)})")
         return None
-    from stores.urls import resolve_bindings
+    from stores.bindings import resolve_bindings
+    from stores.retry import RetryPolicy
 
-    bindings = resolve_bindings(graph.stores, cli, os.environ, data_dir())
-    return bindings, dict(graph.stores)
+    conf = settings.current()
+    retry = RetryPolicy(tries=conf.store_retries, base_s=conf.store_retry_base_ms / 1000)
+    return resolve_bindings(graph.stores, cli, os.environ, data_dir(), retry=retry)
 
 
 def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
     config = bind_stores(req.graph, req.stores)
     if config is not None:
-        for name, url in config[0].items():
+        for name, url in config.urls.items():
             print(f"data store {name}: {url.redacted()}", file=out)
     if req.engine == "local":
         from deployer.local.driver import run_local
         from stores.registry import StoreRegistry
 
-        registry = StoreRegistry(*config) if config is not None else None
+        registry = StoreRegistry(config) if config is not None else None
         try:
             stats = run_local(
                 req.graph, req.sources, req.sinks, registry, req.dead_letter, until_idle=req.until_idle

@@ -1,4 +1,4 @@
-"""Data store URLs: parsing, normalising, redaction, and binding CPL stores to URLs.
+"""Data store URLs: parsing, normalising, redaction (stores/bindings.py binds CPL stores to them).
 
 A script names its stores (`CREATE DATASTORE crm TYPE postgresql`); where they live comes from
 configuration (DESIGN.md decision 7). Accepted spellings:
@@ -26,16 +26,13 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
 
 import sqlalchemy as sa
 from psycopg.conninfo import make_conninfo
 
-from operators.graph import DataStore
 from stores.errors import StoreConfigError
 
 KINDS = ("postgresql", "sqlite", "redis")
@@ -322,78 +319,3 @@ def read_password_file(path: str) -> str:
     if not password:
         raise StoreConfigError(f"password file {path} is empty")
     return password
-
-
-# ---------------------------------------------------------------------------------------------
-# Binding declared stores to URLs
-
-
-def env_var_for(name: str) -> str:
-    """`CEP_STORE_<NAME>_URL`: the name upper-cased, characters other than A-Z, 0-9 and _ as `_`."""
-    return "CEP_STORE_" + re.sub(r"[^A-Z0-9_]", "_", name.upper()) + "_URL"
-
-
-def default_sqlite_path(default_dir: Path, name: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9_.\-]", lambda m: f"%{ord(m.group()):02X}", name)
-    return Path(default_dir).resolve() / f"{safe}.sqlite3"
-
-
-def resolve_bindings(
-    declared: Mapping[str, DataStore],
-    cli: Mapping[str, str],
-    env: Mapping[str, str],
-    default_dir: Path,
-) -> dict[str, StoreURL]:
-    """The URL each declared store is bound to, keyed like `declared`.
-
-    Precedence: `--store NAME=URL` (`cli`, names matched case-insensitively) > the environment
-    variable `CEP_STORE_<NAME>_URL` > the embedded default. The embedded default is a SQLite file
-    `default_dir/<name>.sqlite3` for stores declared `postgresql` or `sqlite`, so a script runs with
-    no server at all; a `redis` store has no default and must be bound. A URL of another kind than
-    the declaration is refused, except that a store declared `postgresql` may be bound to SQLite
-    (that is what the embedded default does; the user's SQL must then be valid SQLite, too).
-
-    All problems are collected and raised together in one `StoreConfigError`.
-    """
-    by_lower = {ds.name.lower(): key for key, ds in declared.items()}
-    problems: list[str] = []
-    cli_urls: dict[str, tuple[str, str]] = {}
-    for name, text in cli.items():
-        key = by_lower.get(name.lower())
-        if key is None:
-            known = ", ".join(sorted(ds.name for ds in declared.values())) or "none"
-            problems.append(f"--store {name}=...: no data store {name} is declared (declared: {known})")
-        else:
-            cli_urls[key] = (name, text)
-
-    out: dict[str, StoreURL] = {}
-    for key, ds in declared.items():
-        var = env_var_for(ds.name)
-        url: StoreURL
-        try:
-            if key in cli_urls:
-                url = parse_store_url(cli_urls[key][1], origin="--store")
-            elif env.get(var):
-                url = parse_store_url(env[var], origin=f"env {var}")
-            elif ds.type in ("postgresql", "sqlite"):
-                path = default_sqlite_path(default_dir, ds.name)
-                url = StoreURL("sqlite", database=str(path), origin="embedded default")
-            else:
-                problems.append(
-                    f"data store {ds.name} (TYPE {ds.type}) is not bound to a URL and has no embedded "
-                    f"default: set {var}=redis://host:6379/0 or pass --store {ds.name}=redis://host:6379/0"
-                )
-                continue
-        except StoreConfigError as e:
-            problems.append(f"data store {ds.name}: {e}")
-            continue
-        if url.kind != ds.type and not (ds.type == "postgresql" and url.kind == "sqlite"):
-            problems.append(
-                f"data store {ds.name} is declared TYPE {ds.type} but bound to {url.redacted()} "
-                f"(a {url.kind} URL, from {url.origin})"
-            )
-            continue
-        out[key] = url
-    if problems:
-        raise StoreConfigError("\n".join(problems))
-    return out

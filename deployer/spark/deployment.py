@@ -61,6 +61,7 @@ from deployer.spark.sinks import (
     generator_source,
 )
 from operators import graph as g
+from stores.bindings import StoreBindings
 from stores.urls import redact_text
 
 
@@ -277,7 +278,7 @@ class SparkDeployment:
         sinks: Mapping[str, str],
         checkpoint: str | None,
         dead_letter: str | None = None,
-        stores: Any = None,
+        stores: StoreBindings | None = None,
         until_idle: bool = False,
         name: str = "cep",
         max_files_per_trigger: int | None = None,

@@ -55,6 +55,7 @@ from deployer.spark.expr import ExprCompiler, Message, col_name, error_column, s
 from deployer.spark.live import live_fields
 from operators import expr as ir
 from operators import graph as g
+from stores.bindings import StoreBindings
 
 ERR = "__err"  # the per-row error column while it exists
 _T = TypeVar("_T")
@@ -88,7 +89,7 @@ class SparkGraph:
 
     graph: g.Graph
     sources: dict[str, DataFrame]  # stream name → typed streaming DataFrame (positional columns)
-    stores_config: object = None  # passed to ReadSQL/UpdateSQL executors (see deployer.spark.sql)
+    stores_config: StoreBindings | None = None  # for the ReadSQL/UpdateSQL executors (deployer.spark.sql)
     ports: dict[g.Port, DataFrame] = field(default_factory=dict)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     # Source streams whose frames already dead-lettered the events without event time

@@ -15,7 +15,7 @@ Exactly-once in effect (DESIGN.md decision 6, stores/ledger.py):
 - Materialize passes (deployment, node id, batch id): a replayed batch writes nothing.
 
 The deployment name comes from `sg.deployment` when the deployer sets it, else from a
-`stores.registry.StoresConfig`, else it is `cep-<digest of the compiled graph>`. Two different
+`stores.bindings.StoreBindings`, else it is `cep-<digest of the compiled graph>`. Two different
 scripts must not run under one deployment name against the same stores: the second would find the
 first one's entries for the same event ids and skip its own writes.
 
@@ -46,12 +46,14 @@ from deployer.spark.expr import ExprCompiler, col_name, spark_type, struct_of
 from operators import graph as g
 from stores import ledger
 from stores.arrow import rows as arrow_rows
+from stores.bindings import StoreBindings
 from stores.sql.postgres_read import NUL_IN_TEXT
 
 if TYPE_CHECKING:
     from deployer.spark.plan import SparkGraph
+    from stores.registry import StoreRegistry
 
-_STORES: dict[int, Any] = {}
+_STORES: dict[int, StoreRegistry] = {}
 DEFAULT_DEPLOYMENT = "cep"
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
 # Events per ReadSQL query on Spark (see deployer.spark.arrow_batches.coalesced): in the sql bench, 50,000 and 100,000 read
@@ -59,19 +61,18 @@ SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when
 READ_BATCH_ROWS = 100_000
 
 
-def _stores(config: Any) -> Any:
+def _stores(config: StoreBindings) -> StoreRegistry:
     """One registry per worker process and configuration (pooled connections are reused)."""
     from stores.registry import StoreRegistry
 
     # pickle, not repr: a URL's repr hides its password, and two passwords are two configurations
-    bindings, declared = config[0], config[1]
-    key = hash(pickle.dumps((bindings, declared)))
+    key = hash(pickle.dumps((config.urls, config.declared, config.retry)))
     if key not in _STORES:
         # The objects alive now (modules: pyspark, pandas, pyarrow...) live as long as the worker;
         # frozen, the garbage collector no longer walks them in every full collection, which the
         # result rows of each batch set off.
         gc.freeze()
-        _STORES[key] = StoreRegistry.from_config(config)
+        _STORES[key] = StoreRegistry(config)
     return _STORES[key]
 
 
@@ -98,7 +99,7 @@ def deployment_of(sg: SparkGraph) -> str:
     return f"{DEFAULT_DEPLOYMENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def _config(sg: SparkGraph) -> Any:
+def _config(sg: SparkGraph) -> StoreBindings:
     if sg.stores_config is None:
         raise ValueError("this script uses data stores; they must be bound before it runs on Spark")
     return sg.stores_config
@@ -130,7 +131,7 @@ def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tup
     with a NUL in a text parameter is dead-lettered with the reason the reference executor gives
     (see SqlStore.read), found here by a column expression so that the read itself, one query per
     batch, never sees it and the dead letter needs no second read."""
-    bindings = _config(sg)[0]
+    bindings = _config(sg).urls
     url = next((u for name, u in bindings.items() if name.lower() == node.query.store.lower()), None)
     if url is None or url.kind != "postgresql":
         return []

@@ -68,7 +68,7 @@ class RedisStore:
             raise StoreError(f"{url.redacted()} is not a redis URL", store=name)
         self.url = url
         self.name = name or url.redacted()
-        self.retry = retry or RetryPolicy.from_env()
+        self.retry = retry or RetryPolicy()
         self._lock = threading.Lock()
         self._client: redis.Redis | None = None
 

@@ -1,5 +1,7 @@
-"""The connections of one Postgres store: a bounded psycopg_pool.ConnectionPool, their settings, and
-driver errors mapped to StoreErrors (which of them are transient, which are one event's data).
+"""The connections of one Postgres store: the pool, their settings, driver errors as StoreErrors.
+
+A bounded psycopg_pool.ConnectionPool per store and process; a driver error becomes a StoreError
+that says whether it is transient (worth a retry) and whether it is one event's data.
 
 Connections are autocommit; every operation opens its own explicit transaction inside a pipeline,
 so BEGIN, the statements and COMMIT travel in a single round trip. Each new connection gets the

@@ -55,7 +55,7 @@ class SqlStore:
         self.name = name or url.redacted()
         timeout = statement_timeout_ms or url.statement_timeout_ms or DEFAULT_STATEMENT_TIMEOUT_MS
         self.statement_timeout_ms = timeout
-        self.retry = retry or RetryPolicy.from_env()
+        self.retry = retry or RetryPolicy()
         self._backend: SqlBackend
         if url.kind == "postgresql":
             self._backend = PostgresBackend(url, self.name, timeout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cpl.compiler import compile_script
 from deployer.spark.plan import SparkGraph
 from deployer.spark.sql import deployment_of
-from stores.registry import StoresConfig
+from stores.bindings import StoreBindings
 
 SCRIPT = """
 CREATE STREAMSCHEMA pay WITH id integer, amount integer;
@@ -19,11 +19,11 @@ def test_named_deployments_and_the_default() -> None:
     graph = compile_script(SCRIPT).graph
     other = compile_script(SCRIPT.replace("amount - ?", "amount + ?")).graph
     # No name: one derived from the graph, the same on every run, different for another script.
-    unnamed = deployment_of(SparkGraph(graph, {}, ({}, {})))
+    unnamed = deployment_of(SparkGraph(graph, {}, StoreBindings({}, {})))
     assert unnamed == deployment_of(SparkGraph(compile_script(SCRIPT).graph, {}, None))
     assert unnamed.startswith("cep-") and unnamed != deployment_of(SparkGraph(other, {}, None))
     # A name from the stores configuration, or set on the graph by the deployer (which wins).
-    sg = SparkGraph(graph, {}, StoresConfig({}, {}, deployment="billing"))
+    sg = SparkGraph(graph, {}, StoreBindings({}, {}, deployment="billing"))
     assert deployment_of(sg) == "billing"
     sg.deployment = "billing-v2"  # type: ignore[attr-defined]
     assert deployment_of(sg) == "billing-v2"
