@@ -78,8 +78,8 @@ def resolve_bindings(
             continue
         if url is None:
             problems.append(
-                f"data store {ds.name} (TYPE {ds.type}) is not bound to a URL and has no embedded "
-                f"default: set {env_var_for(ds.name)}=redis://host:6379/0 or pass --store {ds.name}=redis://host:6379/0"
+                f"data store {ds.name} (TYPE {ds.type}) is not bound to a URL and has no embedded default: "
+                f"set {env_var_for(ds.name)}=redis://host:6379/0 or pass --store {ds.name}=redis://host:6379/0"
             )
         elif url.kind != ds.type and not (ds.type == "postgresql" and url.kind == "sqlite"):
             problems.append(
