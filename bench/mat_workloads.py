@@ -41,6 +41,7 @@ from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
 from deployer.spark.materialize import materialize_writer
 from operators import graph as g
+from stores.bindings import StoreBindings
 from stores.urls import parse_store_url
 
 KEYS = 200_000
@@ -74,7 +75,7 @@ def source(spark: SparkSession, rows_per_batch: int) -> DataFrame:
 
 def project(store_type: str, url: str, keyed: bool) -> Callable[[SparkSession, int], tuple[DataFrame, Writer]]:
     graph = compile_script(script(store_type, keyed)).graph
-    config = ({"st": parse_store_url(url)}, {"st": g.DataStore("st", store_type)})
+    config = StoreBindings({"st": parse_store_url(url)}, {"st": g.DataStore("st", store_type)})
     node = next(n for n in graph.nodes if isinstance(n, g.Materialize))
 
     def build(spark: SparkSession, rows: int) -> tuple[DataFrame, Writer]:

@@ -33,6 +33,7 @@ from deployer.spark.columns import col_name
 from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
 from operators.graph import DataStore
+from stores.bindings import StoreBindings
 from stores.urls import parse_store_url
 
 READSQL = """
@@ -66,7 +67,7 @@ def project_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
 def _project(script: str, stream: str, url: str) -> Callable[[SparkSession, int], DataFrame]:
     """The project's translation of `script` on the generator, with `crm` bound to `url`."""
     graph = compile_script(script).graph
-    config = ({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
+    config = StoreBindings({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         src = graph.sources()[0]

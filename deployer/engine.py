@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from operators import graph as g
+from stores.bindings import StoreBindings
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class RunSummary:
 class Engine(Protocol):
     """Runs a request whose data stores are bound (`stores`: the bindings, None without stores)."""
 
-    def __call__(self, req: RunRequest, stores: Any, out: Any) -> RunSummary: ...
+    def __call__(self, req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary: ...
 
 
 @contextlib.contextmanager

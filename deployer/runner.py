@@ -17,7 +17,8 @@ from typing import Any
 from deployer import settings
 from deployer.engine import Engine, RunRequest, RunSummary
 from operators import graph as g
-from stores.urls import resolve_bindings
+from stores.bindings import StoreBindings, resolve_bindings
+from stores.retry import RetryPolicy
 
 # engine name -> the module whose `run` runs a request on it
 ENGINES: dict[str, str] = {
@@ -39,21 +40,23 @@ def data_dir() -> Path:
     return settings.current().data_dir
 
 
-def bind_stores(graph: g.Graph, cli: dict[str, str]) -> Any:
-    """(bindings, declarations) for the script's data stores, or None when it declares none."""
+def bind_stores(graph: g.Graph, cli: dict[str, str]) -> StoreBindings | None:
+    """The script's data stores bound to URLs, with the retry policy of the settings, or None when
+    it declares none."""
     if not graph.stores:
         if cli:
             raise ValueError(f"--store given, but the script declares no data store ({', '.join(cli)})")
         return None
-    bindings = resolve_bindings(graph.stores, cli, os.environ, data_dir())
-    return bindings, dict(graph.stores)
+    conf = settings.current()
+    retry = RetryPolicy(tries=conf.store_retries, base_s=conf.store_retry_base_ms / 1000)
+    return resolve_bindings(graph.stores, cli, os.environ, data_dir(), retry=retry)
 
 
 def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:
     run = engine(req.engine)
     config = bind_stores(req.graph, req.stores)
     if config is not None:
-        for name, url in config[0].items():
+        for name, url in config.urls.items():
             print(f"data store {name}: {url.redacted()}", file=out)
     summary = run(req, config, out)
     print(summary_line(summary, req.checkpoint is not None), file=out)

@@ -47,7 +47,9 @@ def rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 def _timestamps(micros: pa.ChunkedArray | pa.Array) -> list[Any]:
     try:
-        values: list[Any] = list(pd.to_datetime(micros.fill_null(0).to_numpy(), unit="us", utc=True).to_pydatetime())
+        values: list[Any] = list(
+            pd.to_datetime(micros.fill_null(0).to_numpy(), unit="us", utc=True).to_pydatetime()
+        )
     except (OverflowError, ValueError, pd.errors.OutOfBoundsDatetime):
         return [micros_value(v) for v in micros.to_pylist()]
     if micros.null_count:

@@ -26,7 +26,9 @@ Key = tuple[tuple[type, Any], ...]
 
 
 class ReadCache:
-    def __init__(self, size: int, ttl_ms: int | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, size: int, ttl_ms: int | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.size = max(0, size)
         self.ttl_s = ttl_ms / 1000 if ttl_ms is not None else None
         self._clock = clock
@@ -43,7 +45,9 @@ class ReadCache:
     def key(params: Row) -> Key:
         return tuple((type(v), v) for v in params)
 
-    def read(self, params: Sequence[Row], load: Callable[[Sequence[Row]], list[list[Row]]]) -> list[list[Row]]:
+    def read(
+        self, params: Sequence[Row], load: Callable[[Sequence[Row]], list[list[Row]]]
+    ) -> list[list[Row]]:
         out: list[list[Row] | None] = [None] * len(params)
         wanted: dict[Key, list[int]] = {}
         now = self._clock()

@@ -46,8 +46,9 @@ LEDGER = sa.Table(
     sa.Column("key", sa.String(MAX_KEY + 8), nullable=False),
     sa.Column("affected", sa.BigInteger, nullable=True),  # UpdateSQL: the event's affected-row count
     sa.Column("error", sa.Text, nullable=True),  # why the event failed; Materialize: JSON {row: reason}
-    sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
-              nullable=False),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False
+    ),
     sa.PrimaryKeyConstraint("deployment", "operator", "key", name="cep_ledger_pkey"),
 )
 
@@ -64,7 +65,7 @@ def scope(deployment: str, operator: str) -> str:
 
 
 def parse_scope(text: str) -> Scope:
-    """"deployment/operator": operator ids never hold a '/', a deployment name may."""
+    """ "deployment/operator": operator ids never hold a '/', a deployment name may."""
     deployment, sep, operator = text.rpartition("/")
     if not sep or not deployment or not operator:
         raise ValueError(f"ledger scope {text!r} is not 'deployment/operator'")

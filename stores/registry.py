@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-from operators.graph import DataStore, SqlQuery, Table
+from operators.graph import SqlQuery, Table
 from stores import arrow
 from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
+from stores.bindings import StoreBindings
 from stores.cache import ReadCache
 from stores.errors import StoreConfigError
 from stores.redis.store import RedisStore
@@ -41,46 +42,32 @@ class _Store(Protocol):
         scope: str | None = None,
     ) -> UpdateResult: ...
     def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+        self,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Row],
+        *,
+        ledger_key: LedgerKey | None = None,
     ) -> MaterializeResult: ...
     def close(self) -> None: ...
 
 
-class StoresConfig(NamedTuple):
-    """What an engine needs to open the stores in another process (picklable), and whose they are.
-
-    `deployment` names the deployment for the exactly-once ledger (stores/ledger.py): a replay of the
-    same deployment skips what already took effect, so two different deployments must not share it.
-    """
-
-    bindings: Mapping[str, StoreURL]
-    declared: Mapping[str, DataStore]
-    deployment: str | None = None
-
-
 class StoreRegistry:
-    def __init__(
-        self,
-        bindings: Mapping[str, StoreURL],
-        stores: Mapping[str, DataStore],
-        *,
-        statement_timeout_ms: int | None = None,
-    ) -> None:
-        self._declared = {ds.name.lower(): ds for ds in stores.values()}
+    def __init__(self, bindings: StoreBindings, *, statement_timeout_ms: int | None = None) -> None:
+        """The stores of `bindings`, each opened on first use with the bindings' retry policy (their
+        `deployment` is for the engine, which passes it with each write: the registry ignores it)."""
+        declared = bindings.declared
+        self._declared = {ds.name.lower(): ds for ds in declared.values()}
         self._bindings: dict[str, StoreURL] = {}
-        for key, url in bindings.items():
-            ds = stores.get(key)
+        for key, url in bindings.urls.items():
+            ds = declared.get(key)
             self._bindings[(ds.name if ds else key).lower()] = url
+        self._retry = bindings.retry
         self._timeout = statement_timeout_ms
         self._open: dict[str, _Store] = {}
         self._caches: dict[SqlQuery, ReadCache] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
-
-    @classmethod
-    def from_config(cls, config: Sequence[Any]) -> StoreRegistry:
-        """From `(bindings, declared)` or a `StoresConfig` (whose deployment the registry ignores)."""
-        return cls(config[0], config[1])
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={url.redacted()}" for name, url in sorted(self._bindings.items()))
@@ -105,9 +92,9 @@ class StoreRegistry:
                 raise StoreConfigError(f"data store {ds.name} is not bound to a URL", store=ds.name)
             created: _Store
             if url.kind == "redis":
-                created = RedisStore(url, ds.name)
+                created = RedisStore(url, ds.name, retry=self._retry)
             else:
-                created = SqlStore(url, ds.name, self._timeout)
+                created = SqlStore(url, ds.name, self._timeout, retry=self._retry)
             self._open[key] = created
             return created
 
@@ -142,7 +129,12 @@ class StoreRegistry:
         return self.store(query.store).update(query, params, event_ids=event_ids, scope=scope)
 
     def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+        self,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Row],
+        *,
+        ledger_key: LedgerKey | None = None,
     ) -> MaterializeResult:
         return self.store(table.store).materialize(table, columns, rows, ledger_key=ledger_key)
 

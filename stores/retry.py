@@ -6,23 +6,24 @@ rejected password. A write whose connection was lost in flight (`maybe_applied`)
 so it is retried only when doing it twice is harmless: ledgered writes (the ledger skips what took
 effect) and upserts.
 
-`CEP_STORE_RETRIES` is the number of attempts (default 5, 1 = no retry); the waits between them
-double from `CEP_STORE_RETRY_BASE_MS` (default 500 ms, ±20% jitter): 0.5 + 1 + 2 + 4 s, at most
-~10 s of waiting in all. When the last attempt fails, the error says so, with the store's name and
-redacted URL (every StoreError carries them).
+A `RetryPolicy` gives the number of attempts (default 5, 1 = no retry) and the first wait; the
+waits between attempts double from it (default 500 ms, ±20% jitter): 0.5 + 1 + 2 + 4 s, at most
+~10 s of waiting in all. The stores use the policy they are given (stores/bindings.py carries it);
+the deployer sets it from `CEP_STORE_RETRIES` and `CEP_STORE_RETRY_BASE_MS` (deployer/settings.py).
+When the last attempt fails, the error says so, with the store's name and redacted URL (every
+StoreError carries them).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from stores.errors import StoreConfigError, StoreError
+from stores.errors import StoreError
 
 T = TypeVar("T")
 log = logging.getLogger("paascep.stores")
@@ -38,30 +39,9 @@ class RetryPolicy:
     base_s: float = DEFAULT_BASE_MS / 1000
     max_wait_s: float = MAX_WAIT_S
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> RetryPolicy:
-        env = os.environ if env is None else env
-        return cls(
-            tries=_int(env, "CEP_STORE_RETRIES", DEFAULT_TRIES, 1),
-            base_s=_int(env, "CEP_STORE_RETRY_BASE_MS", DEFAULT_BASE_MS, 0) / 1000,
-        )
-
     def delay(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt` (1-based)."""
         return self.base_s * 2 ** (attempt - 1) * random.uniform(0.8, 1.2)
-
-
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    text = env.get(name)
-    if text is None or not text.strip():
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise StoreConfigError(f"{name}={text!r} is not an integer") from None
-    if value < minimum:
-        raise StoreConfigError(f"{name}={value} must be at least {minimum}")
-    return value
 
 
 def call_with_retries(
@@ -73,7 +53,7 @@ def call_with_retries(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`fn()`, again after a transient StoreError, up to the policy's attempts and total wait."""
-    policy = policy or RetryPolicy.from_env()
+    policy = policy or RetryPolicy()
     start = time.monotonic()
     waited = 0.0
     attempt = 1

@@ -51,8 +51,9 @@ def sa_table(table: Table, metadata: sa.MetaData | None = None) -> sa.Table:
     pk = {stored_name(k) for k in table.primary_key}
     columns = [
         # autoincrement=False: an integer primary key must stay a plain integer, not SERIAL.
-        sa.Column(stored_name(f.name), sa_type(f.type), nullable=stored_name(f.name) not in pk,
-                  autoincrement=False)
+        sa.Column(
+            stored_name(f.name), sa_type(f.type), nullable=stored_name(f.name) not in pk, autoincrement=False
+        )
         for f in table.columns
     ]
     args: list[Any] = [*columns]

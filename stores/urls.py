@@ -1,4 +1,4 @@
-"""Data store URLs: parsing, normalising, redaction, and binding CPL stores to URLs.
+"""Data store URLs: parsing, normalising, redaction (stores/bindings.py binds CPL stores to them).
 
 A script names its stores (`CREATE DATASTORE crm TYPE postgresql`); where they live comes from
 configuration (DESIGN.md decision 7). Accepted spellings:
@@ -26,16 +26,13 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
 
 import sqlalchemy as sa
 from psycopg.conninfo import make_conninfo
 
-from operators.graph import DataStore
 from stores.errors import StoreConfigError
 
 KINDS = ("postgresql", "sqlite", "redis")
@@ -153,6 +150,8 @@ class StoreURL:
             "password": self.password,
         }
         if self.tls:
+            # Imported here, not at the top: only a TLS Redis URL needs the redis client, and URLs are
+            # parsed where no store is opened (the CLI, the service's catalog).
             from redis.connection import SSLConnection
 
             kwargs["connection_class"] = SSLConnection
@@ -179,98 +178,122 @@ def redact_text(text: str) -> str:
     return _PW_OPTION.sub(r"\1***", text)
 
 
+class _Invalid(Exception):
+    """Why a URL's text is refused; `parse_store_url` says which URL (redacted)."""
+
+
 def parse_store_url(text: str, origin: str = "") -> StoreURL:
-    shown = redact_text(text.strip())
-
-    def fail(why: str) -> StoreConfigError:
-        return StoreConfigError(f"invalid data store URL {shown}: {why}")
-
     text = text.strip()
-    if "://" not in text:
-        raise fail("expected scheme://..., e.g. postgresql://user@host:5432/db")
-    scheme_text = text.split("://", 1)[0].lower()
-    kind = _SCHEMES.get(scheme_text)
-    if kind is None:
-        known = ", ".join(sorted(_SCHEMES))
-        raise fail(f"unknown scheme {scheme_text!r} (known: {known})")
     try:
-        parts = urlsplit(text)
-        if "," in parts.netloc:
-            raise fail("several hosts in one URL are not supported")
-        port = parts.port
-    except ValueError as e:
-        raise fail(str(e)) from None
-    if parts.fragment:
-        raise fail("fragments (#...) are not allowed")
+        return _parse(text, origin)
+    except _Invalid as e:
+        raise StoreConfigError(f"invalid data store URL {redact_text(text)}: {e}") from None
 
-    options: dict[str, str] = {}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key in options:
-            raise fail(f"option {key} given twice")
-        options[key] = value
 
-    password = unquote(parts.password) if parts.password is not None else None
-    if "password" in options:
-        if password is not None:
-            raise fail("password given both in the URL and as ?password=")
-        password = options.pop("password")
-
-    password_file = options.pop("password_file", None)
-    if password_file is not None:
-        if password is not None:
-            raise fail("give either a password or ?password_file=, not both")
-        password = read_password_file(password_file)
-
-    timeout: int | None = None
-    if "statement_timeout_ms" in options:
-        raw = options.pop("statement_timeout_ms")
-        if not raw.isdigit() or int(raw) <= 0:
-            raise fail(f"statement_timeout_ms must be a positive integer, not {raw!r}")
-        timeout = int(raw)
-
-    common: dict[str, Any] = {"password_file": password_file, "statement_timeout_ms": timeout}
+def _parse(text: str, origin: str) -> StoreURL:
+    scheme, kind = _scheme(text)
+    parts, port = _split(text)
+    options = _options(parts.query)
+    password, password_file = _password(parts, options)
+    common: dict[str, Any] = {
+        "password_file": password_file,
+        "statement_timeout_ms": _statement_timeout(options),
+    }
     if kind == "sqlite":
-        if parts.netloc:
-            raise fail("a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs/path.db")
-        if options:
-            raise fail(f"unsupported sqlite option(s): {', '.join(sorted(options))}")
-        path = unquote(parts.path[1:]) if parts.path.startswith("/") else unquote(parts.path)
-        return StoreURL("sqlite", database=path or ":memory:", origin=origin, **common)
-
+        return _sqlite_url(parts, options, origin, common)
     username = unquote(parts.username) if parts.username else None
     host = parts.hostname  # lower-cased, brackets of an IPv6 literal removed
     database = unquote(parts.path[1:]) if len(parts.path) > 1 else None
     if database is not None and "/" in database:
-        raise fail(f"database name {database!r} contains '/'")
-
+        raise _Invalid(f"database name {database!r} contains '/'")
+    server: dict[str, Any] = {"host": host, "port": port, "username": username, "password": password}
     if kind == "redis":
-        if options:
-            raise fail(f"unsupported redis option(s): {', '.join(sorted(options))}")
-        if database is not None and not database.isdigit():
-            raise fail(f"a redis database is a number, not {database!r}")
-        return StoreURL(
-            "redis",
-            host=host,
-            port=port,
-            database=database or "0",
-            username=username,
-            password=password,
-            tls=scheme_text == "rediss",
-            origin=origin,
-            **common,
-        )
-
+        return _redis_url(database, options, tls=scheme == "rediss", origin=origin, **server, **common)
     return StoreURL(
         "postgresql",
-        host=host,
-        port=port,
         database=database,
-        username=username,
-        password=password,
         options=tuple(sorted(options.items())),
         origin=origin,
+        **server,
         **common,
     )
+
+
+def _scheme(text: str) -> tuple[str, str]:
+    """The scheme as written (lower-cased) and the kind of store it names."""
+    if "://" not in text:
+        raise _Invalid("expected scheme://..., e.g. postgresql://user@host:5432/db")
+    scheme = text.split("://", 1)[0].lower()
+    kind = _SCHEMES.get(scheme)
+    if kind is None:
+        known = ", ".join(sorted(_SCHEMES))
+        raise _Invalid(f"unknown scheme {scheme!r} (known: {known})")
+    return scheme, kind
+
+
+def _split(text: str) -> tuple[SplitResult, int | None]:
+    """The URL's parts and its port: one host at most, a numeric port, no fragment."""
+    try:
+        parts = urlsplit(text)
+        if "," in parts.netloc:
+            raise _Invalid("several hosts in one URL are not supported")
+        port = parts.port
+    except ValueError as e:
+        raise _Invalid(str(e)) from None
+    if parts.fragment:
+        raise _Invalid("fragments (#...) are not allowed")
+    return parts, port
+
+
+def _options(query: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key in options:
+            raise _Invalid(f"option {key} given twice")
+        options[key] = value
+    return options
+
+
+def _password(parts: SplitResult, options: dict[str, str]) -> tuple[str | None, str | None]:
+    """The password (from the URL, `?password=` or `?password_file=`, one of them at most) and the
+    password file; both options are taken out of `options`."""
+    password = unquote(parts.password) if parts.password is not None else None
+    if "password" in options:
+        if password is not None:
+            raise _Invalid("password given both in the URL and as ?password=")
+        password = options.pop("password")
+    password_file = options.pop("password_file", None)
+    if password_file is not None:
+        if password is not None:
+            raise _Invalid("give either a password or ?password_file=, not both")
+        password = read_password_file(password_file)
+    return password, password_file
+
+
+def _statement_timeout(options: dict[str, str]) -> int | None:
+    if "statement_timeout_ms" not in options:
+        return None
+    raw = options.pop("statement_timeout_ms")
+    if not raw.isdigit() or int(raw) <= 0:
+        raise _Invalid(f"statement_timeout_ms must be a positive integer, not {raw!r}")
+    return int(raw)
+
+
+def _sqlite_url(parts: SplitResult, options: dict[str, str], origin: str, common: dict[str, Any]) -> StoreURL:
+    if parts.netloc:
+        raise _Invalid("a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs/path.db")
+    if options:
+        raise _Invalid(f"unsupported sqlite option(s): {', '.join(sorted(options))}")
+    path = unquote(parts.path[1:]) if parts.path.startswith("/") else unquote(parts.path)
+    return StoreURL("sqlite", database=path or ":memory:", origin=origin, **common)
+
+
+def _redis_url(database: str | None, options: dict[str, str], **fields: Any) -> StoreURL:
+    if options:
+        raise _Invalid(f"unsupported redis option(s): {', '.join(sorted(options))}")
+    if database is not None and not database.isdigit():
+        raise _Invalid(f"a redis database is a number, not {database!r}")
+    return StoreURL("redis", database=database or "0", **fields)
 
 
 def read_password_file(path: str) -> str:
@@ -296,78 +319,3 @@ def read_password_file(path: str) -> str:
     if not password:
         raise StoreConfigError(f"password file {path} is empty")
     return password
-
-
-# ---------------------------------------------------------------------------------------------
-# Binding declared stores to URLs
-
-
-def env_var_for(name: str) -> str:
-    """`CEP_STORE_<NAME>_URL`: the name upper-cased, characters other than A-Z, 0-9 and _ as `_`."""
-    return "CEP_STORE_" + re.sub(r"[^A-Z0-9_]", "_", name.upper()) + "_URL"
-
-
-def default_sqlite_path(default_dir: Path, name: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9_.\-]", lambda m: f"%{ord(m.group()):02X}", name)
-    return Path(default_dir).resolve() / f"{safe}.sqlite3"
-
-
-def resolve_bindings(
-    declared: Mapping[str, DataStore],
-    cli: Mapping[str, str],
-    env: Mapping[str, str],
-    default_dir: Path,
-) -> dict[str, StoreURL]:
-    """The URL each declared store is bound to, keyed like `declared`.
-
-    Precedence: `--store NAME=URL` (`cli`, names matched case-insensitively) > the environment
-    variable `CEP_STORE_<NAME>_URL` > the embedded default. The embedded default is a SQLite file
-    `default_dir/<name>.sqlite3` for stores declared `postgresql` or `sqlite`, so a script runs with
-    no server at all; a `redis` store has no default and must be bound. A URL of another kind than
-    the declaration is refused, except that a store declared `postgresql` may be bound to SQLite
-    (that is what the embedded default does; the user's SQL must then be valid SQLite, too).
-
-    All problems are collected and raised together in one `StoreConfigError`.
-    """
-    by_lower = {ds.name.lower(): key for key, ds in declared.items()}
-    problems: list[str] = []
-    cli_urls: dict[str, tuple[str, str]] = {}
-    for name, text in cli.items():
-        key = by_lower.get(name.lower())
-        if key is None:
-            known = ", ".join(sorted(ds.name for ds in declared.values())) or "none"
-            problems.append(f"--store {name}=...: no data store {name} is declared (declared: {known})")
-        else:
-            cli_urls[key] = (name, text)
-
-    out: dict[str, StoreURL] = {}
-    for key, ds in declared.items():
-        var = env_var_for(ds.name)
-        url: StoreURL
-        try:
-            if key in cli_urls:
-                url = parse_store_url(cli_urls[key][1], origin="--store")
-            elif env.get(var):
-                url = parse_store_url(env[var], origin=f"env {var}")
-            elif ds.type in ("postgresql", "sqlite"):
-                path = default_sqlite_path(default_dir, ds.name)
-                url = StoreURL("sqlite", database=str(path), origin="embedded default")
-            else:
-                problems.append(
-                    f"data store {ds.name} (TYPE {ds.type}) is not bound to a URL and has no embedded "
-                    f"default: set {var}=redis://host:6379/0 or pass --store {ds.name}=redis://host:6379/0"
-                )
-                continue
-        except StoreConfigError as e:
-            problems.append(f"data store {ds.name}: {e}")
-            continue
-        if url.kind != ds.type and not (ds.type == "postgresql" and url.kind == "sqlite"):
-            problems.append(
-                f"data store {ds.name} is declared TYPE {ds.type} but bound to {url.redacted()} "
-                f"(a {url.kind} URL, from {url.origin})"
-            )
-            continue
-        out[key] = url
-    if problems:
-        raise StoreConfigError("\n".join(problems))
-    return out

@@ -6,11 +6,12 @@ from typing import Any
 
 from deployer.engine import RunRequest, RunSummary
 from deployer.local.driver import run_local
+from stores.bindings import StoreBindings
 from stores.registry import StoreRegistry
 
 
-def run(req: RunRequest, stores: Any, out: Any) -> RunSummary:
-    registry = StoreRegistry(*stores) if stores is not None else None
+def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
+    registry = StoreRegistry(stores) if stores is not None else None
     try:
         stats = run_local(req.graph, req.sources, req.sinks, registry, req.dead_letter, until_idle=req.until_idle)
     finally:

@@ -44,6 +44,7 @@ from deployer.spark.shared import batch_plans, shared_writer, stem
 from deployer.spark.sinks import console_batch_writer, file_batch_writer
 from deployer.spark.sources import SourceError, file_source, generator_source
 from operators import graph as g
+from stores.bindings import StoreBindings
 from stores.urls import redact_text
 
 Writer = Callable[[DataFrame, int], None]
@@ -71,11 +72,9 @@ def drop_interrupted_log_writes(location: Path) -> None:
             partial.unlink(missing_ok=True)
 
 
-def store_kinds(stores: Any) -> dict[str, str]:
+def store_kinds(stores: StoreBindings | None) -> dict[str, str]:
     """The bound kind (postgresql, sqlite, redis) of every data store of a binding."""
-    if stores is None:
-        return {}
-    return {name: url.kind for name, url in stores[0].items()}
+    return {} if stores is None else {name: url.kind for name, url in stores.urls.items()}
 
 
 class SparkDeployment:
@@ -89,7 +88,7 @@ class SparkDeployment:
         sinks: Mapping[str, str],
         checkpoint: str | None,
         dead_letter: str | None = None,
-        stores: Any = None,
+        stores: StoreBindings | None = None,
         until_idle: bool = False,
         name: str = "cep",
         max_files_per_trigger: int | None = None,

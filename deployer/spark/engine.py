@@ -17,9 +17,10 @@ from deployer.engine import RunRequest, RunSummary, stop_requests
 from deployer.spark.checkpoint import CheckpointGuard
 from deployer.spark.deployment import SparkDeployment
 from deployer.spark.session import spark_session, stop_session
+from stores.bindings import StoreBindings
 
 
-def run(req: RunRequest, stores: Any, out: Any) -> RunSummary:
+def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     guard = None
     if req.checkpoint is not None:
         guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)

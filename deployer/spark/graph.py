@@ -25,6 +25,7 @@ from operators import expr as ir
 from operators import graph as g
 from operators.analysis import live_fields, stateless_upstream
 from operators.types import Schema
+from stores.bindings import StoreBindings
 
 ERR = "__err"  # the per-row error column while it exists
 _T = TypeVar("_T")
@@ -63,7 +64,7 @@ class SparkGraph:
     # The translation of each operator (deployer.spark.handlers.HANDLERS): passed in, so that the
     # handlers can use this module's vocabulary without it importing them back.
     handlers: Mapping[type[g.Node], Handler]
-    stores_config: object = None  # passed to ReadSQL/UpdateSQL executors (see deployer.spark.sql)
+    stores_config: StoreBindings | None = None  # for the ReadSQL/UpdateSQL executors (deployer.spark.sql)
     ports: dict[g.Port, DataFrame] = field(default_factory=dict)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     # Source streams whose frames already dead-lettered the events without event time

@@ -40,7 +40,7 @@ class BatchCounts:
     """What one micro-batch of one query reported in its progress."""
 
     read: dict[str, int]  # per source: records (file sources, observed) or input rows (others)
-    filtered: dict[str, int]  # per Filter/MultiFilter node (observed, spark_plan.count_filtered)
+    filtered: dict[str, int]  # per Filter/MultiFilter node (observed, graph.count_filtered)
     late: int  # rows its stateful operators dropped behind the watermark
 
 

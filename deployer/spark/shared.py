@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from deployer.spark.graph import SparkGraph
 from deployer.spark.handlers import HANDLERS
 from operators import graph as g
+from stores.bindings import StoreBindings
 
 _TAG = "__input"  # which source an event of the shared stream came from, with several sources
 
@@ -56,7 +57,7 @@ Writer = Callable[[DataFrame, int], None]
 
 
 def batch_plans(
-    graph: g.Graph, stores_config: object = None, timed_sources: set[str] | None = None
+    graph: g.Graph, stores_config: StoreBindings | None = None, timed_sources: set[str] | None = None
 ) -> Callable[[dict[str, DataFrame]], SparkGraph]:
     """The `plan` of `shared_writer`: a micro-batch's source events -> its batch SparkGraph. The
     graphs share one memo (the Columns are compiled for the first batch only) and build no

@@ -15,7 +15,7 @@ Exactly-once in effect (DESIGN.md decision 6, stores/ledger.py):
 - Materialize passes (deployment, node id, batch id): a replayed batch writes nothing.
 
 The deployment name comes from `sg.deployment` when the deployer sets it, else from a
-`stores.registry.StoresConfig`, else it is `cep-<digest of the compiled graph>`. Two different
+`stores.bindings.StoreBindings`, else it is `cep-<digest of the compiled graph>`. Two different
 scripts must not run under one deployment name against the same stores: the second would find the
 first one's entries for the same event ids and skip its own writes.
 
@@ -45,7 +45,7 @@ from deployer.spark.graph import SEQ, SparkGraph
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
 from stores import ledger
-from stores.sql.postgres import NUL_IN_TEXT
+from stores.sql.postgres_read import NUL_IN_TEXT
 
 _STORES: dict[int, Any] = {}
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
@@ -79,8 +79,8 @@ def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tup
     with a NUL in a text parameter is dead-lettered with the reason the reference executor gives
     (see SqlStore.read), found here by a column expression so that the read itself, one query per
     batch, never sees it and the dead letter needs no second read."""
-    bindings = bound(sg)[0]
-    url = next((u for name, u in bindings.items() if name.lower() == node.query.store.lower()), None)
+    urls = bound(sg).urls
+    url = next((u for name, u in urls.items() if name.lower() == node.query.store.lower()), None)
     if url is None or url.kind != "postgresql":
         return []
     where = f"store {node.query.store} ({url.redacted()}): query {node.query.name}"

@@ -11,27 +11,26 @@ from __future__ import annotations
 import gc
 import hashlib
 import pickle
-from typing import Any
 
 from deployer.spark.graph import SparkGraph
 from operators.explain import to_text
+from stores.bindings import StoreBindings
 from stores.registry import StoreRegistry
 
-_STORES: dict[int, Any] = {}
+_STORES: dict[int, StoreRegistry] = {}
 DEFAULT_DEPLOYMENT = "cep"
 
 
-def worker_stores(config: Any) -> Any:
+def worker_stores(config: StoreBindings) -> StoreRegistry:
     """One registry per worker process and configuration (pooled connections are reused)."""
     # pickle, not repr: a URL's repr hides its password, and two passwords are two configurations
-    bindings, declared = config[0], config[1]
-    key = hash(pickle.dumps((bindings, declared)))
+    key = hash(pickle.dumps((config.urls, config.declared, config.retry)))
     if key not in _STORES:
         # The objects alive now (modules: pyspark, pandas, pyarrow...) live as long as the worker;
         # frozen, the garbage collector no longer walks them in every full collection, which the
         # result rows of each batch set off.
         gc.freeze()
-        _STORES[key] = StoreRegistry.from_config(config)
+        _STORES[key] = StoreRegistry(config)
     return _STORES[key]
 
 
@@ -42,7 +41,7 @@ def deployment_of(sg: SparkGraph) -> str:
     entries, and a different script over the same inputs (the same event ids) cannot skip its
     writes because of them.
     """
-    name = getattr(sg, "deployment", None) or getattr(sg.stores_config, "deployment", None)
+    name = sg.deployment or (sg.stores_config.deployment if sg.stores_config is not None else None)
     if name:
         return str(name)
     graph = sg.graph
@@ -56,7 +55,7 @@ def deployment_of(sg: SparkGraph) -> str:
     return f"{DEFAULT_DEPLOYMENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def bound(sg: SparkGraph) -> Any:
+def bound(sg: SparkGraph) -> StoreBindings:
     if sg.stores_config is None:
         raise ValueError("this script uses data stores; they must be bound before it runs on Spark")
     return sg.stores_config

@@ -149,7 +149,10 @@ def text_values(values: Sequence[Any]) -> list[bytes]:
     if kinds == {float}:
         return [b"" if v is None else repr(v).encode() for v in values]
     if kinds == {datetime}:
-        return [b"" if v is None else (v.isoformat() if v.tzinfo is UTC else redis_text(v)).encode() for v in values]
+        return [
+            b"" if v is None else (v.isoformat() if v.tzinfo is UTC else redis_text(v)).encode()
+            for v in values
+        ]
     return [b"" if v is None else redis_text(v).encode() for v in values]
 
 
@@ -178,10 +181,16 @@ def pack_batch(
             columns = list(zip(*chosen, strict=True))
             nulls = {r for c in columns for r, v in enumerate(c) if v is None}
             masks = _bulk(
-                [bytes(48 + (c[r] is None) for c in columns) if r in nulls else b"" for r in range(len(chosen))]
+                [
+                    bytes(48 + (c[r] is None) for c in columns) if r in nulls else b""
+                    for r in range(len(chosen))
+                ]
             )
             row_keys = _bulk([b"" if keys[i] is None else keys[i].encode() for i in chunk])  # type: ignore[union-attr]
-            yield chunk, b"".join(map(b"".join, zip(row_keys, masks, *map(encode_column, columns), strict=True)))
+            yield (
+                chunk,
+                b"".join(map(b"".join, zip(row_keys, masks, *map(encode_column, columns), strict=True))),
+            )
 
     consecutive = list(good) == list(range(good[0], good[0] + len(good))) if good else True
     return _frame(fields, chunks(), consecutive=consecutive, **kwargs)
@@ -210,8 +219,13 @@ def _frame(
     queued = 0
     for chunk, body in chunks:
         fixed = [
-            b"EVAL", script, *guard,
-            str(ttl_ms or 0).encode(), (counter or "").encode(), prefix.encode(), str(chunk[0]).encode(),
+            b"EVAL",
+            script,
+            *guard,
+            str(ttl_ms or 0).encode(),
+            (counter or "").encode(),
+            prefix.encode(),
+            str(chunk[0]).encode(),
             b"" if consecutive else ",".join(map(str, chunk)).encode(),
             *names,
         ]
@@ -252,7 +266,9 @@ def arrow_texts(col: pa.Array) -> pa.Array:
             seconds = pc.strftime(whole.cast(pa.timestamp("s", tz="UTC")), format="%Y-%m-%dT%H:%M:%S")
             micros = pc.subtract(us.cast(pa.int64()), whole.cast(pa.int64()))
             fraction = pc.if_else(
-                pc.equal(micros, 0), "", pc.binary_join_element_wise(".", pc.utf8_lpad(micros.cast(pa.string()), 6, "0"), "")
+                pc.equal(micros, 0),
+                "",
+                pc.binary_join_element_wise(".", pc.utf8_lpad(micros.cast(pa.string()), 6, "0"), ""),
             )
             out = pc.binary_join_element_wise(seconds, fraction, "+00:00", "")
     if out is None:
@@ -263,13 +279,17 @@ def arrow_texts(col: pa.Array) -> pa.Array:
 def _resp(texts: pa.Array) -> pa.Array:
     """Each value framed as a RESP bulk string: `$<length>\r\n<bytes>\r\n`."""
     lengths = pc.binary_length(texts).cast(pa.string()).cast(pa.large_binary())
-    return pc.binary_join_element_wise(pa.scalar(b"$", pa.large_binary()), lengths, _CRLF, texts, _CRLF, _EMPTY)
+    return pc.binary_join_element_wise(
+        pa.scalar(b"$", pa.large_binary()), lengths, _CRLF, texts, _CRLF, _EMPTY
+    )
 
 
 _CRLF = pa.scalar(b"\r\n", pa.large_binary())
 
 
-def pack_arrow(fields: Sequence[str], data: pa.Table, keys: pa.Array | None, **kwargs: Any) -> tuple[bytes, int]:
+def pack_arrow(
+    fields: Sequence[str], data: pa.Table, keys: pa.Array | None, **kwargs: Any
+) -> tuple[bytes, int]:
     """`pack_batch` for an Arrow batch whose every row is written: `keys` the Redis key of each row
     (large_binary, no NULL), None for appends."""
     n = data.num_rows
@@ -290,7 +310,11 @@ def pack_arrow(fields: Sequence[str], data: pa.Table, keys: pa.Array | None, **k
             else:
                 mask = pa.array([""] * m)
             row_keys = keys.slice(lo, m) if keys is not None else pa.array([b""] * m, pa.large_binary())
-            framed = [_resp(row_keys), _resp(mask.cast(pa.large_binary())), *(_resp(arrow_texts(c)) for c in columns)]
+            framed = [
+                _resp(row_keys),
+                _resp(mask.cast(pa.large_binary())),
+                *(_resp(arrow_texts(c)) for c in columns),
+            ]
             rows = pc.binary_join_element_wise(*framed, _EMPTY)
             _, offsets_buf, buf = rows.buffers()
             offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=m + 1, offset=rows.offset * 8)

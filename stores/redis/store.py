@@ -68,7 +68,7 @@ class RedisStore:
             raise StoreError(f"{url.redacted()} is not a redis URL", store=name)
         self.url = url
         self.name = name or url.redacted()
-        self.retry = retry or RetryPolicy.from_env()
+        self.retry = retry or RetryPolicy()
         self._lock = threading.Lock()
         self._client: redis.Redis | None = None
 
@@ -145,7 +145,9 @@ class RedisStore:
         pk = [stored_name(k) for k in table.primary_key]
         missing = [k for k in pk if k not in fields]
         if missing:
-            raise self._refuse(f"rows for table {table.name} lack its primary key column(s) {', '.join(missing)}")
+            raise self._refuse(
+                f"rows for table {table.name} lack its primary key column(s) {', '.join(missing)}"
+            )
         return fields, pk
 
     def _marker(self, ledger_key: LedgerKey | None) -> str | None:
@@ -155,7 +157,12 @@ class RedisStore:
             raise self._refuse(str(e)) from None
 
     def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+        self,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Row],
+        *,
+        ledger_key: LedgerKey | None = None,
     ) -> MaterializeResult:
         fields, pk = self._fields(table, columns)
         if not rows:
@@ -176,7 +183,9 @@ class RedisStore:
         marker = self._marker(ledger_key)
         good = [i for i, e in enumerate(errors) if e is None]
         return call_with_retries(
-            lambda: self._write(table, errors, marker, lambda **kw: redis_bulk.pack_batch(fields, rows, keys, good, **kw)),
+            lambda: self._write(
+                table, errors, marker, lambda **kw: redis_bulk.pack_batch(fields, rows, keys, good, **kw)
+            ),
             idempotent=marker is not None or bool(pk),
             policy=self.retry,
         )
@@ -201,7 +210,9 @@ class RedisStore:
         marker = self._marker(ledger_key)
         errors: list[str | None] = [None] * n
         return call_with_retries(
-            lambda: self._write(table, errors, marker, lambda **kw: redis_bulk.pack_arrow(fields, data, keys, **kw)),
+            lambda: self._write(
+                table, errors, marker, lambda **kw: redis_bulk.pack_arrow(fields, data, keys, **kw)
+            ),
             idempotent=marker is not None or bool(pk),
             policy=self.retry,
         )
@@ -248,7 +259,9 @@ class RedisStore:
         out = list(errors)
         for reply in chunks:
             for j in range(1, len(reply), 2):
-                out[int(reply[j])] = reply[j + 1].decode() if isinstance(reply[j + 1], bytes) else str(reply[j + 1])
+                out[int(reply[j])] = (
+                    reply[j + 1].decode() if isinstance(reply[j + 1], bytes) else str(reply[j + 1])
+                )
         return MaterializeResult(out)
 
     def _refuse(self, message: str) -> StoreQueryError:

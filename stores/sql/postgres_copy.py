@@ -17,7 +17,7 @@ Same result as executing the rows one by one, in order:
   one statement. Rows of one key keep their order; rows of different keys do not interact. Past
   `MAX_GENERATIONS` occurrences of one key the caller's row-by-row path is cheaper.
 - A row the server refuses (a NOT NULL or CHECK, a string too long) fails the whole COPY; the caller
-  then redoes the batch row by row with savepoints, which names the failing rows (`sql.isolate`).
+  then redoes the batch row by row with savepoints, which names the failing rows (`base.isolate`).
   Binary COPY applies the column's type modifier on input as an INSERT does, so the same rows fail.
 
 The staging table is `CREATE TEMP TABLE ... AS SELECT <columns> FROM <table> WITH NO DATA`: the
@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from psycopg import sql
 
 from stores.schema import canonical_type
-from stores.sql.store import MaterializePlan, Row
+from stores.sql.base import MaterializePlan, Row
 
 MAX_GENERATIONS = 16
 GEN = "__cep_gen"
@@ -98,7 +98,9 @@ def bulk_plan(plan: MaterializePlan) -> BulkPlan:
         )
     else:
         action = sql.SQL("DO NOTHING")
-    insert = sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {stage}").format(t=target, cols=cols, stage=stage)
+    insert = sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {stage}").format(
+        t=target, cols=cols, stage=stage
+    )
     tail = sql.SQL(" ON CONFLICT ({}) {}").format(conflict, action)
     return BulkPlan(
         types=(*types, "int4"),

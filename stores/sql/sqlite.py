@@ -29,7 +29,7 @@ from stores import ledger
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreError, StoreQueryError
 from stores.schema import declared_shape, existing_shape, schema_mismatch, stored_name
-from stores.sql.store import MaterializePlan, Row, materialize_plan
+from stores.sql.base import MaterializePlan, Row, materialize_plan
 from stores.urls import StoreURL
 from stores.values import from_db, normalize_row, sqlite_value
 
@@ -128,22 +128,31 @@ class SqliteBackend:
                     if sc is not None:
                         k = keys[i]
                         # Claiming first takes SQLite's write lock before anything is read.
-                        if k in done or conn.exec_driver_sql(_CLAIM, (sc.deployment, sc.operator, k)).rowcount != 1:
+                        if (
+                            k in done
+                            or conn.exec_driver_sql(_CLAIM, (sc.deployment, sc.operator, k)).rowcount != 1
+                        ):
                             if k not in done:
-                                found = conn.exec_driver_sql(_RECORDED, (sc.deployment, sc.operator, k)).fetchone()
+                                found = conn.exec_driver_sql(
+                                    _RECORDED, (sc.deployment, sc.operator, k)
+                                ).fetchone()
                                 done[k] = (found[0], found[1]) if found is not None else (None, None)
                             counts[i], errors[i] = done[k]
                             replayed += 1
                             continue
                     try:
-                        counts[i] = conn.exec_driver_sql(query.text, tuple(sqlite_value(v) for v in p)).rowcount
+                        counts[i] = conn.exec_driver_sql(
+                            query.text, tuple(sqlite_value(v) for v in p)
+                        ).rowcount
                     except sa.exc.DBAPIError as e:
                         # SQLite undoes just the failed statement (ABORT): the transaction goes on.
                         if not (_is_event_error(e) and _in_transaction(conn)):
                             raise
                         errors[i] = str(self._error(e, f"query {query.name}"))
                     if sc is not None:
-                        conn.exec_driver_sql(_RECORD, (counts[i], errors[i], sc.deployment, sc.operator, keys[i]))
+                        conn.exec_driver_sql(
+                            _RECORD, (counts[i], errors[i], sc.deployment, sc.operator, keys[i])
+                        )
                         done[keys[i]] = (counts[i], errors[i])
         except Exception as e:
             raise self._error(e, what) from e
@@ -170,9 +179,11 @@ class SqliteBackend:
         for k, r in enumerate(rows):
             nulls = [name for i, name in pk_at if r[i] is None]
             if nulls:
-                errors[k] = str(self._error(
-                    ValueError(f"NULL in primary key column(s) {', '.join(nulls)}"), f"table {table.name}"
-                ))
+                errors[k] = str(
+                    self._error(
+                        ValueError(f"NULL in primary key column(s) {', '.join(nulls)}"), f"table {table.name}"
+                    )
+                )
         what = f"materializing {n} row(s) into {table.name}"
         try:
             if not any(errors):
@@ -253,11 +264,13 @@ class SqliteBackend:
 
 _CLAIM = f"INSERT INTO {ledger.TABLE} (deployment, operator, key) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 _RECORDED = f"SELECT affected, error FROM {ledger.TABLE} WHERE deployment = ? AND operator = ? AND key = ?"
-_RECORD = f"UPDATE {ledger.TABLE} SET affected = ?, error = ? WHERE deployment = ? AND operator = ? AND key = ?"
-_CLAIM_BATCH = (
-    f"INSERT INTO {ledger.TABLE} (deployment, operator, key, affected) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+_RECORD = (
+    f"UPDATE {ledger.TABLE} SET affected = ?, error = ? WHERE deployment = ? AND operator = ? AND key = ?"
 )
-_RECORD_BATCH = f"UPDATE {ledger.TABLE} SET affected = ?, error = ? WHERE deployment = ? AND operator = ? AND key = ?"
+_CLAIM_BATCH = f"INSERT INTO {ledger.TABLE} (deployment, operator, key, affected) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+_RECORD_BATCH = (
+    f"UPDATE {ledger.TABLE} SET affected = ?, error = ? WHERE deployment = ? AND operator = ? AND key = ?"
+)
 
 
 def _is_event_error(e: BaseException) -> bool:

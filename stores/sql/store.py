@@ -19,50 +19,26 @@ left out (`isolate`: savepoints on Postgres), and the result reports it; the oth
 
 Transient failures (the server restarting) are retried with backoff (stores/retry.py).
 
-Event values only ever reach SQL as bound parameters. The backends live in sql_pg.py and
-sql_sqlite.py; this module holds what they share.
+Event values only ever reach SQL as bound parameters. The backends live in postgres.py (with
+postgres_*.py) and sqlite.py; what they share with this facade is in base.py, below all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
-import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from operators.graph import SqlQuery, Table
 from stores import arrow, ledger
 from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
 from stores.errors import StoreError, StoreQueryError
 from stores.retry import RetryPolicy, call_with_retries
-from stores.schema import sa_table, stored_name
+from stores.sql.base import DEFAULT_STATEMENT_TIMEOUT_MS, Row, SqlBackend
+from stores.sql.postgres import PostgresBackend
+from stores.sql.sqlite import SqliteBackend
 from stores.urls import StoreURL
-
-Row = tuple[Any, ...]
-
-DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
-
-# SQLSTATE classes of errors caused by one event's data: data exception (bad cast, overflow, too
-# long), integrity constraint, triggered data change, WITH CHECK OPTION, PL/pgSQL RAISE (triggers).
-EVENT_ERROR_CLASSES = frozenset({"22", "23", "27", "44", "P0"})
-
-
-def is_event_error(sqlstate: str | None) -> bool:
-    return sqlstate is not None and sqlstate[:2] in EVENT_ERROR_CLASSES
-
-
-class _Backend(Protocol):
-    def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]: ...
-    def update(
-        self, query: SqlQuery, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None
-    ) -> UpdateResult: ...
-    def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], ledger_key: LedgerKey | None
-    ) -> MaterializeResult: ...
-    def close(self) -> None: ...
 
 
 class SqlStore:
@@ -79,15 +55,11 @@ class SqlStore:
         self.name = name or url.redacted()
         timeout = statement_timeout_ms or url.statement_timeout_ms or DEFAULT_STATEMENT_TIMEOUT_MS
         self.statement_timeout_ms = timeout
-        self.retry = retry or RetryPolicy.from_env()
-        self._backend: _Backend
+        self.retry = retry or RetryPolicy()
+        self._backend: SqlBackend
         if url.kind == "postgresql":
-            from stores.sql.postgres import PostgresBackend
-
             self._backend = PostgresBackend(url, self.name, timeout)
         elif url.kind == "sqlite":
-            from stores.sql.sqlite import SqliteBackend
-
             self._backend = SqliteBackend(url, self.name, timeout)
         else:
             raise StoreError(f"{url.kind} is not a SQL store", store=self.name, url=url.redacted())
@@ -99,7 +71,9 @@ class SqlStore:
         if not query.is_read:
             raise self.error(f"query {query.name} is a {query.kind.upper()}, not a SELECT: use update()")
         check_params(self, query, params)
-        return call_with_retries(lambda: self._backend.read(query, params), idempotent=True, policy=self.retry)
+        return call_with_retries(
+            lambda: self._backend.read(query, params), idempotent=True, policy=self.retry
+        )
 
     def read_columns(
         self, query: SqlQuery, columns: Sequence[Sequence[Any]], n: int, *, width: int, outer: bool = False
@@ -112,7 +86,9 @@ class SqlStore:
         if not query.is_read:
             raise self.error(f"query {query.name} is a {query.kind.upper()}, not a SELECT: use update()")
         if len(columns) != query.param_count or any(len(c) != n for c in columns):
-            raise self.error(f"query {query.name} takes {query.param_count} parameter(s) for each of {n} events")
+            raise self.error(
+                f"query {query.name} takes {query.param_count} parameter(s) for each of {n} events"
+            )
         fast = getattr(self._backend, "read_columns", None)
         if fast is None:
             rows = rows_of(columns, n)
@@ -140,7 +116,12 @@ class SqlStore:
         )
 
     def materialize(
-        self, table: Table, columns: Sequence[str], rows: Sequence[Row], *, ledger_key: LedgerKey | None = None
+        self,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Row],
+        *,
+        ledger_key: LedgerKey | None = None,
     ) -> MaterializeResult:
         check_ledger_key(self, ledger_key)
         return call_with_retries(
@@ -178,7 +159,9 @@ def check_params(store: SqlStore, query: SqlQuery, params: Sequence[Row]) -> Non
             )
 
 
-def check_ids(store: SqlStore, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None) -> None:
+def check_ids(
+    store: SqlStore, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None
+) -> None:
     if (event_ids is None) != (scope is None):
         raise store.error("event_ids and scope go together: give both or neither")
     if event_ids is not None and len(event_ids) != len(params):
@@ -196,112 +179,3 @@ def check_ledger_key(store: SqlStore, key: LedgerKey | None) -> None:
             ledger.batch_entry(key)
     except ValueError as e:
         raise store.error(str(e)) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Per-event error isolation
-
-
-def isolate(
-    n: int,
-    attempt: Callable[[int, int], list[int]],
-    event_error: Callable[[Exception], str | None],
-    *,
-    known_failing: bool,
-) -> tuple[list[int | None], list[str | None]]:
-    """Run events 0..n-1 in order, leaving out the ones that fail because of their own data.
-
-    `attempt(lo, hi)` runs events lo..hi-1 as one unit that either takes effect whole or not at all
-    (a savepoint), returning their counts, or raises. `event_error(e)` is the message to report when
-    `e` is a per-event error, None when it is not (then it propagates and the whole call fails).
-
-    A failing range is split in halves, each tried in order: the state every event sees is that of
-    the events before it that succeeded, exactly as if the events had been executed one by one with
-    the failing ones skipped. A batch with f failing events costs about 2·f·log2(n) attempts, one
-    round trip each, instead of n.
-    """
-    counts: list[int | None] = [None] * n
-    errors: list[str | None] = [None] * n
-
-    def run(lo: int, hi: int, failing: bool) -> None:
-        if not failing:
-            try:
-                counts[lo:hi] = attempt(lo, hi)
-                return
-            except Exception as e:
-                message = event_error(e)
-                if message is None:
-                    raise
-                if hi - lo == 1:
-                    errors[lo] = message
-                    return
-        mid = (lo + hi) // 2
-        run(lo, mid, False)
-        run(mid, hi, False)
-
-    if n:
-        run(0, n, known_failing and n > 1)
-    return counts, errors
-
-
-# ---------------------------------------------------------------------------------------------
-# Materialize: the INSERT (upsert or append) for a table and a list of columns
-
-
-@dataclass(frozen=True)
-class MaterializePlan:
-    table: sa.Table
-    sql: str  # positional placeholders of the target driver (%s for psycopg, ? for sqlite3)
-    order: tuple[int, ...]  # for each placeholder, the index of the value in a row
-    columns: tuple[str, ...]  # for each placeholder, the stored column name
-
-
-def materialize_plan(table: Table, columns: Sequence[str], dialect: str) -> MaterializePlan:
-    """Compile the statement with SQLAlchemy's dialect-specific INSERT ... ON CONFLICT.
-
-    The statement is compiled once and executed with the driver's executemany, so SQLAlchemy's
-    per-row processing is not on the hot path. Duplicate keys within one batch are fine: each row
-    is its own statement, so the last one wins, as if the events had arrived one by one.
-    """
-    t = sa_table(table)
-    names = [stored_name(c) for c in columns]
-    unknown = [c for c, n in zip(columns, names, strict=True) if n not in t.c]
-    if unknown:
-        raise ValueError(f"table {table.name} has no column(s) {', '.join(unknown)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"columns {list(columns)} name a column twice")
-    pk = [c.name for c in t.primary_key.columns]
-    missing = [k for k in pk if k not in names]
-    if missing:
-        raise ValueError(f"rows for table {table.name} lack its primary key column(s) {', '.join(missing)}")
-
-    values: dict[Any, Any] = {t.c[n]: sa.bindparam(f"p{i}") for i, n in enumerate(names)}
-    d: sa.Dialect
-    if dialect == "postgresql":
-        d = postgresql.psycopg.dialect(paramstyle="format")
-        pg = postgresql.insert(t).values(values)
-        stmt: sa.Insert = pg
-        if pk:
-            rest = [n for n in names if n not in pk]
-            stmt = (
-                pg.on_conflict_do_update(index_elements=pk, set_={n: pg.excluded[n] for n in rest})
-                if rest
-                else pg.on_conflict_do_nothing(index_elements=pk)
-            )
-    else:
-        d = sqlite.pysqlite.dialect()
-        lite = sqlite.insert(t).values(values)
-        stmt = lite
-        if pk:
-            rest = [n for n in names if n not in pk]
-            stmt = (
-                lite.on_conflict_do_update(index_elements=pk, set_={n: lite.excluded[n] for n in rest})
-                if rest
-                else lite.on_conflict_do_nothing(index_elements=pk)
-            )
-    compiled = stmt.compile(dialect=d)
-    positions = compiled.positiontup or []
-    order = tuple(int(name[1:]) for name in positions)
-    if sorted(order) != list(range(len(names))):  # pragma: no cover - guards a SQLAlchemy change
-        raise RuntimeError(f"unexpected bind parameters {positions} for {names}")
-    return MaterializePlan(t, str(compiled), order, tuple(names[i] for i in order))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cpl.compiler import compile_script
 from deployer.spark.handlers import spark_graph
 from deployer.spark.store_calls import deployment_of
-from stores.registry import StoresConfig
+from stores.bindings import StoreBindings
 
 SCRIPT = """
 CREATE STREAMSCHEMA pay WITH id integer, amount integer;
@@ -19,11 +19,11 @@ def test_named_deployments_and_the_default() -> None:
     graph = compile_script(SCRIPT).graph
     other = compile_script(SCRIPT.replace("amount - ?", "amount + ?")).graph
     # No name: one derived from the graph, the same on every run, different for another script.
-    unnamed = deployment_of(spark_graph(graph, {}, ({}, {})))
+    unnamed = deployment_of(spark_graph(graph, {}, StoreBindings({}, {})))
     assert unnamed == deployment_of(spark_graph(compile_script(SCRIPT).graph, {}, None))
     assert unnamed.startswith("cep-") and unnamed != deployment_of(spark_graph(other, {}, None))
     # A name from the stores configuration, or set on the graph by the deployer (which wins).
-    sg = spark_graph(graph, {}, StoresConfig({}, {}, deployment="billing"))
+    sg = spark_graph(graph, {}, StoreBindings({}, {}, deployment="billing"))
     assert deployment_of(sg) == "billing"
-    sg.deployment = "billing-v2"  # type: ignore[attr-defined]
+    sg.deployment = "billing-v2"
     assert deployment_of(sg) == "billing-v2"

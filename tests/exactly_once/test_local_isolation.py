@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cpl.compiler import compile_script
 from deployer.local.executor import LocalExecutor
+from stores.bindings import StoreBindings
 from stores.registry import StoreRegistry
 from stores.urls import parse_store_url
 
@@ -28,7 +29,7 @@ def test_refused_events_are_dead_lettered_and_the_rest_applies(tmp_path: Path) -
         conn.execute("INSERT INTO balances VALUES (1, 100), (2, 100)")
     conn.close()
     graph = compile_script(SCRIPT).graph
-    reg = StoreRegistry({"crm": parse_store_url(f"sqlite:///{db}")}, graph.stores)
+    reg = StoreRegistry(StoreBindings({"crm": parse_store_url(f"sqlite:///{db}")}, graph.stores))
     try:
         ex = LocalExecutor(graph, reg)
         ex.run({"pay": [(1, 30), (2, 500), (None, 5), (1, 20)]})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,6 @@ from deployer.spark.deployment import SparkDeployment
 from deployer.spark.handlers import spark_graph
 from deployer.spark.materialize import materialize_writer
 from operators import graph as g
-from stores.registry import StoresConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.slow]
 
@@ -72,8 +72,9 @@ def test_replaying_every_batch_applies_nothing_twice(spark: Any, pg_db: str, tmp
         conn.execute("CREATE TABLE balances (id integer PRIMARY KEY, amount integer CHECK (amount >= 0))")
         conn.execute("INSERT INTO balances VALUES (1, 100), (2, 100), (3, 100)")
     graph = compile_script(SCRIPT).graph
-    bindings, declared = bind_stores(graph, {"crm": pg_db})
-    config = StoresConfig(bindings, declared, deployment="billing-test")
+    bindings = bind_stores(graph, {"crm": pg_db})
+    assert bindings is not None
+    config = replace(bindings, deployment="billing-test")
     inputs, checkpoint, out, dead = (tmp_path / d for d in ("in", "ck", "out", "dead"))
     _write_inputs(inputs)
 
@@ -118,8 +119,9 @@ def test_materialize_batch_reports_refused_rows_and_skips_a_replay(spark: Any, p
     """
     graph = compile_script(script).graph
     node = next(n for n in graph.nodes if isinstance(n, g.Materialize))
-    bindings, declared = bind_stores(graph, {"crm": pg_db})
-    config = StoresConfig(bindings, declared, deployment="bills")
+    bindings = bind_stores(graph, {"crm": pg_db})
+    assert bindings is not None
+    config = replace(bindings, deployment="bills")
     sg = spark_graph(graph, {}, config)
     failed: list[tuple[int, list[Any]]] = []
 

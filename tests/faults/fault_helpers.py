@@ -376,7 +376,7 @@ class Background:
 
 def run_connections(admin: psycopg.Connection[Any], database: str) -> list[tuple[int, int, str, str]]:
     """(backend pid, client port, state, query) of the engine's connections to `database`: the store
-    layer names them `application_name = 'cep'` (stores/sql/postgres.py)."""
+    layer names them `application_name = 'cep'` (stores/sql/postgres_connection.py)."""
     return [
         (int(pid), int(port), str(state), str(query))
         for pid, port, state, query in admin.execute(

@@ -8,9 +8,9 @@ with the password as `***`), the statement and the timeout, and says how to resu
 is released, the same command finishes the stream, and every table equals what the reference
 executor writes: nothing the timed-out runs did is lost or applied twice.
 
-During that last run, the run's connections (`application_name = 'cep'`, stores/sql/postgres.py) are
+During that last run, the run's connections (`application_name = 'cep'`, stores/sql/postgres_connection.py) are
 sampled from pg_stat_activity and traced to the process that holds each (/proc): no process may
-ever hold more than the pool's bound, `stores.sql.postgres.POOL_MAX` connections per store.
+ever hold more than the pool's bound, `stores.sql.postgres_connection.POOL_MAX` connections per store.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from fault_helpers import (
     with_password,
 )
 
-from stores.sql.postgres import POOL_MAX
+from stores.sql.postgres_connection import POOL_MAX
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 

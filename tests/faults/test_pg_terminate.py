@@ -1,7 +1,7 @@
 """The run's Postgres connections killed with `pg_terminate_backend` in the middle of its batches.
 
 A side connection watches pg_stat_activity and terminates the run's backends (`application_name =
-'cep'`, stores/sql/postgres.py) while they execute a statement or sit in a transaction: a ReadSQL's batched
+'cep'`, stores/sql/postgres_connection.py) while they execute a statement or sit in a transaction: a ReadSQL's batched
 SELECT, an UpdateSQL's statements, a Materialize's COPY. Row triggers that sleep a little make the
 UpdateSQL and the COPY last long enough to be caught: the first kill waits for one of them. The
 server answers such a connection with SQLSTATE 57P01 (admin shutdown), which the store layer takes

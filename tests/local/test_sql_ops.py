@@ -100,6 +100,7 @@ def test_a_graph_with_stores_needs_them() -> None:
 
 @pytest.fixture
 def sqlite_registry(tmp_path: Path) -> Any:
+    from stores.bindings import StoreBindings
     from stores.registry import StoreRegistry
     from stores.urls import parse_store_url
 
@@ -110,7 +111,7 @@ def sqlite_registry(tmp_path: Path) -> Any:
         conn.execute("CREATE TABLE balances (idcaller integer PRIMARY KEY, amount real)")
         conn.executemany("INSERT INTO balances VALUES (?, ?)", [(1, 100.0), (2, 100.0)])
     graph = compile_script(SCRIPT).graph
-    reg = StoreRegistry({"crm": parse_store_url(f"sqlite:///{db}")}, graph.stores)
+    reg = StoreRegistry(StoreBindings({"crm": parse_store_url(f"sqlite:///{db}")}, graph.stores))
     yield graph, reg, db
     reg.close()
 
@@ -131,11 +132,13 @@ def test_against_sqlite(sqlite_registry: Any) -> None:
 
 
 def test_sqlite_error_is_a_dead_letter(tmp_path: Path) -> None:
+    from stores.bindings import StoreBindings
     from stores.registry import StoreRegistry
     from stores.urls import parse_store_url
 
     graph = compile_script(SCRIPT).graph  # the database has no plans table
-    reg = StoreRegistry({"crm": parse_store_url(f"sqlite:///{tmp_path / 'empty.db'}")}, graph.stores)
+    url = parse_store_url(f"sqlite:///{tmp_path / 'empty.db'}")
+    reg = StoreRegistry(StoreBindings({"crm": url}, graph.stores))
     try:
         ex = LocalExecutor(graph, reg)
         ex.run({"cdr": [(1, 60)]})
@@ -154,6 +157,7 @@ def test_against_postgres(pg_db: str) -> None:
     on SQLite (the paper's Figure 3 lookup, ordered updates, upsert by primary key)."""
     import psycopg
 
+    from stores.bindings import StoreBindings
     from stores.registry import StoreRegistry
     from stores.urls import parse_store_url
 
@@ -163,7 +167,7 @@ def test_against_postgres(pg_db: str) -> None:
         conn.execute("CREATE TABLE balances (idcaller integer PRIMARY KEY, amount double precision)")
         conn.execute("INSERT INTO balances VALUES (1, 100.0), (2, 100.0)")
     graph = compile_script(SCRIPT).graph
-    reg = StoreRegistry({"crm": parse_store_url(pg_db)}, graph.stores)
+    reg = StoreRegistry(StoreBindings({"crm": parse_store_url(pg_db)}, graph.stores))
     try:
         ex = LocalExecutor(graph, reg)
         ex.run({"cdr": [(1, 60), (3, 5), (2, 30), (1, 90)]})

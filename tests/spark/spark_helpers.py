@@ -37,6 +37,7 @@ from cpl.compiler import compile_script
 from deployer.local.driver import run_local
 from deployer.spark.deployment import SparkDeployment
 from operators import graph as g
+from stores.bindings import StoreBindings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -166,13 +167,17 @@ def prepare(tmp: Path, inputs: Mapping[str, Files]) -> dict[str, str]:
 
 
 def run_reference(
-    graph: g.Graph, tmp: Path, sources: Mapping[str, str], sinks: Sequence[str], stores: Any = None
+    graph: g.Graph,
+    tmp: Path,
+    sources: Mapping[str, str],
+    sinks: Sequence[str],
+    stores: StoreBindings | None = None,
 ) -> Outputs:
-    """`stores`: a (bindings, declarations) pair as `deployer.runner.bind_stores` returns it."""
+    """`stores`: the StoreBindings `deployer.runner.bind_stores` returns."""
     from stores.registry import StoreRegistry
 
     out, dead = tmp / "ref-out", tmp / "ref-dead"
-    registry = StoreRegistry(*stores) if stores is not None else None
+    registry = StoreRegistry(stores) if stores is not None else None
     try:
         run_local(
             graph,
@@ -199,7 +204,7 @@ def run_spark(
     max_files: int | None = None,
     out: Path | None = None,
     dead: Path | None = None,
-    stores: Any = None,
+    stores: StoreBindings | None = None,
 ) -> Outputs:
     out = out or tmp / "spark-out"
     dead = dead or tmp / "spark-dead"
@@ -230,7 +235,7 @@ def run_both(
     sinks: Sequence[str],
     *,
     max_files: int | None = None,
-    stores: Any = None,
+    stores: StoreBindings | None = None,
 ) -> tuple[Outputs, Outputs]:
     graph = compile_text(script)
     sources = prepare(tmp, inputs)

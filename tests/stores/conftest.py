@@ -11,17 +11,11 @@ from pathlib import Path
 
 import pytest
 import redis
-from store_helpers import Backend
+from store_helpers import FAST_RETRY, Backend
 
 from stores.redis.store import RedisStore
 from stores.sql.store import SqlStore
 from stores.urls import parse_store_url
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Store tests that take a server away wait milliseconds between attempts, not seconds."""
-    monkeypatch.setenv("CEP_STORE_RETRY_BASE_MS", "20")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -30,7 +24,7 @@ def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Back
         url = parse_store_url(f"sqlite:///{tmp_path / 'crm.sqlite3'}")
     else:
         url = parse_store_url(request.getfixturevalue("pg_db"))
-    store = SqlStore(url, "crm")
+    store = SqlStore(url, "crm", retry=FAST_RETRY)
     yield Backend(request.param, url, store)
     store.close()
 
@@ -39,7 +33,7 @@ def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Back
 def pg_backend(pg_db: str) -> Iterator[Backend]:
     """The Postgres half of `sql_backend`, for Postgres-only tests (mark them `postgres`)."""
     url = parse_store_url(pg_db)
-    store = SqlStore(url, "crm")
+    store = SqlStore(url, "crm", retry=FAST_RETRY)
     yield Backend("postgresql", url, store)
     store.close()
 
@@ -47,7 +41,7 @@ def pg_backend(pg_db: str) -> Iterator[Backend]:
 @pytest.fixture
 def redis_cache(redis_db: str) -> Iterator[RedisStore]:
     """A Redis store named `cache` on an emptied database."""
-    s = RedisStore(parse_store_url(redis_db), "cache")
+    s = RedisStore(parse_store_url(redis_db), "cache", retry=FAST_RETRY)
     yield s
     s.close()
 

@@ -12,6 +12,7 @@ from typing import Any
 from store_helpers import query
 
 from operators.graph import DataStore
+from stores.bindings import StoreBindings
 from stores.cache import ReadCache
 from stores.registry import StoreRegistry
 from stores.urls import parse_store_url
@@ -83,7 +84,8 @@ def test_the_registry_caches_declared_queries_and_reports_counters(tmp_path: Pat
         conn.execute("CREATE TABLE plans (idcaller integer, idplan text)")
         conn.execute("INSERT INTO plans VALUES (1, 'gold'), (2, 'bronze')")
     conn.close()
-    reg = StoreRegistry({"crm": parse_store_url(f"sqlite:///{db}")}, {"crm": DataStore("crm", "sqlite")})
+    url = parse_store_url(f"sqlite:///{db}")
+    reg = StoreRegistry(StoreBindings({"crm": url}, {"crm": DataStore("crm", "sqlite")}))
     plain = query("SELECT idplan FROM plans WHERE idcaller = ?", name="plan_now")
     cached = replace(query("SELECT idplan FROM plans WHERE idcaller = ?", name="plan_of"), cache_rows=100)
     try:

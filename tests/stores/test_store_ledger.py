@@ -18,7 +18,7 @@ from operators.types import T_DOUBLE, T_INTEGER, T_STRING, schema_of
 from stores import ledger
 from stores.api import UpdateResult
 from stores.redis.store import RedisStore, marker_key
-from stores.sql import postgres as sql_pg
+from stores.sql import postgres_update as sql_pg
 from stores.sql.store import SqlStore
 from stores.urls import parse_store_url
 

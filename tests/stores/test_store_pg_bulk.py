@@ -185,9 +185,9 @@ def test_arrow_encoding_matches_psycopg_for_unique_keys(pg: tuple[SqlStore, psyc
     rows = [(k, k % 3 == 0, k * 1000, k / 7, f"x{k}", T0 + timedelta(days=k)) for k in range(1000)]
     data = arrow_table(rows)
     store.materialize(keyed, ARROW_NAMES, rows[:1])  # creates the table
-    backend = store._backend
-    plan = backend._plan(keyed, ARROW_NAMES)  # type: ignore[attr-defined]
-    bp = backend._bulk_plan(plan)  # type: ignore[attr-defined]
+    materializer = store._backend.materializer  # type: ignore[attr-defined]
+    plan = materializer._plan(keyed, ARROW_NAMES)
+    bp = materializer._bulk_plan(plan)
     assert pg_bulk.unique_keys(data, plan, bp)
     payload = pg_bulk.encode_arrow(data, plan, bp)
     assert payload is not None and payload.startswith(b"PGCOPY\n\xff\r\n\x00") and payload.endswith(b"\xff\xff")

@@ -10,13 +10,14 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 import redis
-from store_helpers import query
+from store_helpers import FAST_RETRY, query
 
 from operators.graph import DataStore, Table
 from operators.types import T_DOUBLE, T_INTEGER, schema_of
+from stores.bindings import StoreBindings, resolve_bindings
 from stores.errors import StoreConfigError, StoreConnectError, StoreError, StoreQueryError
 from stores.registry import StoreRegistry
-from stores.urls import parse_store_url, resolve_bindings
+from stores.urls import parse_store_url
 
 SENTINEL = "S3ntinel-pw_xyzzy"
 DECLARED = {
@@ -48,8 +49,10 @@ def _everything_shown(e: BaseException) -> str:
 def test_dispatch_to_each_store(pg_db: str, redis_db: str, tmp_path: Path) -> None:
     # The local Postgres trusts its clients, so a password in the URL is accepted and ignored.
     crm_url = _with_password(pg_db, SENTINEL)
-    bindings = resolve_bindings(DECLARED, {"crm": crm_url}, {"CEP_STORE_CACHE_URL": redis_db}, tmp_path)
-    reg = StoreRegistry(bindings, DECLARED)
+    bindings = resolve_bindings(
+        DECLARED, {"crm": crm_url}, {"CEP_STORE_CACHE_URL": redis_db}, tmp_path, retry=FAST_RETRY
+    )
+    reg = StoreRegistry(bindings)
     assert SENTINEL not in repr(reg)
     try:
         create = query("CREATE TABLE plans (idcaller integer, idplan text)", store="CRM")
@@ -92,7 +95,7 @@ def test_dispatch_to_each_store(pg_db: str, redis_db: str, tmp_path: Path) -> No
 
 def test_unreachable_postgres_error_is_redacted() -> None:
     url = parse_store_url(f"postgresql://alice:{SENTINEL}@127.0.0.1:{_free_port()}/db?connect_timeout=2")
-    reg = StoreRegistry({"crm": url}, {"crm": DataStore("crm", "postgresql")})
+    reg = StoreRegistry(StoreBindings({"crm": url}, {"crm": DataStore("crm", "postgresql")}, FAST_RETRY))
     with pytest.raises(StoreConnectError) as info:
         reg.read(query("SELECT 1 WHERE 1 = ?"), [(1,)])
     assert "store crm (postgresql://alice:***@127.0.0.1:" in str(info.value)
@@ -103,7 +106,7 @@ def test_unreachable_postgres_error_is_redacted() -> None:
 
 def test_unreachable_redis_error_is_redacted() -> None:
     url = parse_store_url(f"redis://:{SENTINEL}@127.0.0.1:{_free_port()}/0")
-    reg = StoreRegistry({"cache": url}, {"cache": DataStore("cache", "redis")})
+    reg = StoreRegistry(StoreBindings({"cache": url}, {"cache": DataStore("cache", "redis")}, FAST_RETRY))
     with pytest.raises(StoreConnectError) as info:
         reg.materialize(Table("bill", "cache", BILL, ("idcaller",)), ["idcaller", "total"], [(1, 1.0)])
     assert "store cache (redis://:***@127.0.0.1:" in str(info.value)
@@ -114,8 +117,8 @@ def test_unreachable_redis_error_is_redacted() -> None:
 @pytest.mark.redis
 def test_redis_rejecting_the_password_is_redacted(redis_db: str) -> None:
     # The test server has no password: AUTH with one fails, and the error must not echo it.
-    reg = StoreRegistry({"cache": parse_store_url(_with_password(redis_db, SENTINEL))},
-                        {"cache": DataStore("cache", "redis")})
+    url = parse_store_url(_with_password(redis_db, SENTINEL))
+    reg = StoreRegistry(StoreBindings({"cache": url}, {"cache": DataStore("cache", "redis")}, FAST_RETRY))
     with pytest.raises(StoreError) as info:
         reg.materialize(Table("bill", "cache", BILL, ("idcaller",)), ["idcaller", "total"], [(1, 1.0)])
     assert "AUTH" in str(info.value)

@@ -13,11 +13,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from store_helpers import TcpProxy, query
+from store_helpers import FAST_RETRY, TcpProxy, query
 
 from operators.graph import DataStore, Table
 from operators.types import T_DOUBLE, T_INTEGER, schema_of
 from stores import ledger
+from stores.bindings import StoreBindings
 from stores.errors import StoreConnectError, StoreError, StoreQueryError
 from stores.redis.store import RedisStore
 from stores.registry import StoreRegistry
@@ -49,21 +50,18 @@ def _through(url: str, proxy: TcpProxy) -> str:
 
 
 @pytest.mark.parametrize("kind", ["postgresql", "redis"])
-def test_a_closed_port_fails_after_the_retries_with_a_redacted_message(
-    kind: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CEP_STORE_RETRIES", "3")
-    monkeypatch.setenv("CEP_STORE_RETRY_BASE_MS", "50")
+def test_a_closed_port_fails_after_the_retries_with_a_redacted_message(kind: str) -> None:
+    retry = RetryPolicy(tries=3, base_s=0.05)  # the registry gives its stores the bindings' policy
     port = _free_port()
     call: Callable[[], object]
     if kind == "postgresql":
         url = parse_store_url(f"postgresql://alice:{SECRET}@127.0.0.1:{port}/db")
-        reg = StoreRegistry({"crm": url}, {"crm": DataStore("crm", "postgresql")})
+        reg = StoreRegistry(StoreBindings({"crm": url}, {"crm": DataStore("crm", "postgresql")}, retry))
         call = lambda: reg.read(query("SELECT 1 WHERE 1 = ?"), [(1,)])  # noqa: E731
         prefix = "store crm (postgresql://alice:***@127.0.0.1:"
     else:
         url = parse_store_url(f"redis://:{SECRET}@127.0.0.1:{port}/0")
-        reg = StoreRegistry({"cache": url}, {"cache": DataStore("cache", "redis")})
+        reg = StoreRegistry(StoreBindings({"cache": url}, {"cache": DataStore("cache", "redis")}, retry))
         call = lambda: reg.materialize(BILL, ["idcaller", "total"], [(1, 1.0)])  # noqa: E731
         prefix = "store cache (redis://:***@127.0.0.1:"
     start = time.monotonic()
@@ -80,10 +78,10 @@ def test_a_closed_port_fails_after_the_retries_with_a_redacted_message(
 
 
 @pytest.mark.postgres
-def test_a_login_the_server_rejects_is_not_retried(pg_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CEP_STORE_RETRY_BASE_MS", "1000")  # a retry would show in the time taken
+def test_a_login_the_server_rejects_is_not_retried(pg_db: str) -> None:
+    retry = RetryPolicy(base_s=1.0)  # a retry would show in the time taken
     parts = urlsplit(pg_db)
-    store = SqlStore(parse_store_url(urlunsplit(parts._replace(path="/no_such_db"))), "crm")
+    store = SqlStore(parse_store_url(urlunsplit(parts._replace(path="/no_such_db"))), "crm", retry=retry)
     start = time.monotonic()
     with pytest.raises(StoreConnectError) as info:
         store.read(query("SELECT 1 WHERE 1 = ?"), [(1,)])
@@ -117,13 +115,12 @@ def test_sql_errors_and_maybe_applied_writes_are_not_retried() -> None:
     assert len(calls) == 5
 
 
-def test_retry_settings_from_the_environment() -> None:
-    assert RetryPolicy.from_env({}) == RetryPolicy(5, 0.5)
-    assert RetryPolicy.from_env({"CEP_STORE_RETRIES": "1", "CEP_STORE_RETRY_BASE_MS": "0"}) == RetryPolicy(1, 0.0)
-    with pytest.raises(StoreError, match="CEP_STORE_RETRIES='x' is not an integer"):
-        RetryPolicy.from_env({"CEP_STORE_RETRIES": "x"})
-    with pytest.raises(StoreError, match="must be at least 1"):
-        RetryPolicy.from_env({"CEP_STORE_RETRIES": "0"})
+def test_the_default_policy() -> None:
+    # The environment's CEP_STORE_RETRIES / CEP_STORE_RETRY_BASE_MS reach the stores through the
+    # deployer's settings (tests/test_store_retry_settings.py); a store given no policy has these.
+    assert RetryPolicy() == RetryPolicy(5, 0.5)
+    assert SqlStore(parse_store_url("sqlite:///:memory:"), "mem").retry == RetryPolicy()
+    assert RedisStore(parse_store_url("redis://127.0.0.1:1/0"), "cache").retry == RetryPolicy()
     # The default waits (0.5 + 1 + 2 + 4 s, ±20%) stay within the ~10 s bound.
     p = RetryPolicy()
     assert sum(p.delay(k) for k in range(1, p.tries)) <= p.max_wait_s
@@ -140,7 +137,7 @@ def proxied_pg(pg_db: str) -> Iterator[tuple[SqlStore, TcpProxy]]:
     with psycopg.connect(pg_db, autocommit=True) as conn:
         conn.execute("CREATE TABLE acc (id integer PRIMARY KEY, amount integer)")
         conn.execute("INSERT INTO acc VALUES (1, 100)")
-    store = SqlStore(parse_store_url(_through(pg_db, proxy)), "crm")
+    store = SqlStore(parse_store_url(_through(pg_db, proxy)), "crm", retry=FAST_RETRY)
     yield store, proxy
     store.close()
     proxy.close()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import pytest
 
 from operators.graph import DataStore
+from stores.bindings import env_var_for, resolve_bindings
 from stores.errors import StoreConfigError
-from stores.urls import StoreURL, env_var_for, parse_store_url, resolve_bindings
+from stores.retry import RetryPolicy
+from stores.urls import StoreURL, parse_store_url
 
 SENTINEL = "S3ntinel-pw_xyzzy"
 
@@ -238,13 +241,13 @@ def test_precedence_cli_over_env_over_default(tmp_path: Path) -> None:
         "CEP_STORE_CACHE_URL": "redis://envcache:6379/2",
     }
     cli = {"CRM": "postgres://cli@clihost/crm"}  # names match case-insensitively
-    got = resolve_bindings(DECLARED, cli, env, tmp_path)
+    got = resolve_bindings(DECLARED, cli, env, tmp_path).urls
     assert got["crm"] == parse_store_url("postgresql://cli@clihost/crm")
     assert got["crm"].origin == "--store"
     assert got["local"].database == "/env/local.db" and got["local"].origin == "env CEP_STORE_LOCAL_URL"
     assert got["cache"].host == "envcache" and got["cache"].database == "2"
 
-    no_env = resolve_bindings(DECLARED, {}, {"CEP_STORE_CACHE_URL": "redis://c/0"}, tmp_path)
+    no_env = resolve_bindings(DECLARED, {}, {"CEP_STORE_CACHE_URL": "redis://c/0"}, tmp_path).urls
     assert no_env["crm"] == StoreURL("sqlite", database=str(tmp_path.resolve() / "crm.sqlite3"))
     assert no_env["crm"].origin == "embedded default"
     assert no_env["local"].database == str(tmp_path.resolve() / "Local.sqlite3")
@@ -261,7 +264,7 @@ def test_unbound_redis_store_names_the_variable_and_the_flag(tmp_path: Path) -> 
 def test_kind_mismatch_is_refused_except_postgresql_on_sqlite(tmp_path: Path) -> None:
     ok = resolve_bindings(
         {"crm": DataStore("crm", "postgresql")}, {"crm": "sqlite:///:memory:"}, {}, tmp_path
-    )
+    ).urls
     assert ok["crm"].kind == "sqlite"
     with pytest.raises(StoreConfigError, match="declared TYPE sqlite but bound to postgresql://"):
         resolve_bindings({"l": DataStore("l", "sqlite")}, {"l": "postgresql://u@h/db"}, {}, tmp_path)
@@ -283,6 +286,17 @@ def test_all_binding_problems_reported_at_once_without_passwords(tmp_path: Path)
     assert "data store Local is declared TYPE sqlite but bound to redis://:***@h/0" in message
     assert "CEP_STORE_CACHE_URL" in message
     assert SENTINEL not in message
+
+
+def test_bindings_carry_their_retry_policy_and_pickle(tmp_path: Path) -> None:
+    # Spark pickles the bindings to its Python workers, which open the stores from them.
+    env = {"CEP_STORE_CRM_URL": f"postgresql://u:{SENTINEL}@h/crm", "CEP_STORE_CACHE_URL": "redis://c/0"}
+    bindings = resolve_bindings(DECLARED, {}, env, tmp_path, retry=RetryPolicy(tries=2, base_s=0.1))
+    assert bindings.retry == RetryPolicy(tries=2, base_s=0.1) and bindings.deployment is None
+    assert bindings.declared == DECLARED and set(bindings.urls) == set(DECLARED)
+    again = pickle.loads(pickle.dumps(bindings))
+    assert again == bindings and again.urls["crm"].password == SENTINEL
+    assert resolve_bindings(DECLARED, {}, env, tmp_path).retry == RetryPolicy()
 
 
 def test_env_var_names() -> None:
