@@ -7,13 +7,22 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import TypeCheckError
 from cpl.scope import Scope
 from cpl.typecheck import WINDOW_BOUNDS, Checker
 from operators import expr as ir
+from operators.datatypes import (
+    BIGINT,
+    DECIMAL,
+    INTEGER,
+    T_BIGINT,
+    T_DOUBLE,
+    T_TIMESTAMP,
+    DataType,
+    wider_numeric,
+)
 from operators.graph import WINDOW_START
-from operators.types import BIGINT, DECIMAL, INTEGER, T_BIGINT, T_DOUBLE, T_TIMESTAMP, DataType, wider_numeric
 
 
 def aggregate_type(func: str, arg: DataType | None, pos: ast.Pos) -> DataType:

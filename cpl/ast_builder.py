@@ -12,12 +12,12 @@ from typing import Any
 
 from lark import Token, Transformer, v_args
 
-from cpl import ast
-from cpl.ast import Pos
+from cpl import syntax_tree as ast
 from cpl.errors import CplSyntaxError
 from cpl.grammar import KEYWORD_TOKENS, meta_pos, token_pos
 from cpl.limits import MAX_STRING_CHARS
 from cpl.splitter import Chunk
+from cpl.syntax_tree import Pos
 
 
 @dataclass(frozen=True)

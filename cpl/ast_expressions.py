@@ -7,7 +7,7 @@ from typing import Any
 
 from lark import Token, v_args
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.ast_builder import AstBuilder, NameTok, expr_pos, span, unquote
 from cpl.errors import CplSyntaxError
 from cpl.limits import MAX_INT

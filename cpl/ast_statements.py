@@ -7,7 +7,7 @@ from typing import Any
 
 from lark import Token, v_args
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.ast_builder import NameTok, unquote
 from cpl.ast_expressions import ExpressionRules
 from cpl.errors import CplSyntaxError

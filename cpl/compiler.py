@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cpl import ast
-from cpl.ast import Pos
+from cpl import syntax_tree as ast
 from cpl.errors import CompileError, Diagnostic, Diagnostics
 from cpl.limits import MAX_EXPR_DEPTH, expr_depth
 from cpl.parser import parse
 from cpl.passes import PASSES
 from cpl.planner import Planner
+from cpl.syntax_tree import Pos
 from operators.graph import Aggregate, Graph, Port
 
 

@@ -3,14 +3,14 @@ validated and recorded in the plan state for the statements that follow."""
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_state import PlanState, Stream
 from cpl.plan_windows import duration_ms, plan_window
 from cpl.type_rules import resolve_type
 from operators import graph as g
+from operators.datatypes import TIMESTAMP, Field, Schema
 from operators.sqltext import analyze
-from operators.types import TIMESTAMP, Field, Schema
 
 STORE_TYPES = {"postgresql": "postgresql", "postgres": "postgresql", "sqlite": "sqlite", "redis": "redis"}
 SQL_STORE_TYPES = ("postgresql", "sqlite")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cpl.ast import NOPOS, Pos
+from cpl.syntax_tree import NOPOS, Pos
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from typing import Any
 
 from lark import Lark, Token
 
-from cpl import ast
-from cpl.ast import Pos
+from cpl import syntax_tree as ast
 from cpl.splitter import Chunk
+from cpl.syntax_tree import Pos
 
 KEYWORD_TOKENS = frozenset(
     """CREATE STREAMSCHEMA WITH BY WATERMARK AS TUPLE TIME BATCH SIZE ADVANCE START STOP DATASTORE TYPE

@@ -7,8 +7,8 @@ from typing import Any
 
 from lark import Token, Tree
 
-from cpl import ast
-from cpl.ast import Pos
+from cpl import syntax_tree as ast
+from cpl.syntax_tree import Pos
 
 MAX_SCRIPT_CHARS = 2_000_000
 MAX_STATEMENTS = 20_000

@@ -1,5 +1,5 @@
 """Text → AST. Splits the script into statements (`cpl.splitter`), parses each with the packaged
-LALR grammar (`cpl.grammar`) and turns lark's trees into `cpl.ast` nodes carrying absolute
+LALR grammar (`cpl.grammar`) and turns lark's trees into `cpl.syntax_tree` nodes carrying absolute
 line/column positions (`cpl.ast_statements.ToAst`).
 
 Parsing one statement at a time gives error recovery for free: a syntax error is reported and the
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from lark.exceptions import UnexpectedInput, VisitError
 
-from cpl import ast
-from cpl.ast import Pos
+from cpl import syntax_tree as ast
 from cpl.ast_statements import ToAst
 from cpl.errors import CplSyntaxError, Diagnostics
 from cpl.grammar import lark_parser
 from cpl.limits import MAX_SCRIPT_CHARS, MAX_STATEMENTS, MAX_TREE_DEPTH, tree_too_deep
 from cpl.splitter import Chunk, is_blank, split_statements
 from cpl.syntax_errors import syntax_error
+from cpl.syntax_tree import Pos
 
 
 def parse_statement(chunk: Chunk, diags: Diagnostics) -> ast.Statement | None:

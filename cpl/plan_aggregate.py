@@ -3,7 +3,7 @@ that groups, aggregates, applies HAVING and computes the SELECT over the aggrega
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.aggregate_check import AggregateChecker, agg_name, contains_aggregate, place_window_bounds
 from cpl.errors import PlanError
 from cpl.plan_filter import plan_where_and_sql

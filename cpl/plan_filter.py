@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import TypeCheckError
 from cpl.plan_on_sql import plan_on_sql
 from cpl.plan_state import Planned, PlanState

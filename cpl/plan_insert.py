@@ -4,7 +4,7 @@ its output stream or Materializes it into the table."""
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_aggregate import plan_aggregate
 from cpl.plan_join import plan_join

@@ -3,7 +3,7 @@ condition, its SELECT computed over each matching (left, right) pair."""
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_map import select_items
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers

@@ -3,14 +3,14 @@ input unchanged)."""
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_state import Planned, PlanState
 from cpl.scope import Scope
 from cpl.typecheck import Checker
 from operators import expr as ir
 from operators import graph as g
-from operators.types import Schema
+from operators.datatypes import Schema
 
 
 def select_items(sel: ast.Select, checker: Checker, star: Schema | None) -> list[g.NamedExpr]:

@@ -4,11 +4,11 @@ gets a value."""
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_state import Planned, PlanState
 from operators import graph as g
-from operators.types import common_type
+from operators.datatypes import common_type
 
 
 def plan_materialize(state: PlanState, stmt: ast.Insert, table: g.Table, out: Planned) -> None:

@@ -4,14 +4,14 @@ its parameters, read from the event, then the names of what it adds."""
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError, TypeCheckError
 from cpl.plan_state import Planned, PlanState
 from cpl.scope import Input, Scope
 from cpl.typecheck import Checker
 from operators import expr as ir
 from operators import graph as g
-from operators.types import T_STRING, Field, Schema
+from operators.datatypes import T_STRING, Field, Schema
 
 
 def plan_on_sql(

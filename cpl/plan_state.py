@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from operators import graph as g
-from operators.types import Schema
+from operators.datatypes import Schema
 
 
 @dataclass

@@ -3,7 +3,7 @@ ON SQL, then the Map of its SELECT. Aggregates, GROUP BY and HAVING are refused:
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.aggregate_check import contains_aggregate
 from cpl.errors import PlanError
 from cpl.plan_filter import plan_where_and_sql

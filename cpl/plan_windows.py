@@ -3,7 +3,7 @@ CREATE WINDOW) → a validated `g.Window`."""
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_state import PlanState
 from cpl.scope import Scope

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.declarations import (
     create_datastore,
     create_sqlquery,

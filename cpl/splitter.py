@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cpl.ast import Pos
+from cpl.syntax_tree import Pos
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import TypeCheckError
 from operators import expr as ir
-from operators.types import DECIMAL, DOUBLE, T_TIMESTAMP, TIMESTAMP, TYPE_ALIASES, DataType
+from operators.datatypes import DECIMAL, DOUBLE, T_TIMESTAMP, TIMESTAMP, TYPE_ALIASES, DataType
 
 
 def resolve_type(t: ast.TypeName) -> DataType:

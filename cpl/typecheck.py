@@ -8,14 +8,12 @@ HAVING of a windowed statement.
 
 from __future__ import annotations
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.errors import TypeCheckError
 from cpl.scope import Scope
 from cpl.type_rules import coerce_timestamp_literals, decimal_result, fold_cast, parse_timestamp, resolve_type
 from operators import expr as ir
-from operators.functions import FunctionTypeError, lookup
-from operators.graph import WINDOW_END, WINDOW_START
-from operators.types import (
+from operators.datatypes import (
     BIGINT,
     DECIMAL,
     INTEGER,
@@ -32,6 +30,8 @@ from operators.types import (
     common_type,
     wider_numeric,
 )
+from operators.functions import FunctionTypeError, lookup
+from operators.graph import WINDOW_END, WINDOW_START
 
 _ARITH = {"+", "-", "*", "/", "%"}
 WINDOW_BOUNDS = {"window_start": WINDOW_START, "window_end": WINDOW_END}

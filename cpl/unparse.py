@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.grammar import KEYWORD_TOKENS
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from operators.datatypes import Schema
 from operators.expr import Expr
-from operators.types import Schema
 
 
 @dataclass(frozen=True)

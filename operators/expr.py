@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from operators.types import T_BOOLEAN, DataType
+from operators.datatypes import T_BOOLEAN, DataType
 
 
 @dataclass(frozen=True)

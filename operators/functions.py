@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from operators.types import (
+from operators.datatypes import (
     DOUBLE,
     T_BIGINT,
     T_DOUBLE,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from operators.datatypes import T_BIGINT, T_TIMESTAMP, Field, Schema
 from operators.declarations import DataStore, SqlQuery, Table, Window, format_ms
 from operators.expr import Agg, Expr
-from operators.types import T_BIGINT, T_TIMESTAMP, Field, Schema
 
 # Names of the window bounds in an Aggregate's row; not valid CPL names, so they cannot clash.
 WINDOW_START = "$window_start"

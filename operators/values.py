@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 
-from operators.types import (
+from operators.datatypes import (
     BIGINT,
     BOOLEAN,
     CHAR,

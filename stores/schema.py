@@ -17,8 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from operators.datatypes import BIGINT, BOOLEAN, CHAR, DECIMAL, DOUBLE, INTEGER, TIMESTAMP, VARCHAR, DataType
 from operators.graph import Table
-from operators.types import BIGINT, BOOLEAN, CHAR, DECIMAL, DOUBLE, INTEGER, TIMESTAMP, VARCHAR, DataType
 from stores.errors import StoreSchemaError
 
 UPSERT_FILLFACTOR = 70

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from operators.types import (
+from operators.datatypes import (
     BIGINT,
     BOOLEAN,
     CHAR,

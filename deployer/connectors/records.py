@@ -23,7 +23,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from operators.types import BIGINT, BOOLEAN, DECIMAL, DOUBLE, INTEGER, TIMESTAMP, Field, Schema
+from operators.datatypes import BIGINT, BOOLEAN, DECIMAL, DOUBLE, INTEGER, TIMESTAMP, Field, Schema
 from operators.values import (
     INT_RANGES,
     EvalError,

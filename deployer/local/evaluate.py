@@ -28,9 +28,9 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from deployer.local.builtins import compile_function, sql_mod
+from deployer.local.functions import compile_function, sql_mod
 from operators import expr as ir
-from operators.types import BIGINT, DECIMAL, DOUBLE, INTEGER, DataType, common_type
+from operators.datatypes import BIGINT, DECIMAL, DOUBLE, INTEGER, DataType, common_type
 from operators.values import DECIMAL_CONTEXT, EvalError, caster, check_int, to_text, widener
 
 Fn = Callable[[Any], Any]

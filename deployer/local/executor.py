@@ -41,7 +41,7 @@ from deployer.local.runtime import (
 )
 from deployer.local.windows import AggregateOp
 from operators import graph as g
-from operators.types import TIMESTAMP
+from operators.datatypes import TIMESTAMP
 from operators.values import format_timestamp_iso, from_micros, to_micros
 from stores.errors import StoreError
 

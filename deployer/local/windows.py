@@ -39,7 +39,7 @@ from deployer.local.evaluate import compile_expr, compile_predicate
 from deployer.local.runtime import EVAL_ERRORS, Event, Operator, Runtime
 from operators import expr as ir
 from operators import graph as g
-from operators.types import BIGINT, DECIMAL, DOUBLE, INTEGER
+from operators.datatypes import BIGINT, DECIMAL, DOUBLE, INTEGER
 from operators.values import DECIMAL_CONTEXT, check_int, from_micros, quantize
 
 Key = tuple[Any, ...]

@@ -13,7 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from operators.types import DataType, Schema
+from operators.datatypes import DataType, Schema
 
 
 def spark_type(t: DataType) -> T.DataType:

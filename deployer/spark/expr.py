@@ -235,7 +235,7 @@ class ExprCompiler:
             self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         return cast
 
-    # ---- functions: the reference executor's `deployer.local.builtins` --------------------------
+    # ---- functions: the reference executor's `deployer.local.functions` --------------------------
 
     def _func(self, e: ir.Func) -> Column:
         return translate_function(e, [self.compile(a) for a in e.args], self._error)

@@ -24,7 +24,7 @@ from deployer.spark.expr import ExprCompiler
 from operators import expr as ir
 from operators import graph as g
 from operators.analysis import live_fields, stateless_upstream
-from operators.types import Schema
+from operators.datatypes import Schema
 from stores.bindings import StoreBindings
 
 ERR = "__err"  # the per-row error column while it exists

@@ -47,7 +47,7 @@ from deployer.connectors.redis_stream import (
 )
 from deployer.spark.columns import col_name, struct_of
 from deployer.spark.graph import SEQ
-from operators.types import Schema
+from operators.datatypes import Schema
 from operators.values import from_micros
 from stores.errors import scrub
 

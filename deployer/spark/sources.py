@@ -23,7 +23,7 @@ from deployer.connectors.records import convert_record
 from deployer.spark.columns import col_name, struct_of
 from deployer.spark.graph import SEQ
 from operators import graph as g
-from operators.types import Schema
+from operators.datatypes import Schema
 
 RAW = "__raw"
 REASON = "__reason"

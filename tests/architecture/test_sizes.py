@@ -1,4 +1,4 @@
-"""Modules stay small enough to read in one sitting and functions small enough to hold in one's head
+"""Modules stay small enough to read in one sitting, functions small enough to hold in one's head, and
 (docs/architecture.md: modules under ~400 lines, functions under ~60). A module or function that
 outgrows these is split by meaning, not by line count."""
 
@@ -31,3 +31,13 @@ def test_functions_are_small() -> None:
                 if n > FUNCTION_LINES:
                     big[f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name}"] = n
     assert big == {}
+
+
+def test_no_module_is_named_like_a_standard_library_one() -> None:
+    """`cpl/ast.py` next to Python's `ast`, `operators/types.py` next to `types`: a reader (and a tool)
+    cannot tell them apart in an import."""
+    import sys
+
+    names = set(sys.stdlib_module_names)
+    clashes = [str(p.relative_to(ROOT)) for p in _modules() if (p.stem if p.stem != "__init__" else p.parent.name) in names]
+    assert clashes == []

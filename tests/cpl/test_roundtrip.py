@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpl import ast
+from cpl import syntax_tree as ast
 from cpl.compiler import compile_script
 from cpl.errors import CompileError, Diagnostics
 from cpl.parser import parse

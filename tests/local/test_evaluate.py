@@ -248,7 +248,7 @@ def test_timestamp_functions() -> None:
 
 
 def test_every_catalogue_function_has_an_implementation() -> None:
-    from deployer.local.builtins import _SPECIAL, _STRICT
+    from deployer.local.functions import _SPECIAL, _STRICT
     from operators.functions import FUNCTIONS
 
     assert set(FUNCTIONS) == set(_STRICT) | set(_SPECIAL)

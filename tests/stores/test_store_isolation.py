@@ -9,8 +9,8 @@ import time
 import pytest
 from store_helpers import Backend, query
 
+from operators.datatypes import T_INTEGER, DataType, schema_of
 from operators.graph import Table
-from operators.types import T_INTEGER, DataType, schema_of
 from stores import ledger
 from stores.errors import StoreQueryError
 

@@ -13,8 +13,8 @@ import pytest
 import redis
 from store_helpers import Backend, query
 
+from operators.datatypes import T_DOUBLE, T_INTEGER, T_STRING, schema_of
 from operators.graph import Table
-from operators.types import T_DOUBLE, T_INTEGER, T_STRING, schema_of
 from stores import ledger
 from stores.api import UpdateResult
 from stores.redis.store import RedisStore, marker_key

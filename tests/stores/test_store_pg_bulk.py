@@ -15,8 +15,8 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from operators.datatypes import T_BIGINT, T_BOOLEAN, T_DOUBLE, T_INTEGER, T_TIMESTAMP, DataType, schema_of
 from operators.graph import Table
-from operators.types import T_BIGINT, T_BOOLEAN, T_DOUBLE, T_INTEGER, T_TIMESTAMP, DataType, schema_of
 from stores.sql import postgres_copy as pg_bulk
 from stores.sql.store import SqlStore
 from stores.urls import parse_store_url

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from store_helpers import query
 
+from operators.datatypes import T_BIGINT, T_BOOLEAN, T_DOUBLE, T_INTEGER, T_TIMESTAMP, DataType, schema_of
 from operators.graph import Table
-from operators.types import T_BIGINT, T_BOOLEAN, T_DOUBLE, T_INTEGER, T_TIMESTAMP, DataType, schema_of
 from stores.errors import StoreQueryError
 from stores.sql.store import SqlStore
 from stores.urls import parse_store_url

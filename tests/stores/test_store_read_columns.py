@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from store_helpers import Backend, query
 
-from operators.types import T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, Field, Schema
+from operators.datatypes import T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, Field, Schema
 from stores.api import ReadColumns, columns_of
 from stores.errors import StoreError
 

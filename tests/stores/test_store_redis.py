@@ -9,8 +9,8 @@ import pytest
 import redis
 from store_helpers import query
 
+from operators.datatypes import T_BOOLEAN, T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, DataType, schema_of
 from operators.graph import Table
-from operators.types import T_BOOLEAN, T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, DataType, schema_of
 from stores.errors import StoreQueryError, StoreUnsupportedError
 from stores.redis.store import RedisStore, row_key
 

@@ -14,8 +14,7 @@ import pyarrow as pa
 import pytest
 import redis
 
-from operators.graph import Table
-from operators.types import (
+from operators.datatypes import (
     T_BIGINT,
     T_BOOLEAN,
     T_DOUBLE,
@@ -25,6 +24,7 @@ from operators.types import (
     DataType,
     schema_of,
 )
+from operators.graph import Table
 from stores.redis import bulk as redis_bulk
 from stores.redis.store import RedisStore, marker_key, row_key
 

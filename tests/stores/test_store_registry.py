@@ -12,8 +12,8 @@ import pytest
 import redis
 from store_helpers import FAST_RETRY, query
 
+from operators.datatypes import T_DOUBLE, T_INTEGER, schema_of
 from operators.graph import DataStore, Table
-from operators.types import T_DOUBLE, T_INTEGER, schema_of
 from stores.bindings import StoreBindings, resolve_bindings
 from stores.errors import StoreConfigError, StoreConnectError, StoreError, StoreQueryError
 from stores.registry import StoreRegistry

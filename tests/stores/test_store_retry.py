@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from store_helpers import FAST_RETRY, TcpProxy, query
 
+from operators.datatypes import T_DOUBLE, T_INTEGER, schema_of
 from operators.graph import DataStore, Table
-from operators.types import T_DOUBLE, T_INTEGER, schema_of
 from stores import ledger
 from stores.bindings import StoreBindings
 from stores.errors import StoreConnectError, StoreError, StoreQueryError

@@ -13,8 +13,7 @@ from decimal import Decimal
 import pytest
 from store_helpers import Backend, query
 
-from operators.graph import Table
-from operators.types import (
+from operators.datatypes import (
     T_BIGINT,
     T_BOOLEAN,
     T_DOUBLE,
@@ -25,6 +24,7 @@ from operators.types import (
     Schema,
     schema_of,
 )
+from operators.graph import Table
 from stores.errors import StoreQueryError, StoreSchemaError
 
 PLANS = (

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from store_helpers import query
 
+from operators.datatypes import T_INTEGER, T_TIMESTAMP, schema_of
 from operators.graph import Table
-from operators.types import T_INTEGER, T_TIMESTAMP, schema_of
 from stores.errors import StoreQueryError
 from stores.sql.store import SqlStore
 from stores.urls import StoreURL, parse_store_url

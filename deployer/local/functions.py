@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 from typing import Any
 
+from operators.datatypes import DataType
 from operators.functions import FUNCTION_ALIASES, FUNCTIONS
-from operators.types import DataType
 from operators.values import DECIMAL_CONTEXT, EPOCH, EvalError, check_int, to_text, widener
 
 Fn = Callable[[Any], Any]
