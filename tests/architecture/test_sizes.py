@@ -1,6 +1,6 @@
-"""Modules stay small enough to read in one sitting, functions small enough to hold in one's head, and
-(docs/architecture.md: modules under ~400 lines, functions under ~60). A module or function that
-outgrows these is split by meaning, not by line count."""
+"""Modules stay small enough to read in one sitting and functions small enough to hold in one's head
+(docs/architecture.md: modules under ~400 lines, functions under ~60; a module or function that
+outgrows these is split by meaning, not by line count), and no module shadows a standard one."""
 
 from __future__ import annotations
 
