@@ -2,12 +2,12 @@
 
 The reference executor calls these with one event at a time (lists of length one); the Spark
 deployer calls them with whole batches. Implementations must give the same result either way:
-per-event semantics, batched execution (DESIGN.md decisions 4 and 5).
+per-event semantics, batched execution (docs/architecture.md, decision 4 and 5).
 
 Values cross this boundary as Python objects: int, float, Decimal, str, bool, aware UTC datetime,
 or None. Parameters are always bound by the driver, never spliced into SQL text.
 
-Writes are exactly-once in effect when the caller identifies them (DESIGN.md decision 6, see
+Writes are exactly-once in effect when the caller identifies them (docs/architecture.md, decision 6, see
 stores/ledger.py): `update` with `event_ids` and `scope`, `materialize` with `ledger_key`. Without
 them a call simply executes, as the reference executor needs.
 

@@ -1,7 +1,7 @@
 """Binding the data stores a script declares to URLs: `StoreBindings`, and `resolve_bindings`.
 
 A script names its stores (`CREATE DATASTORE crm TYPE postgresql`); where they live comes from
-configuration (DESIGN.md decision 7): `--store NAME=URL`, the environment variable
+configuration (docs/architecture.md, decision 7): `--store NAME=URL`, the environment variable
 `CEP_STORE_<NAME>_URL` (from the environment mapping the caller gives; stores read no variable
 themselves), or the embedded SQLite default. The result, with the retry policy the deployer chose
 (from its settings), is all an engine needs to open the stores, in this process or in another.

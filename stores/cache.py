@@ -1,4 +1,4 @@
-"""The ReadSQL cache: `CREATE SQLQUERY ... CACHE n ROWS [TTL d]` (DESIGN.md decision 4).
+"""The ReadSQL cache: `CREATE SQLQUERY ... CACHE n ROWS [TTL d]` (docs/architecture.md, decision 4).
 
 One LRU per query per process, in front of `read()`, keyed by the parameter tuple: `n` is the
 number of parameter tuples kept, each with all its result rows. An empty result is kept too

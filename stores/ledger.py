@@ -1,4 +1,4 @@
-"""The effect ledger: what makes UpdateSQL and Materialize exactly-once in effect (DESIGN.md decision 6).
+"""The effect ledger: what makes UpdateSQL and Materialize exactly-once in effect (docs/architecture.md, decision 6).
 
 Spark replays a micro-batch after a failure with the same batch id and the same events, and every
 event carries a deterministic id (`__seq`). A write is recorded in the ledger in the same

@@ -1,7 +1,7 @@
 """Data store URLs: parsing, normalising, redaction (stores/bindings.py binds CPL stores to them).
 
 A script names its stores (`CREATE DATASTORE crm TYPE postgresql`); where they live comes from
-configuration (DESIGN.md decision 7). Accepted spellings:
+configuration (docs/architecture.md, decision 7). Accepted spellings:
 
     postgresql://user:pass@host:port/db?sslmode=require     (also postgres://, postgresql+psycopg://)
     sqlite:///relative/path.db   sqlite:////absolute/path.db   sqlite:///:memory:

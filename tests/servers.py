@@ -1,4 +1,4 @@
-"""Real, throwaway PostgreSQL and Redis servers for the test suite (DESIGN.md decision 8).
+"""Real, throwaway PostgreSQL and Redis servers for the test suite (docs/architecture.md, decision 8).
 
 Order of preference for each server:
 

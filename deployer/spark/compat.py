@@ -51,7 +51,7 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
         ]
         if node.window.kind != "time":  # TUPLE/BATCH windows keep the events themselves in state
             parts.append(("buffered schema", str(node.input_schema)))
-        if bucketed(node):  # the state is per bucket of groups, not per group (spark_tuple's layout)
+        if bucketed(node):  # the state is per bucket of groups, not per group (deployer.spark.tuple_buckets)
             parts.append(("state", "per bucket of groups, Arrow IPC"))
         return f"the window aggregate of line {node.line}", tuple(parts)
     if isinstance(node, g.Join):

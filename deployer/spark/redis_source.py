@@ -287,7 +287,7 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
 
 def redis_stream_source(spark: SparkSession, uri: str, schema: Schema) -> tuple[DataFrame, DataFrame]:
     """A Redis stream → (typed events `_0.._n` + `__seq`, rejected records: reason, record, source);
-    the same shape as `spark_io.file_source`."""
+    the same shape as `sources.file_source`."""
     s = parse_stream_uri(uri)
     register(spark)
     reader = spark.readStream.format(NAME)

@@ -1,12 +1,12 @@
 """ReadSQL, UpdateSQL and Materialize on Spark: the stores layer driven once per Arrow batch.
 
 ReadSQL and UpdateSQL run inside `mapInArrow`: each Arrow batch of events becomes one call of
-`Stores.read` / `Stores.update`, which on Postgres is one round trip (DESIGN.md decisions 4 and 5).
+`Stores.read` / `Stores.update`, which on Postgres is one round trip (docs/architecture.md, decision 4 and 5).
 The stores object is created once per Python worker process from picklable bindings and reused,
 so connections are pooled per executor process. Materialize writes each micro-batch through
 `Stores.materialize` from `foreachBatch`.
 
-Exactly-once in effect (DESIGN.md decision 6, stores/ledger.py):
+Exactly-once in effect (docs/architecture.md, decision 6, stores/ledger.py):
 
 - UpdateSQL passes each event's `__seq` (deterministic, the same when Spark replays a batch) as its
   event id, under the scope (deployment, node id). Spark recomputes an UpdateSQL for every query

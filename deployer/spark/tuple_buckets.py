@@ -15,7 +15,7 @@ them into Arrow columns, exact (integers with NULLs stay integers).
 
 Taken when every aggregated value is a number (integers, floats, and timestamps as epoch
 microseconds); the others (decimals, strings, booleans) and BATCH windows stay per group. The
-windows, results and order keys are those of `spark_state.WindowProcessor` (whose module docstring
+windows, results and order keys are those of `window_state.WindowProcessor` (whose module docstring
 says how they follow the reference executor).
 
 State of a bucket, one value of two Arrow IPC streams: `groups`, a table of its groups' keys

@@ -1,4 +1,4 @@
-"""The batched ReadSQL rewrite for Postgres (DESIGN.md decision 4).
+"""The batched ReadSQL rewrite for Postgres (docs/architecture.md, decision 4).
 
 A batch of N events runs the user's SELECT once, as
 

@@ -1,7 +1,7 @@
 """Materialize on Postgres at COPY speed: binary COPY for appends, a staged COPY for upserts.
 
 `executemany` of one INSERT per row costs ~65,000-87,000 rows/s on this kind of machine, binary
-COPY ~2 million (DESIGN.md, "Figures"). So the fast path of a Materialize batch is:
+COPY ~2 million (docs/architecture.md, "Figures"). So the fast path of a Materialize batch is:
 
 - append (no primary key): `COPY table (columns) FROM STDIN (FORMAT BINARY)`;
 - upsert: COPY the rows into a session-private staging table, then one

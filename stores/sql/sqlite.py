@@ -1,4 +1,4 @@
-"""The SQLite backend of `SqlStore`: the embedded default store (DESIGN.md decision 7).
+"""The SQLite backend of `SqlStore`: the embedded default store (docs/architecture.md, decision 7).
 
 Why SQLAlchemy over the stdlib driver rather than bare `sqlite3`: materialization needs SQLAlchemy
 anyway (the table built from the CPL declaration, reflection of an existing table, and the dialect's

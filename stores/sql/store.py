@@ -1,6 +1,6 @@
 """`SqlStore`: ReadSQL, UpdateSQL and Materialize against one SQL data store (Postgres or SQLite).
 
-Per-event semantics, batched execution (DESIGN.md decisions 4 and 5):
+Per-event semantics, batched execution (docs/architecture.md, decision 4 and 5):
 
 - `read(query, params)` returns, for each parameter tuple, the rows its SELECT returns.
   Postgres: one round trip per batch (stores/sql/lateral.py), in a read-only transaction.

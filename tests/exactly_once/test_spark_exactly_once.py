@@ -1,4 +1,4 @@
-"""Exactly-once in effect on Spark, against a real Postgres (DESIGN.md decision 6).
+"""Exactly-once in effect on Spark, against a real Postgres (docs/architecture.md, decision 6).
 
 A deployment is run twice over the same input under the same deployment name, with its checkpoint
 deleted in between: Spark replays every batch (same batch ids, same event ids), and the ledger must

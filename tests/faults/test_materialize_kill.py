@@ -1,4 +1,4 @@
-"""Exactly-once materialization survives SIGKILL of the Spark driver (DESIGN.md decision 6).
+"""Exactly-once materialization survives SIGKILL of the Spark driver (docs/architecture.md, decision 6).
 
 Each micro-batch of a Materialize commits its rows and a ledger row (deployment, node, batch id) in
 one PostgreSQL transaction, and a batch that Spark replays after a crash finds its ledger row and

@@ -272,7 +272,7 @@ def test_run_local_from_and_to_redis_streams(redis_db: str, tmp_path: Path) -> N
 
 @pytest.fixture
 def spark_wired(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """SparkDeployment reading redis:// sources: the dispatch proposed for spark_run.py, applied
+    """SparkDeployment reading redis:// sources: the dispatch of deployer.spark.deployment, applied
     here until it is merged (a no-op once spark_run knows redis_stream_source)."""
     from deployer.spark import deployment as spark_run
 
