@@ -6,7 +6,6 @@ ones. What each function answers:
 
 - `ancestors`: a node and everything upstream of it, in plan order;
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
-- `upstream_delay`, `after_join`: the WATERMARK delays and joins a node's input comes through;
 - `can_fail`: whether evaluating an expression may fail for some event (its event is then
   dead-lettered, so every field of it must be kept);
 - `live_fields`: which fields of each port some consumer reads.
@@ -44,16 +43,6 @@ def stateless_upstream(graph: g.Graph, node: g.Node, on_input: bool = False) -> 
             return False
         todo.extend(graph.node(p.node) for p in n.inputs)
     return True
-
-
-def upstream_delay(graph: g.Graph, node: g.Node) -> int:
-    """The largest WATERMARK delay among the sources a node reads from (0 when none is declared)."""
-    return max([0, *(n.watermark_ms or 0 for n in ancestors(graph, node.id) if isinstance(n, g.Source))])
-
-
-def after_join(graph: g.Graph, node: g.Node) -> bool:
-    """Whether a Join is `node` or upstream of it."""
-    return any(isinstance(n, g.Join) for n in ancestors(graph, node.id))
 
 
 # ---- expressions that may fail -----------------------------------------------------------------

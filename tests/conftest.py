@@ -113,10 +113,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from deployer.spark.session import python_worker_conf
+    from deployer.spark.session import SESSION_CONF, python_worker_conf
 
     builder = SparkSession.builder
-    for key, value in python_worker_conf("local[2]").items():  # as `cep run` has them
+    # as `cep run` has them: what every deployment needs of its session, and the Python workers
+    for key, value in {**SESSION_CONF, **python_worker_conf("local[2]")}.items():
         builder = builder.config(key, value)
     session = (
         builder.master("local[2]")

@@ -49,18 +49,21 @@ def list_files(directory: Path) -> list[Path]:
     )
 
 
-def read_file(path: Path) -> Iterator[RawRecord]:
+def read_file(path: Path, shown: Path | None = None) -> Iterator[RawRecord]:
+    """The records of one file; each says where it came from as `shown:LINE` (the file's path as the
+    user named its directory; `path` itself by default)."""
+    shown = shown or path
     if path.suffix.lower() == ".csv":
-        yield from _read_csv(path)
+        yield from _read_csv(path, shown)
         return
     with path.open(encoding="utf-8", errors="replace") as f:
         if path.suffix.lower() == ".json":
             head = f.read(4096)
             f.seek(0)
             if head.lstrip().startswith("["):
-                yield from _read_json_array(f, path)
+                yield from _read_json_array(f, shown)
                 return
-        yield from read_json_lines(f, str(path))
+        yield from read_json_lines(f, str(shown))
 
 
 def read_json_lines(f: TextIO, name: str) -> Iterator[RawRecord]:
@@ -90,7 +93,7 @@ def _read_json_array(f: TextIO, path: Path) -> Iterator[RawRecord]:
             yield RawRecord(raw, f"{path}:item {n}", None, "a record must be a JSON object")
 
 
-def _read_csv(path: Path) -> Iterator[RawRecord]:
+def _read_csv(path: Path, shown: Path) -> Iterator[RawRecord]:
     with path.open(encoding="utf-8", errors="replace", newline="") as f:
         header: list[str] | None = None
         for n, line in enumerate(f, start=1):
@@ -103,13 +106,13 @@ def _read_csv(path: Path) -> Iterator[RawRecord]:
                 continue
             if len(cells) != len(header):
                 yield RawRecord(
-                    text, f"{path}:{n}", None, f"expected {len(header)} CSV columns, got {len(cells)}"
+                    text, f"{shown}:{n}", None, f"expected {len(header)} CSV columns, got {len(cells)}"
                 )
                 continue
             # Empty cells are NULL (marked so that string fields can read them as '').
             yield RawRecord(
                 text,
-                f"{path}:{n}",
+                f"{shown}:{n}",
                 {h: (c if c != "" else EMPTY_CELL) for h, c in zip(header, cells, strict=True)},
             )
 

@@ -226,11 +226,16 @@ def to_event(fields: dict[str, Any], schema: Schema) -> tuple[Any, ...]:
 
 def convert_record(text: str, origin: str, schema: Schema) -> tuple[tuple[Any, ...], str | None]:
     """A JSON text → (typed values, None), or (NULLs, the reason it was rejected)."""
-    raw = json_record(text, origin)
-    if raw.error is not None or raw.fields is None:
-        return (None,) * len(schema), raw.error or "not a JSON object"
+    return converted(json_record(text, origin), schema)
+
+
+def converted(rec: RawRecord, schema: Schema) -> tuple[tuple[Any, ...], str | None]:
+    """A record → (typed values, None), or (NULLs, the reason it was rejected): what both engines make
+    of every record they read."""
+    if rec.error is not None or rec.fields is None:
+        return (None,) * len(schema), rec.error or "unreadable record"
     try:
-        return to_event(raw.fields, schema), None
+        return to_event(rec.fields, schema), None
     except RecordError as err:
         return (None,) * len(schema), str(err)
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from deployer.connectors.files import LineWriter, file_dir, list_files, read_file, read_json_lines
-from deployer.connectors.records import RawRecord, RecordError, event_json, json_value, to_event
+from deployer.connectors.records import RawRecord, converted, event_json, json_value
 from deployer.connectors.redis_stream import RedisStreamInput, RedisStreamWriter
 from deployer.local.events import DeadLetter, RunStats
 from deployer.local.executor import LocalExecutor
@@ -232,11 +232,8 @@ def _loop(
 def _feed(ex: LocalExecutor, stream: str, records: Iterator[RawRecord]) -> None:
     schema = ex.source(stream).node.schema
     for rec in records:
-        reason = rec.error
-        if rec.fields is not None:
-            try:
-                ex.push(stream, to_event(rec.fields, schema))
-                continue
-            except RecordError as err:
-                reason = str(err)
-        ex.reject(stream, reason or "unreadable record", rec.text, rec.source)
+        values, reason = converted(rec, schema)
+        if reason is None:
+            ex.push(stream, values)
+        else:
+            ex.reject(stream, reason, rec.text, rec.source)

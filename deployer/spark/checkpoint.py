@@ -46,7 +46,10 @@ from stores.urls import redact_text
 MANIFEST = "cep-checkpoint.json"
 _TMP = f".{MANIFEST}.tmp"  # written first, then renamed over the manifest
 LOCK = ".cep-checkpoint.lock"  # held by the run using the directory; holds its process id
-FORMAT = 1  # bumped when the manifest's meaning changes; a newer manifest is refused
+# Bumped when a checkpoint of the earlier version cannot be resumed: a manifest of another format
+# is refused. 2: file sources read in arrival order (deployer.spark.file_source), and every stream
+# with event time passes the Sequencer, whose state Spark keeps in each query's checkpoint.
+FORMAT = 2
 START_OVER = "use a new --checkpoint directory to start over (the inputs are then read again from their beginning)"
 
 
@@ -299,6 +302,11 @@ def _read(path: Path) -> dict[str, Any]:
         ok, fmt = False, None
     if not ok:
         raise CheckpointRefused(f"{path} is truncated or unreadable, so the checkpoint cannot be checked; {START_OVER}")
+    if isinstance(fmt, int) and fmt < FORMAT:
+        raise CheckpointRefused(
+            f"{path} was written by an earlier version of cep (format {fmt}), whose queries read their "
+            f"sources and keep their state differently: Spark cannot resume them; {START_OVER}"
+        )
     if not isinstance(fmt, int) or fmt > FORMAT:
         raise CheckpointRefused(
             f"{path} has format {fmt!r}, which this version of cep does not know (it knows {FORMAT}): "

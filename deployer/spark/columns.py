@@ -9,7 +9,7 @@ event with the same reason.
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -98,3 +98,11 @@ def error_column(errors: list[tuple[Column, Message]]) -> Column | None:
         out = F.when(cond, text) if out is None else out.when(cond, text)
     assert out is not None
     return out
+
+
+def carried(fields: list[T.StructField], df: DataFrame) -> list[T.StructField]:
+    """`fields` with the metadata of `df`'s columns of the same names: a Python operator's output
+    (`mapInArrow`) names its columns anew, and the event-time column's metadata is what tells the
+    stateful operators downstream where the stream's watermark is (deployer.spark.sources)."""
+    meta = {f.name: f.metadata for f in df.schema.fields if f.metadata}
+    return [T.StructField(f.name, f.dataType, f.nullable, meta[f.name]) if f.name in meta else f for f in fields]

@@ -92,13 +92,16 @@ def dead_letter_writer(
     """foreachBatch for rejected records and failed events; the same JSON as the local engine's.
 
     A batch is a `dead_letter_frame`, or any DataFrame of `reason` and `event` (a struct of the
-    event's values) and the other keys, which is made one with `fixed`."""
+    event's values) and the other keys, which is made one with `fixed`. `counted` is told how many
+    were written, late events aside (the run counts those apart: deployer.spark.sources)."""
 
     def write(df: DataFrame, batch_id: int) -> None:
         if df.columns != [*_DEAD_KEYS, "event"] or isinstance(df.schema["event"].dataType, T.StructType):
             df = dead_letter_frame(df, fixed or {})
         lines = []
+        late = 0
         for row in df.toLocalIterator():
+            late += row["stage"] == "late"
             doc: dict[str, Any] = {}
             for key in _DEAD_KEYS:
                 if row[key] is not None:
@@ -107,7 +110,7 @@ def dead_letter_writer(
                 doc["event"] = [json_value(_decoded(x)) for x in row["event"]]
             lines.append(json.dumps(doc, ensure_ascii=False, default=str))
         if counted is not None:
-            counted(len(lines))
+            counted(len(lines) - late)
         if not lines:
             return
         if directory is None:

@@ -141,11 +141,12 @@ class SparkDeployment:
         """The typed events of a source stream; its rejected records go to `self.rejected`."""
         uri = self.sources[src.stream]
         if uri.startswith("generator:"):
-            return generator_source(self.spark, uri, src.schema)
+            return generator_source(self.spark, uri, src)
         if is_redis_stream_uri(uri):
-            good, bad = redis_stream_source(self.spark, uri, src.schema)
+            good, bad = redis_stream_source(self.spark, uri, src)
         else:
-            good, bad = file_source(self.spark, uri, src.schema, max_files_per_trigger, src)
+            log = self.checkpoint / "inputs" / f"{src.stream.lower()}.files"
+            good, bad = file_source(self.spark, uri, src, log, max_files_per_trigger)
         self.rejected.append((src.stream, bad))
         return good
 

@@ -9,14 +9,13 @@ from pyspark.sql import functions as F
 from deployer.spark.columns import col_name
 from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, project
-from deployer.spark.watermarks import watermarked
 from operators import expr as ir
 from operators import graph as g
 
 
 def join(sg: SparkGraph, node: g.Join) -> None:
-    left = watermarked(sg, node, 0)
-    right = watermarked(sg, node, 1)
+    left = sg.input(node, 0)
+    right = sg.input(node, 1)
     right = right.select(
         *[F.col(col_name(i)).alias(col_name(i, 1)) for i in range(len(node.right_schema))],
         F.col(SEQ).alias("__rseq"),

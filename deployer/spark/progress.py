@@ -15,7 +15,7 @@ from typing import Any
 
 from deployer.spark.graph import FILTERED_METRIC
 from deployer.spark.shared import Report
-from deployer.spark.sources import INPUT_METRIC
+from deployer.spark.sources import INPUT_METRIC, LATE_METRIC
 
 
 @dataclass
@@ -50,17 +50,20 @@ def batch_counts(p: Any) -> BatchCounts | None:
         return None
     read: dict[str, int] = {}
     filtered: dict[str, int] = {}
+    late = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in p.get("stateOperators") or [])
     for name, row in (p.get("observedMetrics") or {}).items():
         if name.startswith(INPUT_METRIC):
             read[name] = int(row["rows"] or 0)
         elif name.startswith(FILTERED_METRIC):
             filtered[name[len(FILTERED_METRIC) :]] = int(row["rows"] or 0)
+        elif name.startswith(LATE_METRIC):
+            late += int(row["rows"] or 0)
     for src in p.get("sources") or []:
+        # File and Redis sources count their records by observation (deployer.spark.sources.split);
+        # the synthetic generator's rows are its input rows.
         key = str(src.get("description"))
-        if read and key.startswith("FileStreamSource"):
-            continue  # counted by its observation, which leaves out blank lines
-        read[key] = read.get(key, 0) + int(src.get("numInputRows") or 0)
-    late = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in p.get("stateOperators") or [])
+        if key.startswith("RateStream"):
+            read[key] = read.get(key, 0) + int(src.get("numInputRows") or 0)
     return BatchCounts(read, filtered, late)
 
 

@@ -45,8 +45,9 @@ from deployer.connectors.redis_stream import (
     previous_id,
     seq_of,
 )
-from deployer.spark.columns import col_name, struct_of
-from deployer.spark.graph import SEQ
+from deployer.spark.file_source import parsed_schema
+from deployer.spark.sources import split
+from operators import graph as g
 from operators.datatypes import Schema
 from operators.values import from_micros
 from stores.errors import scrub
@@ -178,6 +179,8 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self._newest()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if start.get("end") and (self.target is None or parse_id(self.target) <= parse_id(start["id"])):
+            return start  # ended, and nothing arrived since: no batch
         after = start["id"]
         upto = self.target or "+"
         if isinstance(limit, ReadMaxRows):
@@ -198,12 +201,22 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:  # ReadAllAvailable, or a limit this source does not implement
             end = self.target or self._newest()
         # A stream deleted and re-created may have ids below the start: nothing to read from it then.
-        return {"id": end if parse_id(end) > parse_id(after) else after}
+        end = end if parse_id(end) > parse_id(after) else after
+        if self.target is not None and parse_id(end) >= parse_id(self.target):
+            # The last micro-batch of an availableNow run carries the end-of-input row (file_source).
+            return {"id": end, "end": True}
+        return {"id": end}
 
     def reportLatestOffset(self) -> dict | None:
         return {"id": self._newest()}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        parts = self._ranges(start, end)
+        if end.get("end") and end != start:
+            parts.append(_Range("", ""))  # the end-of-input row
+        return parts
+
+    def _ranges(self, start: dict, end: dict) -> list[InputPartition]:
         after, upto = start["id"], end["id"]
         if self.parts > 1 and parse_id(upto) > parse_id(after):
             # Split from the first entry, not from the start offset: after `0-0` (a new query) the
@@ -219,6 +232,9 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Range)
+        if not partition.first:
+            yield pa.RecordBatch.from_arrays([pa.nulls(1, pa.string()), pa.nulls(1, pa.string())], names=["id", "value"])
+            return
         client = _client(self.options)
         first = partition.first
         while True:
@@ -245,18 +261,6 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(RedisStreamDataSource)
 
 
-def _parsed_schema(schema: Schema) -> T.StructType:
-    return T.StructType(
-        [
-            *struct_of(schema).fields,
-            T.StructField(SEQ, T.StringType()),
-            T.StructField(REASON, T.StringType()),
-            T.StructField(RAW, T.StringType()),
-            T.StructField(ORIGIN, T.StringType()),
-        ]
-    )
-
-
 def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields]
@@ -269,6 +273,10 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
             for entry_id, text in zip(
                 batch.column("id").to_pylist(), batch.column("value").to_pylist(), strict=True
             ):
+                if entry_id is None:  # the end-of-input row
+                    for i, c in enumerate(cols):
+                        c.append(True if i == width + 4 else None)
+                    continue
                 origin = f"{shown} entry {entry_id}"
                 values, reason = convert_record(text, origin, schema)
                 for i, v in enumerate(values):
@@ -277,6 +285,7 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
                 cols[width + 1].append(reason)
                 cols[width + 2].append(text if reason else None)
                 cols[width + 3].append(origin if reason else None)
+                cols[width + 4].append(None)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
                 schema=arrow_schema,
@@ -285,21 +294,16 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
     return parse
 
 
-def redis_stream_source(spark: SparkSession, uri: str, schema: Schema) -> tuple[DataFrame, DataFrame]:
-    """A Redis stream → (typed events `_0.._n` + `__seq`, rejected records: reason, record, source);
-    the same shape as `sources.file_source`."""
+def redis_stream_source(spark: SparkSession, uri: str, node: g.Source) -> tuple[DataFrame, DataFrame]:
+    """A Redis stream → (typed events `_0.._n` + `__seq`, dead letters); the same shape as
+    `sources.file_source`, split by `sources.split`."""
     s = parse_stream_uri(uri)
     register(spark)
     reader = spark.readStream.format(NAME)
     for k, v in _options(s, spark.sparkContext.defaultParallelism).items():
         reader = reader.option(k, v)
-    out = _parsed_schema(schema)
-    parsed = reader.load().mapInArrow(_parser(s.key, s.redacted(), schema, out), out)
-    good = parsed.filter(F.col(REASON).isNull()).select(*[col_name(i) for i in range(len(schema))], SEQ)
-    bad = parsed.filter(F.col(REASON).isNotNull()).select(
-        F.col(REASON).alias("reason"), F.col(RAW).alias("record"), F.col(ORIGIN).alias("source")
-    )
-    return good, bad
+    out = parsed_schema(node.schema)
+    return split(reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, out), out), node)
 
 
 # ---- Spark sink ----------------------------------------------------------------------------------------
@@ -344,7 +348,10 @@ def redis_stream_writer(uri: str, stream_name: str, names: tuple[str, ...], orde
         query = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
         writer = f"{stream_name}@{query}" if query else stream_name
         marker = marker_key(target.key)
-        lines: list[str] | None = None
+        # Computed even for a replay that writes nothing: Spark (4.3) fails a batch whose stateful
+        # operators did not run and commit their state, and a writer that does not look at its
+        # DataFrame runs none of them.
+        lines = batch_lines(df, names, order)
         try:
             # WATCH: any writer of this stream recording a batch meanwhile (the hash is shared) aborts
             # EXEC; then look again, the other one may have been a zombie run of this very batch.
@@ -354,8 +361,6 @@ def redis_stream_writer(uri: str, stream_name: str, names: tuple[str, ...], orde
                     done: Any = p.hget(marker, writer)
                     if done is not None and int(done) >= batch_id:
                         return  # a replay: this batch already took effect
-                    if lines is None:
-                        lines = batch_lines(df, names, order)
                     p.multi()
                     for line in lines:
                         p.xadd(target.key, {DATA: line})

@@ -39,7 +39,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 
 from deployer.spark import faults
 from deployer.spark.arrow_batches import coalesced
-from deployer.spark.columns import col_name, spark_type, struct_of
+from deployer.spark.columns import carried, col_name, spark_type, struct_of
 from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
@@ -97,7 +97,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     live = sg.live(g.Port(node.id))
     keep = [i for i in range(len(node.input_schema)) if live is None or i in live]
     df, width = _with_args(sg, node, keep)
-    fields = struct_of(node.schema).fields
+    fields = carried(list(struct_of(node.schema).fields), df)
     out_fields = [*(fields[i] for i in keep), *fields[width:], T.StructField(SEQ, T.StringType())]
     out = T.StructType(out_fields)
     arrow_schema = pa.schema(
@@ -186,7 +186,7 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     config = bound(sg)
     df, width = _with_args(sg, node)
     out_fields = [
-        *struct_of(node.schema).fields,
+        *carried(list(struct_of(node.schema).fields), df),
         T.StructField(SEQ, T.StringType()),
         T.StructField(SQL_ERR, T.StringType()),
     ]
@@ -198,6 +198,8 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     query = node.query
     with_count = node.count_field is not None
     scope = ledger.scope(deployment_of(sg), node.id)
+    ts = sg.event_time_index(node.inputs[0])
+    order = ([(col_name(ts), "ascending")] if ts is not None else []) + [(SEQ, "ascending")]
     fault = faults.after_update_hook(query.name)  # None unless a fault test sets it
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -208,8 +210,9 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            # statements in event order (a stable sort: the same id twice keeps its order)
-            events = batch.take(pc.sort_indices(batch.column(SEQ)))
+            # statements in event order: event time, then arrival (deployer.spark.sequencer releases a
+            # stream's events so; a sort keeps it within the batch)
+            events = batch.take(pc.sort_indices(batch, sort_keys=order))
             columns = [_pylist(events.column(f"__p{i}")) for i in range(n_args)]
             params = list(zip(*columns, strict=True)) if columns else [()] * events.num_rows
             ids = events.column(SEQ).to_pylist()

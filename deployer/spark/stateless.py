@@ -20,8 +20,8 @@ from operators import graph as g
 
 def source(sg: SparkGraph, node: g.Node) -> None:
     assert isinstance(node, g.Source)
-    # The watermark is declared where a stateful operator needs it (`watermarked`), not here: Spark
-    # allows one definition per lineage, and Python operators (mapInArrow) on the way would hide it.
+    # The stream's watermark is declared by its source (deployer.spark.sources), before anything
+    # drops an event; the event-time column carries it to the stateful operators downstream.
     df = sg.sources[node.stream]
     if node.event_time is not None and node.stream not in sg.timed_sources:
         # An event without event time cannot be placed in time: the reference dead-letters it.

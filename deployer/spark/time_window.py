@@ -14,7 +14,6 @@ from deployer.spark.aggregate_rows import finish_aggregate
 from deployer.spark.columns import col_name, spark_type
 from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, order_key
-from deployer.spark.watermarks import watermarked
 from operators import expr as ir
 from operators import graph as g
 
@@ -32,7 +31,7 @@ def aggregate_column(agg: ir.Agg, c: ExprCompiler) -> Column:
 
 
 def time_aggregate(sg: SparkGraph, node: g.Aggregate) -> None:
-    df = watermarked(sg, node)
+    df = sg.input(node)
     ts_index = sg.event_time_index(node.inputs[0])
     assert ts_index is not None, "the compiler guarantees event time for TIME windows"
     c = ExprCompiler()

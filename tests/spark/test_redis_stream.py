@@ -39,7 +39,8 @@ CREATE STREAMSCHEMA calls WITH caller integer, duration integer, ts timestamp TI
 INSERT INTO long_calls SELECT caller, duration * 2 AS d2, ts FROM calls WHERE duration >= 10;
 """
 GRAPH = compile_script(SCRIPT).graph
-CALLS = GRAPH.sources()[0].schema
+CALLS_SOURCE = GRAPH.sources()[0]
+CALLS = CALLS_SOURCE.schema
 OUT_NAMES = GRAPH.stream_schema("long_calls").names
 
 
@@ -271,20 +272,8 @@ def test_run_local_from_and_to_redis_streams(redis_db: str, tmp_path: Path) -> N
 
 
 @pytest.fixture
-def spark_wired(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """SparkDeployment reading redis:// sources: the dispatch of deployer.spark.deployment, applied
-    here until it is merged (a no-op once spark_run knows redis_stream_source)."""
-    from deployer.spark import deployment as spark_run
-
-    if getattr(spark_run, "redis_stream_source", None) is None:
-        original = spark_run.file_source
-
-        def dispatch(session: Any, uri: str, schema: Any, *args: Any, **kwargs: Any) -> Any:
-            if is_redis_stream_uri(uri):
-                return redis_stream_source(session, uri, schema)
-            return original(session, uri, schema, *args, **kwargs)
-
-        monkeypatch.setattr(spark_run, "file_source", dispatch)
+def spark_wired(spark: Any) -> Any:
+    """The session, for the tests that run SparkDeployments reading redis:// sources."""
     return spark
 
 
@@ -379,9 +368,10 @@ def test_spark_sink_exactly_once_across_a_crash_before_commit(
     user, which must not show in the query's progress reports."""
     client = redis.Redis.from_url(redis_db)
     base, password = secret_url
-    for i in (1, 0, 3, 2):  # arrival order is not event-time order
+    for i in (1, 0, 3, 2):  # arrival order is not event-time order (within the stream's WATERMARK)
         client.xadd("in", call(i, 10 + i, i))
-    good, _ = redis_stream_source(spark, with_stream(base, "in", maxRecordsPerBatch=2), CALLS)
+    calls = compile_script(SCRIPT.replace("TIMESTAMP BY ts", "TIMESTAMP BY ts WATERMARK 10 SECONDS")).graph.sources()[0]
+    good, _ = redis_stream_source(spark, with_stream(base, "in", maxRecordsPerBatch=2), calls)
     sink = redis_stream_writer(with_stream(base, "out"), "long_calls", CALLS.names, order=["_2", "__seq"])
 
     def run() -> str:
@@ -396,15 +386,19 @@ def test_spark_sink_exactly_once_across_a_crash_before_commit(
         return str(q.id)
 
     query_id = run()
-    assert [d["caller"] for d in xrange_data(client, "out")] == [0, 1, 2, 3]  # each batch by event time
+    # in event-time order: held until the watermark passed them, or the input ended (the last batch)
+    assert [d["caller"] for d in xrange_data(client, "out")] == [0, 1, 2, 3]
     commits = sorted((tmp_path / "ck" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
-    assert [p.name for p in commits] == ["0", "1"]
-    commits[-1].unlink()  # "crash": batch 1 wrote to Redis but was never committed
-    (tmp_path / "ck" / "commits" / ".1.crc").unlink(missing_ok=True)
+    # two batches of two entries (and, the watermark having moved, maybe a batch without data)
+    assert [p.name for p in commits][:2] == ["0", "1"]
+    for p in commits[1:]:  # "crash": batch 1 wrote to Redis but was never committed
+        p.unlink()
+        (p.parent / f".{p.name}.crc").unlink(missing_ok=True)
     client.xadd("in", call(9, 99, 9))
     assert run() == query_id
     assert [d["caller"] for d in xrange_data(client, "out")] == [0, 1, 2, 3, 9]
-    assert client.hgetall(marker_key("out")) == {f"long_calls@{query_id}".encode(): b"2"}
+    last = max(int(p.name) for p in (tmp_path / "ck" / "commits").glob("[0-9]*"))
+    assert client.hgetall(marker_key("out")) == {f"long_calls@{query_id}".encode(): str(last).encode()}
 
 
 @pytest.mark.spark
@@ -413,7 +407,7 @@ def test_spark_plan_hides_the_password(
     spark: Any, secret_url: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     base, password = secret_url
-    good, bad = redis_stream_source(spark, with_stream(base, "calls"), CALLS)
+    good, bad = redis_stream_source(spark, with_stream(base, "calls"), CALLS_SOURCE)
     good.explain(extended=True)
     bad.explain(extended=True)
     shown = capsys.readouterr().out
@@ -430,7 +424,7 @@ def test_spark_plan_hides_the_password(
 )
 def test_spark_deployment_from_and_to_redis_streams(spark: Any, redis_db: str, tmp_path: Path) -> None:
     client = redis.Redis.from_url(redis_db)
-    for i in (2, 1, 3):
+    for i in (1, 2, 3):  # in order: the stream has no WATERMARK, an earlier event would be late
         client.xadd("calls", call(i, 10 * i, i))
 
     def deploy() -> None:

@@ -106,7 +106,8 @@ def test_stateless_sinks_share_one_query_that_reads_each_input_once(spark: Any, 
         assert len(p["sources"]) == 2, [s["description"] for s in p["sources"]]
         for s in p["sources"]:
             read[s["description"]] = read.get(s["description"], 0) + s["numInputRows"]
-    assert sorted(read.values()) == sorted(_lines(tmp_path / "in" / s) for s in ("cdr1", "cdr2"))
+    # every line of every source, and its end-of-input row (an --until-idle run: file_source)
+    assert sorted(read.values()) == sorted(_lines(tmp_path / "in" / s) + 1 for s in ("cdr1", "cdr2"))
 
     ref_stats = run_local(
         graph,
@@ -137,8 +138,9 @@ def test_a_restart_resumes_the_shared_query_and_refuses_other_shared_sinks(
         write_files(tmp_path / "in" / s, f[2:])
     deployment, _ = _run(spark, graph, tmp_path, sources)
     shared = next(q for q in deployment.queries if q.name.endswith(SHARED_QUERY))
-    # it resumed: it read the new files only
-    assert sum(p["numInputRows"] for p in shared.recentProgress) == sum(len(f[2]) for f in files.values())
+    # it resumed: it read the new files only (and each source's end-of-input row)
+    read = sum(p["numInputRows"] for p in shared.recentProgress)
+    assert read == sum(len(f[2]) for f in files.values()) + len(files)
 
     ref = run_reference(graph, tmp_path, sources, SINKS)
     for s in SHARED:
