@@ -507,8 +507,12 @@ class _LocalRedis:
         # No persistence (--save '' / appendonly no): nothing to clean up, nothing survives down()/up().
         cmd = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
         cmd += ["--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no"]
+        # A session of its own, as pg_ctl gives Postgres: a Ctrl-C in the terminal reaches the tests or
+        # the demo, which then stop the server, but not the server itself.
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:  # exited: typically the port was taken meanwhile
