@@ -70,7 +70,10 @@ def plans(url: str, callers: int, seed: int = 1) -> int:
         sa.Column("fee", sa.Float, nullable=False),
     )
     rng = random.Random(seed)
-    rows = [{"idcaller": c, "idplan": 1 + c % 4, "fee": round(rng.uniform(0.5, 2.0), 2)} for c in range(1, callers + 1)]
+    rows = [
+        {"idcaller": c, "idplan": 1 + c % 4, "fee": round(rng.uniform(0.5, 2.0), 2)}
+        for c in range(1, callers + 1)
+    ]
     with engine.begin() as conn:
         meta.drop_all(conn, checkfirst=True)
         meta.create_all(conn)
@@ -80,7 +83,9 @@ def plans(url: str, callers: int, seed: int = 1) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     ev = sub.add_parser("events", help="write CDR streams as JSON lines")
     ev.add_argument("out", type=Path)
@@ -96,7 +101,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.cmd == "events":
         for k, stream in enumerate(args.streams.split(",")):
-            files = write_events(args.out, stream, args.events, args.callers, args.days, args.seed + k, args.per_file)
+            files = write_events(
+                args.out, stream, args.events, args.callers, args.days, args.seed + k, args.per_file
+            )
             print(f"{stream}: {args.events} events in {files} file(s) under {args.out / stream}")
     else:
         print(f"plans: {plans(args.url, args.callers)} rows")

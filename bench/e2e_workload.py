@@ -61,10 +61,22 @@ def _start_job(tmp: str, inbox: Path, pg_url: str) -> subprocess.Popen[bytes]:
     Path(tmp, "e2e.cpl").write_text(SCRIPT)
     env = {**os.environ, "CEP_SPARK_LOG_LEVEL": "ERROR"}
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "cep"), "run", str(Path(tmp, "e2e.cpl")),
-         "--source", f"cdr=file:{inbox}", "--store", f"crm={pg_url}",
-         "--checkpoint", str(Path(tmp, "ckpt")), "--dead-letter", f"file:{Path(tmp, 'dead')}"],
-        stdout=subprocess.DEVNULL, stderr=open(Path(tmp, "job.log"), "w"), env=env,
+        [
+            str(Path(sys.executable).parent / "cep"),
+            "run",
+            str(Path(tmp, "e2e.cpl")),
+            "--source",
+            f"cdr=file:{inbox}",
+            "--store",
+            f"crm={pg_url}",
+            "--checkpoint",
+            str(Path(tmp, "ckpt")),
+            "--dead-letter",
+            f"file:{Path(tmp, 'dead')}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(Path(tmp, "job.log"), "w"),
+        env=env,
         start_new_session=True,
     )
 
@@ -95,7 +107,9 @@ def _feed(inbox: Path, job: subprocess.Popen[bytes], log: Path, until: float) ->
         now = time.time()
         ts = datetime.fromtimestamp(now, UTC).isoformat()
         lines = [
-            json.dumps({"idcaller": (n + i) * 7919 % 100_000, "idreceiver": i, "duration": (n + i) % 600, "ts": ts})
+            json.dumps(
+                {"idcaller": (n + i) * 7919 % 100_000, "idreceiver": i, "duration": (n + i) % 600, "ts": ts}
+            )
             for i in range(PER_FILE)
         ]
         hidden = inbox / f".f{len(files):06d}.jsonl"
@@ -142,10 +156,15 @@ def run(pg_url: str, quick: bool) -> dict[str, Any]:
             job.wait()
             poller.join(timeout=5)
             log_tail = Path(tmp, "job.log").read_text()[-3000:]
-    return {**_latencies(files, seen, start + WARMUP_S, start + WARMUP_S + measured_s - 2), "log_tail": log_tail}
+    return {
+        **_latencies(files, seen, start + WARMUP_S, start + WARMUP_S + measured_s - 2),
+        "log_tail": log_tail,
+    }
 
 
-def _latencies(files: list[tuple[float, int]], seen: dict[datetime, float], begin: float, end: float) -> dict[str, Any]:
+def _latencies(
+    files: list[tuple[float, int]], seen: dict[datetime, float], begin: float, end: float
+) -> dict[str, Any]:
     """From each file's arrival to its window's row in Postgres, for the files of [begin, end]."""
     latencies: list[float] = []
     missing = 0

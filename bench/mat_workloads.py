@@ -62,7 +62,12 @@ INSERT INTO TABLE {table} SELECT k, idcaller, duration, ts FROM calls;
 
 
 def source(spark: SparkSession, rows_per_batch: int) -> DataFrame:
-    df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch).option("numPartitions", 2).load()
+    df = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 2)
+        .load()
+    )
     v = F.col("value")
     return df.select(
         (v % KEYS).alias("k"),
@@ -73,7 +78,9 @@ def source(spark: SparkSession, rows_per_batch: int) -> DataFrame:
     )
 
 
-def project(store_type: str, url: str, keyed: bool) -> Callable[[SparkSession, int], tuple[DataFrame, Writer]]:
+def project(
+    store_type: str, url: str, keyed: bool
+) -> Callable[[SparkSession, int], tuple[DataFrame, Writer]]:
     graph = compile_script(script(store_type, keyed)).graph
     config = StoreBindings({"st": parse_store_url(url)}, {"st": g.DataStore("st", store_type)})
     node = next(n for n in graph.nodes if isinstance(n, g.Materialize))
@@ -81,7 +88,9 @@ def project(store_type: str, url: str, keyed: bool) -> Callable[[SparkSession, i
     def build(spark: SparkSession, rows: int) -> tuple[DataFrame, Writer]:
         src = graph.sources()[0]
         df = source(spark, rows)
-        sources = {src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)}
+        sources = {
+            src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)
+        }
         sg = spark_graph(graph, sources, config, deployment=f"bench-{time.monotonic_ns()}")
         frame = named(sg.port(node.inputs[0]), node.input_schema)
         return frame, materialize_writer(sg, node)
@@ -113,14 +122,18 @@ def hand_pg_upsert(url: str) -> Callable[[SparkSession, int], tuple[DataFrame, W
     engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     md = sa.MetaData()
     t = sa.Table(
-        "upsert_b", md,
+        "upsert_b",
+        md,
         sa.Column("k", sa.BigInteger, primary_key=True, autoincrement=False),
-        sa.Column("idcaller", sa.Integer), sa.Column("duration", sa.Integer),
+        sa.Column("idcaller", sa.Integer),
+        sa.Column("duration", sa.Integer),
         sa.Column("ts", sa.DateTime(timezone=True)),
     )
     md.create_all(engine)
     ins = insert(t)
-    stmt = ins.on_conflict_do_update(index_elements=["k"], set_={c: ins.excluded[c] for c in ("idcaller", "duration", "ts")})
+    stmt = ins.on_conflict_do_update(
+        index_elements=["k"], set_={c: ins.excluded[c] for c in ("idcaller", "duration", "ts")}
+    )
 
     def write(df: DataFrame, batch_id: int) -> None:
         records = df.toPandas().to_dict("records")
@@ -140,7 +153,9 @@ def hand_redis(url: str, pipelined: bool) -> Callable[[SparkSession, int], tuple
         pdf = df.toPandas()
         target: Any = client.pipeline(transaction=False) if pipelined else client
         for n, (k, idcaller, duration, ts) in enumerate(pdf.itertuples(index=False, name=None)):
-            target.hset(f"upsert_b:{k}", mapping={"idcaller": idcaller, "duration": duration, "ts": ts.isoformat()})
+            target.hset(
+                f"upsert_b:{k}", mapping={"idcaller": idcaller, "duration": duration, "ts": ts.isoformat()}
+            )
             if pipelined and n % 10_000 == 9_999:
                 target.execute()
         if pipelined:
@@ -157,5 +172,10 @@ def measure(
     checkpoint: str,
 ) -> dict[str, Any]:
     df, writer = build(spark, rows)
-    q = df.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start()
+    q = (
+        df.writeStream.foreachBatch(writer)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
     return timed_batches(q, batches)

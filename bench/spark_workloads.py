@@ -62,7 +62,12 @@ def noop(df: DataFrame, batch_id: int) -> None:
 
 def generator(spark: SparkSession, rows_per_batch: int, offset: int = 0) -> DataFrame:
     """CDR-shaped rows: 1,000 callers, durations 0..599 s, event time = 1 ms per row."""
-    df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch).option("numPartitions", 2).load()
+    df = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 2)
+        .load()
+    )
     v = F.col("value") + offset
     return df.select(
         (v % 1000).cast("int").alias("idcaller"),
@@ -80,7 +85,9 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
         sources = {}
         for k, s in enumerate(graph.sources()):
             df = generator(spark, rows, offset=k)
-            sources[s.stream] = df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ)
+            sources[s.stream] = df.select(
+                *[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ
+            )
         sg = spark_graph(graph, sources)
         return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
 
@@ -94,7 +101,9 @@ def project_shared(spark: SparkSession, rows: int) -> Job:
 
     graph = compile_script(MULTI_SINKS).graph
     src = graph.sources()[0]
-    df = generator(spark, rows).select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)
+    df = generator(spark, rows).select(
+        *[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ
+    )
     sinks = ("free", "priced", "marathon")
     writers: dict[str, Writer] = dict.fromkeys(sinks, noop)
     write = shared_writer(graph, [src.stream], writers, batch_plans(graph), lambda batch_id, report: None)
@@ -110,7 +119,10 @@ def hand_shared(spark: SparkSession, rows: int) -> Job:
         batch.persist()
         try:
             noop(batch.where(d < 10).select("idcaller", "ts"), batch_id)
-            noop(batch.where((d >= 10) & (d < 600)).select("idcaller", (d * 10 + 10).alias("cost"), "ts"), batch_id)
+            noop(
+                batch.where((d >= 10) & (d < 600)).select("idcaller", (d * 10 + 10).alias("cost"), "ts"),
+                batch_id,
+            )
             noop(batch.where(d >= 600).select("idcaller", "duration", "ts"), batch_id)
         finally:
             batch.unpersist()
@@ -118,7 +130,9 @@ def hand_shared(spark: SparkSession, rows: int) -> Job:
     return generator(spark, rows).drop(SEQ), write
 
 
-def filters_uncounted(build: Callable[[SparkSession, int], DataFrame]) -> Callable[[SparkSession, int], DataFrame]:
+def filters_uncounted(
+    build: Callable[[SparkSession, int], DataFrame],
+) -> Callable[[SparkSession, int], DataFrame]:
     """`build` with CEP_COUNT_FILTERED=0 while the plan is built: the Filters count nothing."""
 
     def uncounted(spark: SparkSession, rows: int) -> DataFrame:
@@ -134,7 +148,9 @@ def filters_uncounted(build: Callable[[SparkSession, int], DataFrame]) -> Callab
 def hand_stateless(spark: SparkSession, rows: int) -> DataFrame:
     """What a competent user writes by hand: union, filter, one select with the cost expression."""
     u = generator(spark, rows).drop(SEQ).union(generator(spark, rows, 1).drop(SEQ))
-    return u.where(F.col("duration") >= 10).select("idcaller", (F.col("duration") * 10 + 10).alias("cost"), "ts")
+    return u.where(F.col("duration") >= 10).select(
+        "idcaller", (F.col("duration") * 10 + 10).alias("cost"), "ts"
+    )
 
 
 def hand_stateless_counted(spark: SparkSession, rows: int) -> DataFrame:
@@ -150,8 +166,10 @@ def hand_stateless_counted(spark: SparkSession, rows: int) -> DataFrame:
 def hand_time_window(spark: SparkSession, rows: int) -> DataFrame:
     """Hand-written tumbling-window aggregate with a watermark."""
     df = generator(spark, rows).drop(SEQ).withWatermark("ts", "10 seconds")
-    return df.groupBy(F.window("ts", "1 minute"), "idcaller").agg(F.sum("duration").cast("long").alias("total")).select(
-        "idcaller", "total"
+    return (
+        df.groupBy(F.window("ts", "1 minute"), "idcaller")
+        .agg(F.sum("duration").cast("long").alias("total"))
+        .select("idcaller", "total")
     )
 
 
@@ -184,7 +202,10 @@ def bare_transform_with_state(spark: SparkSession, rows: int) -> DataFrame:
     """The generator's rows through `count_per_key`'s processor, grouped by caller."""
     df = generator(spark, rows).select("idcaller", "duration")
     return df.groupBy("idcaller").transformWithStateInPandas(
-        statefulProcessor=count_per_key(), outputStructType="idcaller int, n long", outputMode="Append", timeMode="None"
+        statefulProcessor=count_per_key(),
+        outputStructType="idcaller int, n long",
+        outputMode="Append",
+        timeMode="None",
     )
 
 
@@ -209,11 +230,15 @@ def start(job: Job, checkpoint: str) -> StreamingQuery:
     return (w.foreachBatch(writer) if writer else w.format("noop")).start()
 
 
-def measure(spark: SparkSession, build: Callable[[SparkSession, int], Job], rows: int, batches: int, checkpoint: str) -> dict[str, Any]:
+def measure(
+    spark: SparkSession, build: Callable[[SparkSession, int], Job], rows: int, batches: int, checkpoint: str
+) -> dict[str, Any]:
     return timed_batches(start(build(spark, rows), checkpoint), batches)
 
 
-def batch_ms(spark: SparkSession, build: Callable[[SparkSession, int], Job], batches: int, checkpoint: str) -> float:
+def batch_ms(
+    spark: SparkSession, build: Callable[[SparkSession, int], Job], batches: int, checkpoint: str
+) -> float:
     """The median duration (Spark's triggerExecution, ms) of `batches` micro-batches of 10 events,
     after two warm-up batches: what a micro-batch costs whatever its size."""
     q = start(build(spark, 10), checkpoint)
@@ -222,7 +247,9 @@ def batch_ms(spark: SparkSession, build: Callable[[SparkSession, int], Job], bat
             time.sleep(0.05)
             if q.exception():
                 raise RuntimeError(str(q.exception()))
-        done = [p["durationMs"]["triggerExecution"] for p in q.recentProgress if 2 < p["batchId"] <= 2 + batches]
+        done = [
+            p["durationMs"]["triggerExecution"] for p in q.recentProgress if 2 < p["batchId"] <= 2 + batches
+        ]
     finally:
         q.stop()
     done.sort()
@@ -274,10 +301,16 @@ def hand_tuple_window(spark: SparkSession, rows: int) -> DataFrame:
         full = (total - 1) // size  # windows followed by at least one more call
         ends = np.arange(1, full + 1) * size
         sums = prefix(ends) - prefix(ends - size)
-        state.update((int(total - full * size), int(cum[-1] - (prefix(np.array([full * size]))[0] if full else 0))))
+        state.update(
+            (int(total - full * size), int(cum[-1] - (prefix(np.array([full * size]))[0] if full else 0)))
+        )
         yield pd.DataFrame({"idcaller": [key[0]] * full, "total": sums, "calls": [size] * full})
 
     df = generator(spark, rows).select("idcaller", "duration", SEQ)
     return df.groupBy("idcaller").applyInPandasWithState(
-        per_key, "idcaller int, total long, calls long", "n long, s long", "append", GroupStateTimeout.NoTimeout
+        per_key,
+        "idcaller int, total long, calls long",
+        "n long, s long",
+        "append",
+        GroupStateTimeout.NoTimeout,
     )

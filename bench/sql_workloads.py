@@ -44,7 +44,11 @@ INSERT INTO priced SELECT idcaller, duration * p.fee AS amount, p.idplan AS idpl
 """
 
 OUT = T.StructType(
-    [T.StructField("idcaller", T.IntegerType()), T.StructField("amount", T.DoubleType()), T.StructField("idplan", T.IntegerType())]
+    [
+        T.StructField("idcaller", T.IntegerType()),
+        T.StructField("amount", T.DoubleType()),
+        T.StructField("idplan", T.IntegerType()),
+    ]
 )
 
 
@@ -53,7 +57,9 @@ def load_plans(url: str, callers: int) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS plans")
-        conn.execute("CREATE TABLE plans (idcaller integer PRIMARY KEY, idplan integer NOT NULL, fee double precision NOT NULL)")
+        conn.execute(
+            "CREATE TABLE plans (idcaller integer PRIMARY KEY, idplan integer NOT NULL, fee double precision NOT NULL)"
+        )
         with conn.cursor().copy("COPY plans (idcaller, idplan, fee) FROM STDIN") as copy:
             for c in range(callers):
                 copy.write_row((c, 1 + c % 4, 0.5 + (c % 150) / 100))
@@ -72,7 +78,9 @@ def _project(script: str, stream: str, url: str) -> Callable[[SparkSession, int]
     def build(spark: SparkSession, rows: int) -> DataFrame:
         src = graph.sources()[0]
         df = _cdr(spark, rows)
-        sources = {src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)}
+        sources = {
+            src.stream: df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ)
+        }
         # a fresh deployment name per run: an UpdateSQL's ledger must not find an earlier run's event ids
         sg = spark_graph(graph, sources, config, deployment=f"bench-{time.monotonic_ns()}")
         return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
@@ -82,7 +90,9 @@ def _project(script: str, stream: str, url: str) -> Callable[[SparkSession, int]
 
 def _cdr(spark: SparkSession, rows: int) -> DataFrame:
     """The generator with callers spread over the whole 100,000-row plans table."""
-    return generator(spark, rows).withColumn("idcaller", (F.col(SEQ).cast("long") * 7919 % 100_000).cast("int"))
+    return generator(spark, rows).withColumn(
+        "idcaller", (F.col(SEQ).cast("long") * 7919 % 100_000).cast("int")
+    )
 
 
 def naive_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
@@ -93,7 +103,9 @@ def naive_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
             for pdf in frames:
                 out = []
                 for idcaller, duration in zip(pdf["idcaller"], pdf["duration"], strict=True):
-                    row = conn.execute("SELECT idplan, fee FROM plans WHERE idcaller = %s", (int(idcaller),)).fetchone()
+                    row = conn.execute(
+                        "SELECT idplan, fee FROM plans WHERE idcaller = %s", (int(idcaller),)
+                    ).fetchone()
                     if row is not None:
                         out.append((int(idcaller), float(duration) * row[1], row[0]))
                 yield pd.DataFrame(out, columns=["idcaller", "amount", "idplan"])
@@ -113,7 +125,9 @@ def batched_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
                 ids = b.column("idcaller").to_pylist()
                 found = dict(
                     (r[0], (r[1], r[2]))
-                    for r in conn.execute("SELECT idcaller, idplan, fee FROM plans WHERE idcaller = ANY(%s)", (list(set(ids)),))
+                    for r in conn.execute(
+                        "SELECT idcaller, idplan, fee FROM plans WHERE idcaller = ANY(%s)", (list(set(ids)),)
+                    )
                 )
                 out: dict[str, list[Any]] = {"idcaller": [], "amount": [], "idplan": []}
                 for i, d in zip(ids, b.column("duration").to_pylist(), strict=True):
@@ -122,7 +136,12 @@ def batched_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
                         out["idcaller"].append(i)
                         out["amount"].append(d * hit[1])
                         out["idplan"].append(hit[0])
-                yield pa.RecordBatch.from_pydict(out, schema=pa.schema([("idcaller", pa.int32()), ("amount", pa.float64()), ("idplan", pa.int32())]))
+                yield pa.RecordBatch.from_pydict(
+                    out,
+                    schema=pa.schema(
+                        [("idcaller", pa.int32()), ("amount", pa.float64()), ("idplan", pa.int32())]
+                    ),
+                )
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         return _cdr(spark, rows).select("idcaller", "duration").mapInArrow(per_partition, OUT)
@@ -140,7 +159,11 @@ INSERT INTO charged SELECT idcaller, duration, b.n AS n FROM cdr1 ON SQL charge,
 """
 
 CHARGED = T.StructType(
-    [T.StructField("idcaller", T.IntegerType()), T.StructField("duration", T.IntegerType()), T.StructField("n", T.LongType())]
+    [
+        T.StructField("idcaller", T.IntegerType()),
+        T.StructField("duration", T.IntegerType()),
+        T.StructField("n", T.LongType()),
+    ]
 )
 _UPDATE = "UPDATE balances SET amount = amount - %s WHERE idcaller = %s"
 

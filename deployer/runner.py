@@ -73,7 +73,9 @@ def summary_line(summary: RunSummary, checkpointed: bool) -> str:
     if summary.stopped_by is None:
         return f"done ({summary.engine}): {counts}"
     if checkpointed:
-        return f"stopped ({summary.engine}): {counts}; run the same command with the same --checkpoint to resume"
+        return (
+            f"stopped ({summary.engine}): {counts}; run the same command with the same --checkpoint to resume"
+        )
     return (
         f"stopped ({summary.engine}): {counts}; without --checkpoint its progress is not kept: "
         "a new run starts from the beginning of the input"

@@ -53,7 +53,9 @@ class Settings:
         500, "CEP_STORE_RETRY_BASE_MS", "the first wait between attempts; each later wait doubles", 0
     )
     count_filtered: bool = _setting(
-        True, "CEP_COUNT_FILTERED", "Spark: count the events each WHERE drops (0 turns it off, for throughput)"
+        True,
+        "CEP_COUNT_FILTERED",
+        "Spark: count the events each WHERE drops (0 turns it off, for throughput)",
     )
     max_queries: int | None = _setting(
         None,
@@ -64,11 +66,17 @@ class Settings:
         int,
     )
     python_uds: bool = _setting(
-        True, "CEP_PYTHON_UDS", "Spark local master: Python workers over a Unix domain socket (0: loopback TCP)"
+        True,
+        "CEP_PYTHON_UDS",
+        "Spark local master: Python workers over a Unix domain socket (0: loopback TCP)",
     )
-    shuffle_partitions: int = _setting(4, "CEP_SHUFFLE_PARTITIONS", "Spark: `spark.sql.shuffle.partitions`", 1)
+    shuffle_partitions: int = _setting(
+        4, "CEP_SHUFFLE_PARTITIONS", "Spark: `spark.sql.shuffle.partitions`", 1
+    )
     spark_bind: str = _setting(
-        "127.0.0.1", "CEP_SPARK_BIND", "Spark: the driver's bind address (the machine's, when executors run elsewhere)"
+        "127.0.0.1",
+        "CEP_SPARK_BIND",
+        "Spark: the driver's bind address (the machine's, when executors run elsewhere)",
     )
     spark_host: str | None = _setting(
         None, "CEP_SPARK_HOST", "Spark: the address the driver advertises (default: CEP_SPARK_BIND)"
@@ -84,7 +92,10 @@ class Settings:
         2.0, "CEP_RESTART_BASE_S", "`cep serve`: the first wait before a failed deployment is restarted", 0
     )
     restart_max_s: float = _setting(
-        120.0, "CEP_RESTART_MAX_S", "`cep serve`: the longest wait between restarts of a failing deployment", 0
+        120.0,
+        "CEP_RESTART_MAX_S",
+        "`cep serve`: the longest wait between restarts of a failing deployment",
+        0,
     )
     fault_after_commit: str | None = _setting(
         None,
@@ -141,6 +152,10 @@ def documented() -> list[tuple[str, str, str]]:
     rows = []
     for f in fields(Settings):
         default = f.default
-        shown = "unset" if default is None else ("1" if default is True else "0" if default is False else str(default))
+        shown = (
+            "unset"
+            if default is None
+            else ("1" if default is True else "0" if default is False else str(default))
+        )
         rows.append((f.metadata["env"], shown, f.metadata["doc"]))
     return rows

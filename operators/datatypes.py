@@ -170,10 +170,8 @@ class Schema:
         for a, b in zip(self.fields, other.fields, strict=True):
             if a.name.lower() != b.name.lower():
                 return False
-            if (
-                common_type(a.type, b.type) is None
-                or (a.type.kind != b.type.kind
-                and not (a.type.is_string and b.type.is_string))
+            if common_type(a.type, b.type) is None or (
+                a.type.kind != b.type.kind and not (a.type.is_string and b.type.is_string)
             ):
                 return False
         return True

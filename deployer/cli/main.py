@@ -167,7 +167,6 @@ def run(
         raise SystemExit(130)
 
 
-
 cli.add_command(service_cli.db)
 cli.add_command(service_cli.deploy)
 cli.add_command(service_cli.ls)
@@ -180,5 +179,3 @@ cli.add_command(service_cli.serve)
 
 def main(argv: Sequence[str] | None = None) -> None:
     cli.main(args=list(argv) if argv is not None else None, prog_name="cep")
-
-

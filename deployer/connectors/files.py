@@ -74,7 +74,6 @@ def read_json_lines(f: TextIO, name: str) -> Iterator[RawRecord]:
         yield json_record(text, f"{name}:{n}")
 
 
-
 def _read_json_array(f: TextIO, path: Path) -> Iterator[RawRecord]:
     text = f.read()
     try:
@@ -115,7 +114,6 @@ def _read_csv(path: Path, shown: Path) -> Iterator[RawRecord]:
                 f"{shown}:{n}",
                 {h: (c if c != "" else EMPTY_CELL) for h, c in zip(header, cells, strict=True)},
             )
-
 
 
 class LineWriter:

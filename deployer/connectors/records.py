@@ -62,7 +62,6 @@ def json_record(text: str, source: str) -> RawRecord:
     return RawRecord(text, source, value)
 
 
-
 class _Empty:
     """An empty CSV cell: NULL for every type but varchar/char, where it is ''."""
 
@@ -255,4 +254,3 @@ def json_value(v: Any) -> Any:
 
 def event_json(names: tuple[str, ...], event: tuple[Any, ...]) -> str:
     return json.dumps({n: json_value(v) for n, v in zip(names, event, strict=True)}, ensure_ascii=False)
-

@@ -13,7 +13,9 @@ from stores.registry import StoreRegistry
 def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     registry = StoreRegistry(stores) if stores is not None else None
     try:
-        stats = run_local(req.graph, req.sources, req.sinks, registry, req.dead_letter, until_idle=req.until_idle)
+        stats = run_local(
+            req.graph, req.sources, req.sinks, registry, req.dead_letter, until_idle=req.until_idle
+        )
     finally:
         if registry is not None:
             registry.close()

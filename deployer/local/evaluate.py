@@ -131,6 +131,7 @@ def _arith_op(op: str, t: DataType) -> Callable[[Any, Any], Any]:
         kind = t.kind
         return lambda a, b: check_int(base(a, b), kind)
     if t.kind == DOUBLE:
+
         def checked(a: Any, b: Any) -> Any:
             try:
                 return base(a, b)
@@ -316,4 +317,3 @@ class _Compiler:
 
     def _agg(self, e: ir.Agg) -> Fn:
         raise TypeError("aggregate calls are evaluated by the Aggregate operator, not as expressions")
-

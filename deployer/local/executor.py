@@ -67,7 +67,9 @@ class SourceOp(Operator):
         if self.closed:
             raise ValueError(f"stream '{self.stream}' has ended; no more events can be pushed")
         if len(event) != self.width:
-            raise ValueError(f"stream '{self.stream}' has {self.width} fields, got an event with {len(event)}")
+            raise ValueError(
+                f"stream '{self.stream}' has {self.width} fields, got an event with {len(event)}"
+            )
         self.rt.stats.count_in(self.stream)
         event = self._utc(event)
         if self.time_pos is None:

@@ -55,7 +55,9 @@ def _integral(rounding: str) -> Callable[[Any], int]:
             raise EvalError(f"cannot convert {v} to bigint")
         if isinstance(v, int):
             return v
-        return check_int(int(Decimal(repr(v) if isinstance(v, float) else v).to_integral_value(rounding)), "bigint")
+        return check_int(
+            int(Decimal(repr(v) if isinstance(v, float) else v).to_integral_value(rounding)), "bigint"
+        )
 
     return fn
 

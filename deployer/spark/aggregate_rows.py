@@ -25,4 +25,3 @@ def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame) -> DataF
     if having is not None:
         row = row.filter(having)
     return row.select(*cols, SEQ)
-

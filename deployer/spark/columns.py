@@ -105,4 +105,6 @@ def carried(fields: list[T.StructField], df: DataFrame) -> list[T.StructField]:
     (`mapInArrow`) names its columns anew, and the event-time column's metadata is what tells the
     stateful operators downstream where the stream's watermark is (deployer.spark.sources)."""
     meta = {f.name: f.metadata for f in df.schema.fields if f.metadata}
-    return [T.StructField(f.name, f.dataType, f.nullable, meta[f.name]) if f.name in meta else f for f in fields]
+    return [
+        T.StructField(f.name, f.dataType, f.nullable, meta[f.name]) if f.name in meta else f for f in fields
+    ]

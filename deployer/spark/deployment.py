@@ -29,7 +29,7 @@ from pyspark.sql.streaming import StreamingQuery
 from deployer import settings
 from deployer.connectors.files import file_dir
 from deployer.connectors.redis_stream import is_redis_stream_uri
-from deployer.spark.checkpoint import query_dir
+from deployer.spark.checkpoint import drop_interrupted_log_writes, query_dir
 from deployer.spark.columns import col_name
 from deployer.spark.dead_letters import dead_letter_frame, dead_letter_writer
 from deployer.spark.graph import SEQ, SparkGraph, filters_counted, named
@@ -37,7 +37,14 @@ from deployer.spark.handlers import HANDLERS
 from deployer.spark.interrupt import interruptible
 from deployer.spark.materialize import materialize_writer
 from deployer.spark.progress import QueryFailed, SparkRunStats, Tally, root_cause
-from deployer.spark.queries import DEAD_LETTERS, SHARED_QUERY, failed_query, plan_queries, shared_inputs
+from deployer.spark.queries import (
+    DEAD_LETTERS,
+    SHARED_QUERY,
+    failed_query,
+    plan_queries,
+    shared_inputs,
+    store_kinds,
+)
 from deployer.spark.redis_source import redis_stream_source, redis_stream_writer
 from deployer.spark.session import SESSION_CONF
 from deployer.spark.shared import batch_plans, shared_writer, stem
@@ -55,26 +62,6 @@ def _stream(graph: g.Graph, name: str) -> str:
         if s.lower() == name.lower():
             return s
     raise ValueError(f"the script has no stream named '{name}'; its streams: {', '.join(graph.streams)}")
-
-
-def drop_interrupted_log_writes(location: Path) -> None:
-    """Remove what a crash left of a query's offsets or commits log entry being written.
-
-    Spark writes each entry to a hidden temp file (`.0.<uuid>.tmp`) and renames it into place. A
-    crash in between leaves the temp file, which Spark never reads, but which makes Spark 4 refuse,
-    on every restart, a query that had not logged its first batch yet: "[STATE_STORE_CHECKPOINT_
-    LOCATION_NOT_EMPTY] ... offsets should be empty on batch 0" (SIGKILL at a random point, tests/
-    faults/test_materialize_kill.py, left one in the dead letters' query). Dropping it is safe: the
-    entry was never written, so the batch is planned again, as after any crash before its offsets.
-    """
-    for log in ("offsets", "commits"):
-        for partial in (location / log).glob(".*.tmp*"):
-            partial.unlink(missing_ok=True)
-
-
-def store_kinds(stores: StoreBindings | None) -> dict[str, str]:
-    """The bound kind (postgresql, sqlite, redis) of every data store of a binding."""
-    return {} if stores is None else {name: url.kind for name, url in stores.urls.items()}
 
 
 class SparkDeployment:
@@ -241,7 +228,9 @@ class SparkDeployment:
             self.sg.port(self.graph.streams[stream])  # translated all the same, for its dead letters
 
     def _start_table(self, name: str) -> None:
-        node = next(n for n in self.graph.nodes if isinstance(n, g.Materialize) and f"table:{n.table.name}" == name)
+        node = next(
+            n for n in self.graph.nodes if isinstance(n, g.Materialize) and f"table:{n.table.name}" == name
+        )
         df = named(self.sg.port(node.inputs[0]), node.input_schema)
         refused = dead_letter_writer(
             self.dead_dir,
@@ -259,7 +248,9 @@ class SparkDeployment:
         own: dict[str, DataFrame] = {}
         seen: dict[str, int] = {}
         for dl in self.sg.dead_letters:
-            frame = dead_letter_frame(dl.df, {"stage": dl.stage, "stream": dl.stream, "node": dl.node, "line": dl.line})
+            frame = dead_letter_frame(
+                dl.df, {"stage": dl.stage, "stream": dl.stream, "node": dl.node, "line": dl.line}
+            )
             if dl.stateless:
                 shared.append(frame)
                 continue
@@ -274,12 +265,20 @@ class SparkDeployment:
                 f"query plan's {sorted(expected)} (shared: {DEAD_LETTERS in planned})"
             )
         for name in (n for n in planned if n in own):
-            self._start(own[name], name, dead_letter_writer(self.dead_dir, name.split(":", 1)[1], counted=self._count("dead")))
+            self._start(
+                own[name],
+                name,
+                dead_letter_writer(self.dead_dir, name.split(":", 1)[1], counted=self._count("dead")),
+            )
         if shared:
             union = shared[0]
             for frame in shared[1:]:
                 union = union.unionByName(frame)
-            self._start(union, DEAD_LETTERS, dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead")))
+            self._start(
+                union,
+                DEAD_LETTERS,
+                dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead")),
+            )
 
     def _count(self, what: str) -> Callable[[int], None]:
         def add(n: int) -> None:

@@ -220,4 +220,6 @@ def _batch(records: Iterator[Any], position: int, schema: Schema, arrow: pa.Sche
         cols[width + 2].append(rec.text if reason else None)
         cols[width + 3].append(rec.source if reason else None)
         cols[width + 4].append(None)
-    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, arrow, strict=True)], schema=arrow)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(cols, arrow, strict=True)], schema=arrow
+    )

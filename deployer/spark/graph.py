@@ -155,15 +155,12 @@ class SparkGraph:
         return df.filter(F.col(ERR).isNull()).drop(ERR)
 
 
-
-
 def any_of(conds: Iterable[Column]) -> Column:
     """Whether any of `conds` (never NULL: see ExprCompiler._error) holds."""
     out: Column | None = None
     for cond in conds:
         out = cond if out is None else out | cond
     return F.lit(False) if out is None else out
-
 
 
 def project(c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_") -> list[Column]:
@@ -176,7 +173,6 @@ def project(c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_") 
             value = value.cast(spark_type(p.expr.type))
         cols.append(value.alias(f"{prefix}{i}"))
     return cols
-
 
 
 # Name prefix of the observed metric (Dataset.observe) counting the events a Filter or MultiFilter
@@ -208,7 +204,6 @@ def count_filtered(sg: SparkGraph, node: g.Node, df: DataFrame, kept: Column) ->
     return df.observe(f"{FILTERED_METRIC}{node.id}", dropped)
 
 
-
 # Event time as a fixed-width decimal string sorts like the time itself (pre-1970 included).
 _ORDER_OFFSET = 10**18
 
@@ -218,8 +213,6 @@ def order_key(ts: Column) -> Column:
     return F.lpad((F.unix_micros(ts) + F.lit(_ORDER_OFFSET)).cast("string"), 20, "0")
 
 
-
 def named(df: DataFrame, schema: Schema) -> DataFrame:
     """Give positional columns their real names, for results leaving the engine."""
     return df.select(*[F.col(col_name(i)).alias(f.name) for i, f in enumerate(schema)])
-

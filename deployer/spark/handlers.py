@@ -67,7 +67,9 @@ HANDLERS: dict[type[g.Node], Handler] = {
 }
 
 
-def spark_graph(graph: g.Graph, sources: dict[str, DataFrame], stores: Any = None, **options: Any) -> SparkGraph:
+def spark_graph(
+    graph: g.Graph, sources: dict[str, DataFrame], stores: Any = None, **options: Any
+) -> SparkGraph:
     """The translation of `graph` over the given source DataFrames (stream name -> typed streaming or
     batch DataFrame, positional columns), by the handlers of this table; ports are translated on use."""
     return SparkGraph(graph, sources, HANDLERS, stores, **options)

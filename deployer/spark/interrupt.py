@@ -47,7 +47,9 @@ def interruption(err: Py4JJavaError) -> str | None:
         java = line.removeprefix(": ").removeprefix("Caused by: ")
         if java == line:
             continue  # a line of a stack trace
-        if java.split(":", 1)[0].strip() in _INTERRUPTED or (java.startswith(_CANCELLED) and "cancelled" in java):
+        if java.split(":", 1)[0].strip() in _INTERRUPTED or (
+            java.startswith(_CANCELLED) and "cancelled" in java
+        ):
             return f"py4j.protocol.Py4JJavaError: {lines[0]}\n: {java}"
     return None
 

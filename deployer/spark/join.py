@@ -83,4 +83,3 @@ def _cross_equality(e: ir.Expr) -> bool:
         and isinstance(e.right, ir.Col)
         and e.left.side != e.right.side
     )
-

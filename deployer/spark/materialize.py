@@ -51,7 +51,9 @@ def materialize_writer(
         data = df.toArrow()
         if not data.num_rows:
             return
-        result = worker_stores(config).materialize_arrow(table, columns, data, ledger_key=(deployment, node.id, batch_id))
+        result = worker_stores(config).materialize_arrow(
+            table, columns, data, ledger_key=(deployment, node.id, batch_id)
+        )
         if fault is not None:
             fault(batch_id)
         failed = result.failed
@@ -61,7 +63,9 @@ def materialize_writer(
             rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
             event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])
             schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
-            bad = df.sparkSession.createDataFrame([(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema)
+            bad = df.sparkSession.createDataFrame(
+                [(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema
+            )
             failed_to(bad, batch_id)
 
     return write

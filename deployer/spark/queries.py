@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from deployer.spark.state_layout import bucketed
 from operators import graph as g
 from operators.analysis import ancestors, can_fail, stateless_upstream
+from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
 DEAD_LETTERS = "dead-letters"
@@ -60,6 +61,11 @@ def _stateful_label(node: g.Node) -> str:
         layout = " per bucket" if bucketed(node) else ""
         return f"Aggregate {node.id} ({node.window.kind.upper()}{layout})"
     return f"{node.op} {node.id}"
+
+
+def store_kinds(stores: StoreBindings | None) -> dict[str, str]:
+    """The bound kind (postgresql, sqlite, redis) of every data store of a binding."""
+    return {} if stores is None else {name: url.kind for name, url in stores.urls.items()}
 
 
 def shared_sinks(graph: g.Graph, sinks: Iterable[str]) -> list[str]:

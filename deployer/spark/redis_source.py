@@ -233,7 +233,9 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Range)
         if not partition.first:
-            yield pa.RecordBatch.from_arrays([pa.nulls(1, pa.string()), pa.nulls(1, pa.string())], names=["id", "value"])
+            yield pa.RecordBatch.from_arrays(
+                [pa.nulls(1, pa.string()), pa.nulls(1, pa.string())], names=["id", "value"]
+            )
             return
         client = _client(self.options)
         first = partition.first
@@ -307,8 +309,6 @@ def redis_stream_source(spark: SparkSession, uri: str, node: g.Source) -> tuple[
 
 
 # ---- Spark sink ----------------------------------------------------------------------------------------
-
-
 
 
 def _ts_value(us: int | None) -> datetime | str | None:

@@ -58,10 +58,8 @@ def reduce_windows(
     ), empty
 
 
-
 def _exact_sum(xs: list[Any]) -> Any:
     total = xs[0]
     for x in xs[1:]:
         total = DECIMAL_CONTEXT.add(total, x) if isinstance(total, Decimal) else total + x
     return total
-

@@ -80,12 +80,14 @@ def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
     ordered = ordered.observe(f"{LATE_METRIC}{node.stream}", F.count(F.when(is_late, F.lit(1))).alias("rows"))
     event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
     late = ordered.filter(is_late).select(*_dead_event(node, F.col(LATE), event, stage="late"))
-    return ordered.filter(~is_late).select(*values, SEQ), bad.unionByName(untimed, allowMissingColumns=True).unionByName(
-        late, allowMissingColumns=True
-    )
+    return ordered.filter(~is_late).select(*values, SEQ), bad.unionByName(
+        untimed, allowMissingColumns=True
+    ).unionByName(late, allowMissingColumns=True)
 
 
-def _dead_event(node: g.Source, reason: str | Column, event: Column, stage: str | None = None) -> list[Column]:
+def _dead_event(
+    node: g.Source, reason: str | Column, event: Column, stage: str | None = None
+) -> list[Column]:
     """The columns of a dead event of `node` (deployer.spark.dead_letters.dead_letter_frame)."""
     return [
         F.lit(stage or node.op).alias("stage"),
@@ -125,4 +127,6 @@ def generator_source(spark: SparkSession, uri: str, node: g.Source) -> DataFrame
     if node.event_time is None:
         return out
     # In order by construction (the rate source's clock): its watermark, without a Sequencer.
-    return out.withWatermark(col_name(schema.position(node.event_time)), f"{node.watermark_ms or 0} milliseconds")
+    return out.withWatermark(
+        col_name(schema.position(node.event_time)), f"{node.watermark_ms or 0} milliseconds"
+    )

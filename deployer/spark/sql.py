@@ -54,7 +54,6 @@ SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when
 READ_BATCH_ROWS = 100_000
 
 
-
 def _with_args(
     sg: SparkGraph, node: g.ReadSQL | g.UpdateSQL, keep: list[int] | None = None
 ) -> tuple[DataFrame, int]:
@@ -226,7 +225,10 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
             arrays.append(events.column(width))
             arrays.append(pa.array(result.errors, type=pa.string()))
             yield pa.RecordBatch.from_arrays(
-                [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, arrow_schema, strict=True)],
+                [
+                    a.cast(f.type) if a.type != f.type else a
+                    for a, f in zip(arrays, arrow_schema, strict=True)
+                ],
                 schema=arrow_schema,
             )
 

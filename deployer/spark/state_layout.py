@@ -24,6 +24,9 @@ def bucketed(node: g.Aggregate) -> bool:
     for a in node.aggs:
         agg = a.expr
         assert isinstance(agg, ir.Agg)
-        if agg.arg is not None and (agg.type if agg.func in ("sum", "avg") else agg.arg.type).kind not in _KINDS:
+        if (
+            agg.arg is not None
+            and (agg.type if agg.func in ("sum", "avg") else agg.arg.type).kind not in _KINDS
+        ):
             return False
     return True

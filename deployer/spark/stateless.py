@@ -27,10 +27,11 @@ def source(sg: SparkGraph, node: g.Node) -> None:
         # An event without event time cannot be placed in time: the reference dead-letters it.
         ts = col_name(node.schema.position(node.event_time))
         reason = f"event time field '{node.event_time}' is NULL"
-        errors: list[tuple[Column, Message]] = sg.compiled(node, "errors", lambda: [(F.col(ts).isNull(), reason)])
+        errors: list[tuple[Column, Message]] = sg.compiled(
+            node, "errors", lambda: [(F.col(ts).isNull(), reason)]
+        )
         df = sg.split_errors(node, df, errors, len(node.schema))
     sg.ports[g.Port(node.id)] = df
-
 
 
 def map_(sg: SparkGraph, node: g.Node) -> None:
@@ -46,8 +47,6 @@ def map_(sg: SparkGraph, node: g.Node) -> None:
         # Evaluate the error conditions against the input row, before projecting it away.
         df = sg.split_errors(node, df, errors, len(node.input_schema))
     sg.ports[g.Port(node.id)] = df.select(*cols)
-
-
 
 
 def filter_(sg: SparkGraph, node: g.Node) -> None:
@@ -103,4 +102,3 @@ def union(sg: SparkGraph, node: g.Node) -> None:
     for df in frames[1:]:
         out = out.union(df)
     sg.ports[g.Port(node.id)] = out
-

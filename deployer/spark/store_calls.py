@@ -59,4 +59,3 @@ def bound(sg: SparkGraph) -> StoreBindings:
     if sg.stores_config is None:
         raise ValueError("this script uses data stores; they must be bound before it runs on Spark")
     return sg.stores_config
-

@@ -29,7 +29,6 @@ def aggregate_column(agg: ir.Agg, c: ExprCompiler) -> Column:
     return fn(arg).cast(t)
 
 
-
 def time_aggregate(sg: SparkGraph, node: g.Aggregate) -> None:
     df = sg.input(node)
     ts_index = sg.event_time_index(node.inputs[0])
@@ -62,4 +61,3 @@ def time_aggregate(sg: SparkGraph, node: g.Aggregate) -> None:
         F.concat(order_key(F.col("_w.end")), F.lit("|"), F.col("_first")).alias(SEQ),
     )
     sg.ports[g.Port(node.id)] = finish_aggregate(sg, node, row)
-

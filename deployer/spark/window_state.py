@@ -69,7 +69,6 @@ def _to_state(t: T.DataType) -> Any:
 _NUMPY_KIND = {int: "i", float: "f", bool: "b"}
 
 
-
 def _tuple_windows(n: int, size: int, advance: int, skip: int) -> tuple[np.ndarray, int, int]:
     """The TUPLE windows that `n` buffered events complete: their events' indices (windows x size),
     where the buffer is cut (the events before are in no open window) and the events still to skip.
@@ -316,7 +315,9 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         order = F.concat(order_key(F.col(col_name(ts_index))), F.lit("|"), order)
     if bucketed(node):
         prepared = df.select(group.alias("__group"), *b.keys, *b.values, order.alias(SEQ))
-        result = bucketed_tuple_aggregate(prepared, node.window.size, node.window.advance, b.aggs, buf_schema, out_schema)
+        result = bucketed_tuple_aggregate(
+            prepared, node.window.size, node.window.advance, b.aggs, buf_schema, out_schema
+        )
         return _finish(sg, node, result, b.micros)
     prepared = df.select(group.alias("__group"), *b.keys, *b.values, *b.extra, order.alias(SEQ))
     processor = WindowProcessor(

@@ -30,7 +30,14 @@ def test_no_module_reads_a_cep_variable_itself() -> None:
 
 
 def test_values_are_typed_and_defaults_apply() -> None:
-    s = current({"CEP_MAX_QUERIES": "3", "CEP_COUNT_FILTERED": "off", "CEP_STOP_TIMEOUT": " 2.5 ", "CEP_SPARK_BIND": ""})
+    s = current(
+        {
+            "CEP_MAX_QUERIES": "3",
+            "CEP_COUNT_FILTERED": "off",
+            "CEP_STOP_TIMEOUT": " 2.5 ",
+            "CEP_SPARK_BIND": "",
+        }
+    )
     assert (s.max_queries, s.count_filtered, s.stop_timeout_s, s.spark_bind) == (3, False, 2.5, "127.0.0.1")
     assert s.advertised_host == "127.0.0.1"
     assert current({}) == Settings()

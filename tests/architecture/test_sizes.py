@@ -18,7 +18,11 @@ def _modules() -> list[Path]:
 
 
 def test_modules_are_small() -> None:
-    big = {str(p.relative_to(ROOT)): n for p in _modules() if (n := len(p.read_text().splitlines())) > MODULE_LINES}
+    big = {
+        str(p.relative_to(ROOT)): n
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > MODULE_LINES
+    }
     assert big == {}
 
 
@@ -39,5 +43,9 @@ def test_no_module_is_named_like_a_standard_library_one() -> None:
     import sys
 
     names = set(sys.stdlib_module_names)
-    clashes = [str(p.relative_to(ROOT)) for p in _modules() if (p.stem if p.stem != "__init__" else p.parent.name) in names]
+    clashes = [
+        str(p.relative_to(ROOT))
+        for p in _modules()
+        if (p.stem if p.stem != "__init__" else p.parent.name) in names
+    ]
     assert clashes == []

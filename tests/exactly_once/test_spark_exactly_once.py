@@ -96,8 +96,9 @@ def test_replaying_every_batch_applies_nothing_twice(spark: Any, pg_db: str, tmp
     balances, charges, entries = _state(pg_db)
     # Every event but the overdraft applied exactly once, although three queries computed it.
     assert balances == [(1, 100 - 10 - 5 - 1 - 4), (2, 100 - 20 - 30), (3, 100 - 7 - 3)]
-    assert charges == sorted([(1, 10, 1), (2, 20, 1), (1, 5, 1), (3, 7, 1), (1, 1, 1), (4, 3, 0), (3, 3, 1),
-                              (2, 30, 1), (1, 4, 1)])
+    assert charges == sorted(
+        [(1, 10, 1), (2, 20, 1), (1, 5, 1), (3, 7, 1), (1, 1, 1), (4, 3, 0), (3, 3, 1), (2, 30, 1), (1, 4, 1)]
+    )
     dead_first = _dead_letters(dead)
     assert [(d["stage"], d["event"]) for d in dead_first] == [("UpdateSQL", [2, 500])]
     assert "violates check constraint" in dead_first[0]["reason"]

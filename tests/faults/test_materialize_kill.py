@@ -183,7 +183,9 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     spark_seconds = time.monotonic() - began
     assert feeder.written == FILES
 
-    fault_helpers.reference_run(script, [f"calls=file:{feeder.directory}"], [f"crm={pg_reference_db}"], tmp_path)
+    fault_helpers.reference_run(
+        script, [f"calls=file:{feeder.directory}"], [f"crm={pg_reference_db}"], tmp_path
+    )
 
     hits = [
         k for k in kills if set(k.in_flight) & set(tables.values()) and 0 < k.committed < len(final_entries)

@@ -58,7 +58,11 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
         # 0.2 + 0.4 s of backoff, then the run stops
         env = run_env(tmp_path, CEP_STORE_RETRIES="3", CEP_STORE_RETRY_BASE_MS="200")
         args = spark_run_args(
-            script, tmp_path, [f"calls=file:{feeder.directory}"], stores=[f"crm={run_db}"], one_file_per_batch=False
+            script,
+            tmp_path,
+            [f"calls=file:{feeder.directory}"],
+            stores=[f"crm={run_db}"],
+            one_file_per_batch=False,
         )
 
         def run() -> tuple[int, float]:

@@ -18,7 +18,9 @@ NAMES = ("a", "b", "x", "d", "s", "p", "q", "t")
 
 def ev(expr: str, **values: Any) -> Any:
     """Evaluate `expr` on one event whose fields default to NULL."""
-    graph = compile_script(f"CREATE STREAMSCHEMA e WITH {FIELDS}; INSERT INTO o SELECT {expr} AS v FROM e;").graph
+    graph = compile_script(
+        f"CREATE STREAMSCHEMA e WITH {FIELDS}; INSERT INTO o SELECT {expr} AS v FROM e;"
+    ).graph
     node = next(n for n in graph.nodes if isinstance(n, Map))
     row = tuple(values.get(n) for n in NAMES)
     return compile_expr(node.projections[0].expr)(row)

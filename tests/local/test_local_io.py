@@ -61,7 +61,11 @@ def test_file_round_trip_with_a_bad_record(tmp_path: Path) -> None:
     dead = lines(only_file(tmp_path / "dead-letter", "dead-letter-"))
     assert [(d["stage"], d["reason"], d["source"]) for d in dead] == [
         ("input", "field 'duration': 'abc' is not an integer", f"{cdr1 / 'a.jsonl'}:2"),
-        ("input", "malformed JSON: Expecting property name enclosed in double quotes at column 2", f"{cdr1 / 'a.jsonl'}:4"),
+        (
+            "input",
+            "malformed JSON: Expecting property name enclosed in double quotes at column 2",
+            f"{cdr1 / 'a.jsonl'}:4",
+        ),
         ("input", "expected 4 CSV columns, got 3", f"{cdr2 / 'b.csv'}:3"),
     ]
     assert dead[0]["record"].startswith('{"idcaller": 1, "idreceiver": 2, "duration": "abc"')
@@ -144,7 +148,15 @@ SCHEMA = compile_script(
 
 def test_record_conversion() -> None:
     ev = to_event(
-        {"I": "5", "l": 2**40, "x": Decimal("1.5"), "d": "2.345", "b": "true", "v": 12, "t": "2026-01-01T00:00:00"},
+        {
+            "I": "5",
+            "l": 2**40,
+            "x": Decimal("1.5"),
+            "d": "2.345",
+            "b": "true",
+            "v": 12,
+            "t": "2026-01-01T00:00:00",
+        },
         SCHEMA,
     )
     assert ev == (5, 2**40, 1.5, Decimal("2.35"), True, "12", datetime(2026, 1, 1, tzinfo=UTC))

@@ -125,9 +125,16 @@ def test_against_sqlite(sqlite_registry: Any) -> None:
     assert ex.outputs["charged"] == [(1, 1), (2, 1), (2, 1), (1, 1)]
     reg.close()
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT idcaller, amount FROM balances ORDER BY 1").fetchall() == [(1, 95.0), (2, 96.0)]
+        assert conn.execute("SELECT idcaller, amount FROM balances ORDER BY 1").fetchall() == [
+            (1, 95.0),
+            (2, 96.0),
+        ]
         # upsert by primary key: caller 1's second call replaces the first
-        assert conn.execute("SELECT idcaller, duration FROM calls ORDER BY 1").fetchall() == [(1, 90), (2, 30), (3, 5)]
+        assert conn.execute("SELECT idcaller, duration FROM calls ORDER BY 1").fetchall() == [
+            (1, 90),
+            (2, 30),
+            (3, 5),
+        ]
     assert ex.dead_letters == []
 
 
@@ -177,6 +184,13 @@ def test_against_postgres(pg_db: str) -> None:
     assert ex.outputs["anyplan"] == [(1, 10), (3, None), (2, 20), (2, 21), (1, 10)]
     assert ex.outputs["charged"] == [(1, 1), (2, 1), (2, 1), (1, 1)]
     with psycopg.connect(pg_db) as conn:
-        assert conn.execute("SELECT idcaller, amount FROM balances ORDER BY 1").fetchall() == [(1, 95.0), (2, 96.0)]
-        assert conn.execute("SELECT idcaller, duration FROM calls ORDER BY 1").fetchall() == [(1, 90), (2, 30), (3, 5)]
+        assert conn.execute("SELECT idcaller, amount FROM balances ORDER BY 1").fetchall() == [
+            (1, 95.0),
+            (2, 96.0),
+        ]
+        assert conn.execute("SELECT idcaller, duration FROM calls ORDER BY 1").fetchall() == [
+            (1, 90),
+            (2, 30),
+            (3, 5),
+        ]
     assert ex.dead_letters == []

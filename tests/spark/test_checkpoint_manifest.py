@@ -43,7 +43,9 @@ def graph(text: str = SCRIPT) -> g.Graph:
     return compile_script(text).graph
 
 
-def open_(d: Path, text: str = SCRIPT, sources: dict[str, str] = SOURCES, sinks: dict[str, str] = SINKS) -> CheckpointGuard:
+def open_(
+    d: Path, text: str = SCRIPT, sources: dict[str, str] = SOURCES, sinks: dict[str, str] = SINKS
+) -> CheckpointGuard:
     """The guard of a run that ends at once: its lock is released (test_a_run_in_progress_holds_the_
     directory tests the lock), its `started` still records."""
     guard = CheckpointGuard.open(d, graph(text), sources, sinks)
@@ -73,7 +75,9 @@ def first_run(d: Path) -> CheckpointGuard:
     return guard
 
 
-def refused(d: Path, text: str = SCRIPT, sources: dict[str, str] = SOURCES, sinks: dict[str, str] = SINKS) -> str:
+def refused(
+    d: Path, text: str = SCRIPT, sources: dict[str, str] = SOURCES, sinks: dict[str, str] = SINKS
+) -> str:
     with pytest.raises(CheckpointRefused) as info:
         open_(d, text, sources, sinks)
     return str(info.value)
@@ -140,7 +144,10 @@ def test_an_incompatible_script_is_refused_with_every_reason(tmp_path: Path) -> 
     )
     assert why.endswith("the inputs are then read again from their beginning)")
     moved = refused(d, sources={"calls": "file:/data/elsewhere"})
-    assert "output sink 'hourly': input stream 'calls': source changed from file:/data/in to file:/data/elsewhere" in moved
+    assert (
+        "output sink 'hourly': input stream 'calls': source changed from file:/data/in to file:/data/elsewhere"
+        in moved
+    )
     assert "output table 'call_log': input stream 'calls'" in moved
     assert (d / MANIFEST).read_bytes() == before  # a refusal changes nothing
 
@@ -148,7 +155,10 @@ def test_an_incompatible_script_is_refused_with_every_reason(tmp_path: Path) -> 
 def test_a_new_output_is_allowed_and_a_removed_one_keeps_its_signature(tmp_path: Path) -> None:
     d = tmp_path / "ck"
     first_run(d)
-    extra = SCRIPT + "INSERT INTO longest SELECT caller, max(duration) AS d FROM calls WINDOW TIME SIZE 1 DAY GROUP BY caller;\n"
+    extra = (
+        SCRIPT
+        + "INSERT INTO longest SELECT caller, max(duration) AS d FROM calls WINDOW TIME SIZE 1 DAY GROUP BY caller;\n"
+    )
     guard = open_(d, extra, sinks={**SINKS, "longest": "file:/data/longest"})
     spark_query(d / "sink_longest")
     guard.started("sink:longest")
@@ -157,7 +167,9 @@ def test_a_new_output_is_allowed_and_a_removed_one_keeps_its_signature(tmp_path:
     open_(d, extra, sinks={"longest": "file:/data/longest"})
     (tmp_path / "kept").rename(d / "sink_hourly")
     # ... but `hourly` back with another window would misread its old state.
-    why = refused(d, extra.replace("SIZE 1 HOUR", "SIZE 2 HOURS"), sinks={**SINKS, "longest": "file:/data/longest"})
+    why = refused(
+        d, extra.replace("SIZE 1 HOUR", "SIZE 2 HOURS"), sinks={**SINKS, "longest": "file:/data/longest"}
+    )
     assert "output sink 'hourly'" in why and "window changed" in why
     assert "longest" not in why
 
@@ -190,7 +202,9 @@ def test_a_missing_query_checkpoint_is_refused_unless_the_run_no_longer_has_it(t
         ("metadata", lambda t: t[:10], "truncated or unreadable"),
     ],
 )
-def test_a_truncated_file_is_refused_naming_it(tmp_path: Path, file: str, damage: object, expected: str) -> None:
+def test_a_truncated_file_is_refused_naming_it(
+    tmp_path: Path, file: str, damage: object, expected: str
+) -> None:
     d = tmp_path / "ck"
     first_run(d)
     path = d / "table_call_log" / file
@@ -203,14 +217,18 @@ def test_only_the_latest_log_files_are_read_and_spark_formats_pass(tmp_path: Pat
     q = tmp_path / "q"
     spark_query(q, batches=3)
     (q / "offsets" / "0").write_text("garbage")  # an old file Spark no longer reads
-    (q / "offsets" / "2").write_text("v1\n{}\n-\n{\"logOffset\":2}\n")  # "-": a source without offset
+    (q / "offsets" / "2").write_text('v1\n{}\n-\n{"logOffset":2}\n')  # "-": a source without offset
     (q / "sources" / "0" / "2").rename(q / "sources" / "0" / "2.compact")
     (q / "offsets" / ".3.tmp").write_text("")  # a temporary file
     assert query_problems(q, "sink:x") == []
     (q / "offsets" / "2").unlink()
     (q / "offsets" / ".2.crc").unlink()
-    assert query_problems(q, "sink:x") == [f"{q / 'commits'} records batch 2, but {q / 'offsets'} has no file for it"]
-    assert query_problems(tmp_path / "none", "sink:x")[0].endswith("is missing though an earlier run started it")
+    assert query_problems(q, "sink:x") == [
+        f"{q / 'commits'} records batch 2, but {q / 'offsets'} has no file for it"
+    ]
+    assert query_problems(tmp_path / "none", "sink:x")[0].endswith(
+        "is missing though an earlier run started it"
+    )
 
 
 def test_an_unreadable_or_newer_manifest_is_refused(tmp_path: Path) -> None:

@@ -370,7 +370,9 @@ def test_spark_sink_exactly_once_across_a_crash_before_commit(
     base, password = secret_url
     for i in (1, 0, 3, 2):  # arrival order is not event-time order (within the stream's WATERMARK)
         client.xadd("in", call(i, 10 + i, i))
-    calls = compile_script(SCRIPT.replace("TIMESTAMP BY ts", "TIMESTAMP BY ts WATERMARK 10 SECONDS")).graph.sources()[0]
+    calls = compile_script(
+        SCRIPT.replace("TIMESTAMP BY ts", "TIMESTAMP BY ts WATERMARK 10 SECONDS")
+    ).graph.sources()[0]
     good, _ = redis_stream_source(spark, with_stream(base, "in", maxRecordsPerBatch=2), calls)
     sink = redis_stream_writer(with_stream(base, "out"), "long_calls", CALLS.names, order=["_2", "__seq"])
 
@@ -420,7 +422,8 @@ def test_spark_plan_hides_the_password(
 @pytest.mark.redis
 @pytest.mark.slow
 @pytest.mark.skipif(
-    not hasattr(spark_run, "redis_stream_writer"), reason="deployer/spark/deployment.py does not know redis:// yet"
+    not hasattr(spark_run, "redis_stream_writer"),
+    reason="deployer/spark/deployment.py does not know redis:// yet",
 )
 def test_spark_deployment_from_and_to_redis_streams(spark: Any, redis_db: str, tmp_path: Path) -> None:
     client = redis.Redis.from_url(redis_db)

@@ -25,8 +25,17 @@ def test_max_files_per_trigger_makes_one_batch_per_file(spark: Any, tmp_path: Pa
     write_files(tmp_path / "in", [[{"k": f * 10 + i, "ts": at(i)} for i in range(5)] for f in range(3)])
     checkpoint = tmp_path / "ck"
     args = [
-        "run", str(script), "--source", f"s=file:{tmp_path / 'in'}", "--sink", f"out=file:{tmp_path / 'out'}",
-        "--until-idle", "--checkpoint", str(checkpoint), "--max-files-per-trigger", "1",
+        "run",
+        str(script),
+        "--source",
+        f"s=file:{tmp_path / 'in'}",
+        "--sink",
+        f"out=file:{tmp_path / 'out'}",
+        "--until-idle",
+        "--checkpoint",
+        str(checkpoint),
+        "--max-files-per-trigger",
+        "1",
     ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
@@ -39,6 +48,8 @@ def test_max_files_per_trigger_makes_one_batch_per_file(spark: Any, tmp_path: Pa
 def test_max_files_per_trigger_must_be_positive(tmp_path: Path) -> None:
     script = tmp_path / "s.cpl"
     script.write_text(SCRIPT)
-    result = CliRunner().invoke(cli, ["run", str(script), "--source", "s=file:x", "--max-files-per-trigger", "0"])
+    result = CliRunner().invoke(
+        cli, ["run", str(script), "--source", "s=file:x", "--max-files-per-trigger", "0"]
+    )
     assert result.exit_code == 2
     assert "--max-files-per-trigger" in result.output and "0" in result.output

@@ -78,7 +78,9 @@ spark.stop()
 """
 
 
-def test_a_stop_interrupting_a_writer_ends_the_query_quietly_and_failures_keep_their_text(tmp_path: Path) -> None:
+def test_a_stop_interrupting_a_writer_ends_the_query_quietly_and_failures_keep_their_text(
+    tmp_path: Path,
+) -> None:
     env = {
         **os.environ,
         "SPARK_LOCAL_DIRS": str(tmp_path / "spark-local"),

@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.spark]
 COLUMNS = "k bigint, total double, note varchar(12), at timestamp, vip boolean, fee decimal(8, 2), n integer"
 NAMES = "k, total, note, at, vip, fee, n"
 
+
 def script(kind: str) -> str:
     """`latest` upserts by k; `calls` appends in Postgres and, since Redis tables need a key, is
     keyed by n (unique per event) there."""
@@ -81,7 +82,15 @@ def test_redis_tables_equal_the_reference(spark: Any, tmp_path: Path, redis_url:
         with redis.Redis.from_url(url) as r:
             r.flushdb()
     run_reference(graph, tmp_path / "ref", sources, [], bind_stores(graph, {"st": ref_url}))
-    run_spark(spark, graph, tmp_path / "spark", sources, [], max_files=1, stores=bind_stores(graph, {"st": spark_url}))
+    run_spark(
+        spark,
+        graph,
+        tmp_path / "spark",
+        sources,
+        [],
+        max_files=1,
+        stores=bind_stores(graph, {"st": spark_url}),
+    )
     ref_keyed, ref_log = _redis_tables(ref_url)
     spark_keyed, spark_log = _redis_tables(spark_url)
     assert len(ref_keyed) == 17 and sum(ref_log.values()) == 54
@@ -92,7 +101,9 @@ def test_redis_tables_equal_the_reference(spark: Any, tmp_path: Path, redis_url:
 
 
 @pytest.mark.postgres
-def test_postgres_tables_equal_the_reference(spark: Any, tmp_path: Path, pg_db: str, postgres_url: str) -> None:
+def test_postgres_tables_equal_the_reference(
+    spark: Any, tmp_path: Path, pg_db: str, postgres_url: str
+) -> None:
     graph = compile_text(script("postgresql"))
     sources = prepare(tmp_path, {"s": events()})
     ref_db = pg_db + "_ref"
@@ -100,7 +111,15 @@ def test_postgres_tables_equal_the_reference(spark: Any, tmp_path: Path, pg_db: 
         admin.execute(f'CREATE DATABASE "{ref_db.rsplit("/", 1)[1]}"')
     try:
         ref = run_reference(graph, tmp_path / "ref", sources, [], bind_stores(graph, {"st": ref_db}))
-        spk = run_spark(spark, graph, tmp_path / "spark", sources, [], max_files=1, stores=bind_stores(graph, {"st": pg_db}))
+        spk = run_spark(
+            spark,
+            graph,
+            tmp_path / "spark",
+            sources,
+            [],
+            max_files=1,
+            stores=bind_stores(graph, {"st": pg_db}),
+        )
         tables = []
         for url in (ref_db, pg_db):
             with psycopg.connect(url) as conn:
@@ -109,7 +128,9 @@ def test_postgres_tables_equal_the_reference(spark: Any, tmp_path: Path, pg_db: 
                     (
                         conn.execute(f"SELECT {NAMES} FROM latest ORDER BY k").fetchall(),
                         sorted(conn.execute(f"SELECT {NAMES} FROM calls").fetchall(), key=repr),
-                        sorted(conn.execute("SELECT k, total, note, at, vip, n FROM plain").fetchall(), key=repr),
+                        sorted(
+                            conn.execute("SELECT k, total, note, at, vip, n FROM plain").fetchall(), key=repr
+                        ),
                     )
                 )
         assert len(tables[0][0]) == 17 and len(tables[0][1]) == 53 and len(tables[0][2]) == 59

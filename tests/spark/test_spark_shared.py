@@ -204,9 +204,7 @@ def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
         return out
 
     def outputs(sg: SparkGraph) -> dict[str, list[Any]]:
-        return {
-            s: sorted(named(sg.port(graph.streams[s]), graph.stream_schema(s)).collect()) for s in SHARED
-        }
+        return {s: sorted(named(sg.port(graph.streams[s]), graph.stream_schema(s)).collect()) for s in SHARED}
 
     plan = batch_plans(graph)
     sizes = []

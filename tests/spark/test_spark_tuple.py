@@ -26,7 +26,11 @@ AGGS: list[tuple[str, str | None, int | None]] = [
     ("count", None, None),
 ]
 BUF = T.StructType(
-    [T.StructField("_v0", T.LongType()), T.StructField("_v1", T.DoubleType()), T.StructField("__seq", T.StringType())]
+    [
+        T.StructField("_v0", T.LongType()),
+        T.StructField("_v1", T.DoubleType()),
+        T.StructField("__seq", T.StringType()),
+    ]
 )
 OUT = ["_k0", *[f"_a{j}" for j in range(len(AGGS))], "__seq"]
 
@@ -101,7 +105,9 @@ def run(events: list[Event], cuts: list[int], size: int, advance: int) -> Counte
 
 @pytest.mark.parametrize(("size", "advance"), [(1, 1), (3, 3), (4, 2), (2, 5), (5, 1), (3, 4)])
 @pytest.mark.parametrize("seed", range(4))
-def test_windows_of_many_groups_across_micro_batches_equal_the_model(size: int, advance: int, seed: int) -> None:
+def test_windows_of_many_groups_across_micro_batches_equal_the_model(
+    size: int, advance: int, seed: int
+) -> None:
     rnd = random.Random(seed * 100 + size * 10 + advance)
     events: list[Event] = []
     for i in range(rnd.randint(0, 120)):

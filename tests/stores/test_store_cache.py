@@ -41,12 +41,24 @@ class Loader:
 def test_hits_misses_and_one_load_per_batch_of_misses() -> None:
     load = Loader({1: [("gold",)], 2: [("bronze",), ("tin",)]})
     cache = ReadCache(10)
-    assert cache.read([(1,), (2,), (1,), (99,)], load) == [[("gold",)], [("bronze",), ("tin",)], [("gold",)], []]
+    assert cache.read([(1,), (2,), (1,), (99,)], load) == [
+        [("gold",)],
+        [("bronze",), ("tin",)],
+        [("gold",)],
+        [],
+    ]
     assert load.calls == [[(1,), (2,), (99,)]]  # one store call; each distinct tuple once
     assert cache.read([(99,), (2,), (3,)], load) == [[], [("bronze",), ("tin",)], []]
     assert load.calls[1:] == [[(3,)]]  # 99 was a negative entry: not asked again
     assert cache.stats() == {
-        "hits": 2, "misses": 5, "loads": 2, "loaded": 4, "evictions": 0, "expired": 0, "entries": 4, "size": 10,
+        "hits": 2,
+        "misses": 5,
+        "loads": 2,
+        "loaded": 4,
+        "evictions": 0,
+        "expired": 0,
+        "entries": 4,
+        "size": 10,
     }
 
 
@@ -100,7 +112,13 @@ def test_the_registry_caches_declared_queries_and_reports_counters(tmp_path: Pat
         assert reg.read(plain, [(1,), (3,)]) == [[("platinum",)], [("new",)]]
         assert reg.cache_stats() == {
             "plan_of": {
-                "hits": 2, "misses": 3, "loads": 2, "loaded": 3, "evictions": 0, "expired": 0, "entries": 3,
+                "hits": 2,
+                "misses": 3,
+                "loads": 2,
+                "loaded": 3,
+                "evictions": 0,
+                "expired": 0,
+                "entries": 3,
                 "size": 100,
             }
         }

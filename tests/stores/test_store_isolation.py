@@ -42,7 +42,11 @@ def test_state_dependent_failures_match_one_by_one_execution(sql_backend: Backen
     events = [(rng.choice([-30, -20, -5, 10, 25]), rng.randrange(6)) for _ in range(400)]
     want, failed = _model({k: 50 for k in range(5)}, events)
     assert 10 < len(failed) < 200  # the draw has failures, not only failures
-    ids = {"event_ids": [f"e{i}" for i in range(len(events))], "scope": ledger.scope("d", "n1")} if ledgered else {}
+    ids = (
+        {"event_ids": [f"e{i}" for i in range(len(events))], "scope": ledger.scope("d", "n1")}
+        if ledgered
+        else {}
+    )
     got = sql_backend.store.update(ADD, events, **ids)  # type: ignore[arg-type]
     assert got.failed == failed
     assert all(got.counts[i] is None for i in failed)
@@ -66,7 +70,9 @@ def test_not_null_violation_is_isolated(sql_backend: Backend) -> None:
 
 @pytest.mark.postgres
 def test_bad_cast_is_isolated(pg_backend: Backend) -> None:
-    pg_backend.execute("CREATE TABLE acc (id integer PRIMARY KEY, amount integer)", "INSERT INTO acc VALUES (1, 100)")
+    pg_backend.execute(
+        "CREATE TABLE acc (id integer PRIMARY KEY, amount integer)", "INSERT INTO acc VALUES (1, 100)"
+    )
     charge = query("UPDATE acc SET amount = amount - CAST(? AS integer) WHERE id = ?", name="charge")
     got = pg_backend.store.update(charge, [("5", 1), ("abc", 1), ("7", 1), ("99999999999", 1)])
     assert got.counts == [1, None, 1, None]
@@ -98,7 +104,12 @@ def test_an_error_that_is_not_about_the_data_fails_the_whole_batch(pg_db: str) -
 
 
 def test_materialize_isolates_rows(sql_backend: Backend) -> None:
-    t = Table("bill", "crm", schema_of(("idcaller", T_INTEGER), ("plan", DataType("varchar", length=4))), ("idcaller",))
+    t = Table(
+        "bill",
+        "crm",
+        schema_of(("idcaller", T_INTEGER), ("plan", DataType("varchar", length=4))),
+        ("idcaller",),
+    )
     rows = [(1, "gold"), (None, "x"), (2, "bronze-too-long"), (3, "tin")]
     got = sql_backend.store.materialize(t, ["idcaller", "plan"], rows)
     if sql_backend.kind == "postgresql":

@@ -14,7 +14,9 @@ def test_placeholders_become_our_columns_and_percent_is_escaped() -> None:
         "SELECT _cep_p._cep_ord, _cep_q.* FROM unnest(%s::bigint[], %s::text[]) WITH ORDINALITY"
         " AS _cep_p(_cep_a1, _cep_a2, _cep_ord) CROSS JOIN LATERAL (\n"
     )
-    assert "SELECT a, '?;%%' FROM t WHERE b = _cep_p._cep_a1 AND c LIKE 'x%%' AND d = _cep_p._cep_a2 \n" in sql
+    assert (
+        "SELECT a, '?;%%' FROM t WHERE b = _cep_p._cep_a1 AND c LIKE 'x%%' AND d = _cep_p._cep_a2 \n" in sql
+    )
     assert sql.endswith(") AS _cep_q ORDER BY _cep_p._cep_ord")
     assert sql.count("%s") == 2
 
@@ -34,8 +36,9 @@ def test_no_parameters_uses_the_batch_size() -> None:
 
 
 def test_describe_uses_dollar_placeholders() -> None:
-    prepare, _, deallocate = describe_statements(select_text("SELECT a FROM t WHERE b = ? AND c LIKE '%?'"),
-                                                 ["unknown"])
+    prepare, _, deallocate = describe_statements(
+        select_text("SELECT a FROM t WHERE b = ? AND c LIKE '%?'"), ["unknown"]
+    )
     assert prepare == "PREPARE _cep_probe (unknown) AS\nSELECT a FROM t WHERE b = $1 AND c LIKE '%?'\n"
     assert deallocate == "DEALLOCATE _cep_probe"
 

@@ -86,7 +86,12 @@ def test_a_replayed_event_the_ledger_sample_misses_is_still_skipped(sql_backend:
 def test_long_and_binary_event_ids(sql_backend: Backend) -> None:
     # Spark's ids hold file paths and NULs; long ones are stored as digests, all stay distinct.
     sql_backend.execute(*BALANCES)
-    ids = ["file:///in/part-1.json\x0000000000000000000000\x00000000000001", "x" * 500, "x" * 499 + "y", "a%00"]
+    ids = [
+        "file:///in/part-1.json\x0000000000000000000000\x00000000000001",
+        "x" * 500,
+        "x" * 499 + "y",
+        "a%00",
+    ]
     params = [(1, 1)] * len(ids)
     assert sql_backend.store.update(CHARGE, params, event_ids=ids, scope=SCOPE).replayed == 0
     assert sql_backend.store.update(CHARGE, params, event_ids=ids, scope=SCOPE).replayed == len(ids)
@@ -175,7 +180,11 @@ def test_two_concurrent_replays_of_one_batch_apply_once(pg_db: str) -> None:
     assert a.counts == b.counts == [1] * 300
     assert sorted([a.replayed, b.replayed]) == [0, 300]
     with psycopg.connect(pg_db) as conn:
-        assert conn.execute("SELECT id, amount FROM balances ORDER BY id").fetchall() == [(1, 0), (2, 0), (3, 0)]
+        assert conn.execute("SELECT id, amount FROM balances ORDER BY id").fetchall() == [
+            (1, 0),
+            (2, 0),
+            (3, 0),
+        ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -194,7 +203,9 @@ def test_a_replayed_materialize_batch_writes_nothing_twice(sql_backend: Backend)
     store.materialize(LOG, ["idcaller", "cost"], [(3, 1.0)], ledger_key=("billing", "n7", 1))
     store.materialize(LOG, ["idcaller", "cost"], [(4, 1.0)], ledger_key=("other", "n7", 0))
     assert sql_backend.fetch("SELECT count(*) FROM call_log") == [(5,)]
-    assert sql_backend.fetch("SELECT key, affected FROM cep_ledger WHERE deployment = 'billing' ORDER BY key") == [
+    assert sql_backend.fetch(
+        "SELECT key, affected FROM cep_ledger WHERE deployment = 'billing' ORDER BY key"
+    ) == [
         ("batch:0", 3),
         ("batch:1", 1),
     ]

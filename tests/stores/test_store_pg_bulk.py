@@ -67,7 +67,9 @@ def test_repeated_keys_in_one_batch_end_as_the_last_row(pg: tuple[SqlStore, psyc
     assert conn.execute("SELECT v FROM keyed WHERE k = 3").fetchone() == (None,)
 
 
-def test_more_repeats_than_generations_take_the_row_by_row_path(pg: tuple[SqlStore, psycopg.Connection]) -> None:
+def test_more_repeats_than_generations_take_the_row_by_row_path(
+    pg: tuple[SqlStore, psycopg.Connection],
+) -> None:
     store, conn = pg
     rows = [row(7, i) for i in range(pg_bulk.MAX_GENERATIONS + 5)] + [row(8, 0)]
     with pytest.raises(pg_bulk.TooManyGenerations):
@@ -95,8 +97,24 @@ def test_a_refused_row_in_a_large_append_fails_alone(pg: tuple[SqlStore, psycopg
 def test_copy_keeps_every_type_exact(pg: tuple[SqlStore, psycopg.Connection]) -> None:
     store, conn = pg
     awkward = [
-        (1, True, -(2**63), float("inf"), Decimal("-123456789.123"), 'a"b\\c\td', datetime(1, 1, 1, tzinfo=UTC)),
-        (2, False, 2**63 - 1, -0.0, Decimal("0.001"), "\n\r,;'", datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        (
+            1,
+            True,
+            -(2**63),
+            float("inf"),
+            Decimal("-123456789.123"),
+            'a"b\\c\td',
+            datetime(1, 1, 1, tzinfo=UTC),
+        ),
+        (
+            2,
+            False,
+            2**63 - 1,
+            -0.0,
+            Decimal("0.001"),
+            "\n\r,;'",
+            datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+        ),
         (3, None, None, float("nan"), None, "", None),
         (4, None, 0, 1e-300, Decimal("1.5"), "é€😀", T0),
     ]
@@ -111,14 +129,19 @@ def test_copy_keeps_every_type_exact(pg: tuple[SqlStore, psycopg.Connection]) ->
     assert conn.execute("SELECT n FROM log WHERE k = 5").fetchone() == (Decimal("1.235"),)
 
 
-def test_upsert_then_append_of_the_same_columns_in_one_session(pg: tuple[SqlStore, psycopg.Connection]) -> None:
+def test_upsert_then_append_of_the_same_columns_in_one_session(
+    pg: tuple[SqlStore, psycopg.Connection],
+) -> None:
     """The staging table is per connection and emptied at commit: batches never see each other's rows."""
     store, conn = pg
     for batch in range(3):
         rows = [row(i, batch * 100 + i) for i in range(50)]
         assert store.materialize(KEYED, NAMES, rows, ledger_key=("bulk", "n2", batch)).failed == []
         assert store.materialize(LOG, NAMES, rows, ledger_key=("bulk", "n3", batch)).failed == []
-    assert conn.execute("SELECT count(*), sum(l - 2^40) FROM keyed").fetchone() == (50, sum(200 + i for i in range(50)))
+    assert conn.execute("SELECT count(*), sum(l - 2^40) FROM keyed").fetchone() == (
+        50,
+        sum(200 + i for i in range(50)),
+    )
     assert conn.execute("SELECT count(*) FROM log").fetchone() == (150,)
 
 
@@ -126,7 +149,9 @@ def test_keyed_tables_leave_room_for_in_place_updates(pg: tuple[SqlStore, psycop
     store, conn = pg
     store.materialize(KEYED, NAMES, [row(1, 1)])
     store.materialize(LOG, NAMES, [row(1, 1)])
-    options = dict(conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN ('keyed', 'log')").fetchall())
+    options = dict(
+        conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN ('keyed', 'log')").fetchall()
+    )
     assert options == {"keyed": ["fillfactor=70"], "log": None}
 
 
@@ -134,7 +159,11 @@ def test_keyed_tables_leave_room_for_in_place_updates(pg: tuple[SqlStore, psycop
 
 ARROW_NAMES = ["k", "b", "l", "d", "v", "ts"]  # no decimal: numeric takes the row path
 ARROW_COLUMNS = schema_of(
-    ("k", T_INTEGER), ("b", T_BOOLEAN), ("l", T_BIGINT), ("d", T_DOUBLE), ("v", DataType("varchar", length=8)),
+    ("k", T_INTEGER),
+    ("b", T_BOOLEAN),
+    ("l", T_BIGINT),
+    ("d", T_DOUBLE),
+    ("v", DataType("varchar", length=8)),
     ("ts", T_TIMESTAMP),
 )
 
@@ -158,15 +187,28 @@ def test_an_arrow_batch_is_stored_as_its_rows_would_be(pg: tuple[SqlStore, psyco
     assert store.materialize_arrow(arrow_log, ARROW_NAMES, arrow_table(rows)).failed == []
     assert store.materialize(row_log, ARROW_NAMES, rows).failed == []
     read = "SELECT k, b, l, d::text, v, ts FROM {} ORDER BY k"
-    assert conn.execute(read.format("arrow_log")).fetchall() == conn.execute(read.format("row_log")).fetchall()
-    assert conn.execute(read.format("arrow_log")).fetchall()[0][:5] == (1, True, -(2**63), "-Infinity", 'a"b\\c')
+    assert (
+        conn.execute(read.format("arrow_log")).fetchall() == conn.execute(read.format("row_log")).fetchall()
+    )
+    assert conn.execute(read.format("arrow_log")).fetchall()[0][:5] == (
+        1,
+        True,
+        -(2**63),
+        "-Infinity",
+        'a"b\\c',
+    )
 
 
-def test_an_arrow_upsert_with_a_refused_row_and_repeated_keys(pg: tuple[SqlStore, psycopg.Connection]) -> None:
+def test_an_arrow_upsert_with_a_refused_row_and_repeated_keys(
+    pg: tuple[SqlStore, psycopg.Connection],
+) -> None:
     store, conn = pg
     keyed = Table("arrow_keyed", "crm", ARROW_COLUMNS, ("k",))
     first = [(k, True, k, k / 2, f"v{k}", T0) for k in range(100)]
-    assert store.materialize_arrow(keyed, ARROW_NAMES, arrow_table(first), ledger_key=("bulk", "a1", 0)).failed == []
+    assert (
+        store.materialize_arrow(keyed, ARROW_NAMES, arrow_table(first), ledger_key=("bulk", "a1", 0)).failed
+        == []
+    )
     second = [(k, False, -k, 0.0, "w", T0) for k in range(50, 150)]
     second[10] = (60, False, 0, 0.0, "far too long", T0)  # refused: varchar(8)
     second.append((70, True, 70_000, 1.0, "last", T0))  # key 70 twice: the row path, in order
@@ -190,7 +232,9 @@ def test_arrow_encoding_matches_psycopg_for_unique_keys(pg: tuple[SqlStore, psyc
     bp = materializer._bulk_plan(plan)
     assert pg_bulk.unique_keys(data, plan, bp)
     payload = pg_bulk.encode_arrow(data, plan, bp)
-    assert payload is not None and payload.startswith(b"PGCOPY\n\xff\r\n\x00") and payload.endswith(b"\xff\xff")
+    assert (
+        payload is not None and payload.startswith(b"PGCOPY\n\xff\r\n\x00") and payload.endswith(b"\xff\xff")
+    )
     assert store.materialize_arrow(keyed, ARROW_NAMES, data).failed == []
     assert sorted(conn.execute("SELECT k, b, l, d, v, ts FROM arrow_enc").fetchall()) == rows
 

@@ -31,7 +31,9 @@ def pg(pg_db: str) -> Iterator[tuple[SqlStore, psycopg.Connection[tuple[object, 
     store.close()
 
 
-def test_str_and_null_parameters_get_the_type_the_server_infers(pg: tuple[SqlStore, psycopg.Connection]) -> None:
+def test_str_and_null_parameters_get_the_type_the_server_infers(
+    pg: tuple[SqlStore, psycopg.Connection],
+) -> None:
     store, _ = pg
     q = query("SELECT idplan FROM plans WHERE idcaller = ?")
     # A str against an integer column works as it does for one event (psycopg sends str untyped)...
@@ -68,7 +70,9 @@ def test_reads_run_in_a_read_only_transaction(pg: tuple[SqlStore, psycopg.Connec
     assert conn.execute("SELECT last_value, is_called FROM s").fetchone() == (1, False)
     # A query that writes through a CTE is refused too (nested in the batch's LATERAL, it cannot run).
     with pytest.raises(StoreQueryError):
-        store.read(query("WITH d AS (DELETE FROM plans RETURNING 1) SELECT count(*) FROM d WHERE ? = 1"), [(1,)])
+        store.read(
+            query("WITH d AS (DELETE FROM plans RETURNING 1) SELECT count(*) FROM d WHERE ? = 1"), [(1,)]
+        )
     assert conn.execute("SELECT count(*) FROM plans").fetchone() == (2,)
 
 
@@ -120,8 +124,10 @@ def test_materialized_columns_have_the_declared_types(pg: tuple[SqlStore, psycop
         ("ts", "timestamp with time zone", None, None, None, "YES"),
     ]
     # No SERIAL default sneaked onto the integer key.
-    assert conn.execute("SELECT column_default FROM information_schema.columns WHERE table_name = 'typed'"
-                        " AND column_name = 'i'").fetchone() == (None,)
+    assert conn.execute(
+        "SELECT column_default FROM information_schema.columns WHERE table_name = 'typed'"
+        " AND column_name = 'i'"
+    ).fetchone() == (None,)
 
 
 def test_concurrent_batches_through_the_bounded_pool(pg: tuple[SqlStore, psycopg.Connection]) -> None:

@@ -63,7 +63,9 @@ def test_upsert_encodes_values_and_sets_ttl(redis_cache: RedisStore, redis_clien
     assert redis_client.hgetall("live_bill:8") == {"idcaller": "8", "total": "9.0", "vip": "false"}
 
 
-def test_key_encoding_cannot_collide_or_escape_the_prefix(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
+def test_key_encoding_cannot_collide_or_escape_the_prefix(
+    redis_cache: RedisStore, redis_client: redis.Redis
+) -> None:
     table = Table("t:x", "cache", schema_of(("a", T_STRING), ("b", T_STRING), ("v", T_INTEGER)), ("a", "b"))
     rows = [
         ("a:b", "c", 1),

@@ -41,14 +41,19 @@ def rows(n: int) -> list[tuple[object, ...]]:
     return [(i, i / 4, f"n;{i}'\x00", T0 + timedelta(microseconds=i)) for i in range(n)]
 
 
-def test_a_batch_of_several_chunks_is_written_whole_and_once(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
+def test_a_batch_of_several_chunks_is_written_whole_and_once(
+    redis_cache: RedisStore, redis_client: redis.Redis
+) -> None:
     batch = rows(redis_bulk.CHUNK_ROWS * 2 + 7)
     first = redis_cache.materialize(KEYED, NAMES, batch, ledger_key=("bulk", "n1", 0))
     assert first.failed == [] and not first.replayed
     assert redis_client.dbsize() == len(batch) + 1  # the rows and the batch marker
     last = batch[-1]
     assert redis_client.hgetall(row_key(KEYED, [last[0]])) == {
-        "k": str(last[0]), "total": repr(last[1]), "note": last[2], "at": last[3].isoformat(),  # type: ignore[union-attr]
+        "k": str(last[0]),
+        "total": repr(last[1]),
+        "note": last[2],
+        "at": last[3].isoformat(),  # type: ignore[union-attr]
     }
     assert 0 < redis_client.pttl(row_key(KEYED, [0])) <= 3_600_000
     # the replay writes nothing: an overwritten row stays overwritten
@@ -58,14 +63,18 @@ def test_a_batch_of_several_chunks_is_written_whole_and_once(redis_cache: RedisS
     assert redis_client.hget(row_key(KEYED, [5]), "total") == "changed"
 
 
-def test_null_removes_the_field_and_the_empty_string_is_kept(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
+def test_null_removes_the_field_and_the_empty_string_is_kept(
+    redis_cache: RedisStore, redis_client: redis.Redis
+) -> None:
     redis_cache.materialize(KEYED, NAMES, [(1, 1.0, "x", T0), (2, None, "", None)])
     redis_cache.materialize(KEYED, ["k", "note"], [(1, None)])
     assert redis_client.hgetall(row_key(KEYED, [1])) == {"k": "1", "total": "1.0", "at": T0.isoformat()}
     assert redis_client.hgetall(row_key(KEYED, [2])) == {"k": "2", "note": ""}
 
 
-def test_a_refused_row_fails_alone_and_a_replay_reports_it_again(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
+def test_a_refused_row_fails_alone_and_a_replay_reports_it_again(
+    redis_cache: RedisStore, redis_client: redis.Redis
+) -> None:
     redis_client.set(row_key(KEYED, [3]), "a string, not a hash")
     batch = rows(6)
     batch[4] = (None, 1.0, "no key", T0)  # refused before sending: NULL in the primary key
@@ -79,7 +88,9 @@ def test_a_refused_row_fails_alone_and_a_replay_reports_it_again(redis_cache: Re
     assert redis_client.hget(marker_key(("bulk", "n2", 9)), "~done") == "1"
 
 
-def test_appends_are_numbered_without_gaps_across_chunks(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
+def test_appends_are_numbered_without_gaps_across_chunks(
+    redis_cache: RedisStore, redis_client: redis.Redis
+) -> None:
     n = redis_bulk.CHUNK_ROWS + 3
     redis_cache.materialize(LOG, NAMES, rows(n), ledger_key=("bulk", "n3", 0))
     redis_cache.materialize(LOG, NAMES, rows(2), ledger_key=("bulk", "n3", 1))
@@ -87,18 +98,31 @@ def test_appends_are_numbered_without_gaps_across_chunks(redis_cache: RedisStore
     assert redis_client.get("calls") == str(n + 2)
     keys = {k for k in redis_client.scan_iter("calls:*")}
     assert keys == {f"calls:{i}" for i in range(1, n + 3)}
-    assert redis_client.hget(f"calls:{n}", "k") == str(n - 1) and redis_client.hget(f"calls:{n + 1}", "k") == "0"
+    assert (
+        redis_client.hget(f"calls:{n}", "k") == str(n - 1) and redis_client.hget(f"calls:{n + 1}", "k") == "0"
+    )
 
 
 # ---- Arrow batches (what Spark hands over): the same hashes as the row path ----------------------
 
 WIDE = schema_of(
-    ("k", T_BIGINT), ("total", T_DOUBLE), ("note", T_STRING), ("at", T_TIMESTAMP), ("vip", T_BOOLEAN),
-    ("fee", DataType("decimal", precision=8, scale=2)), ("n", T_INTEGER),
+    ("k", T_BIGINT),
+    ("total", T_DOUBLE),
+    ("note", T_STRING),
+    ("at", T_TIMESTAMP),
+    ("vip", T_BOOLEAN),
+    ("fee", DataType("decimal", precision=8, scale=2)),
+    ("n", T_INTEGER),
 )
 WIDE_NAMES = ["k", "total", "note", "at", "vip", "fee", "n"]
 WIDE_TYPES = [
-    pa.int64(), pa.float64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.bool_(), pa.decimal128(8, 2), pa.int32(),
+    pa.int64(),
+    pa.float64(),
+    pa.string(),
+    pa.timestamp("us", tz="UTC"),
+    pa.bool_(),
+    pa.decimal128(8, 2),
+    pa.int32(),
 ]
 
 
@@ -106,18 +130,38 @@ def wide_rows() -> list[tuple[object, ...]]:
     return [
         (1, 1.0, "a:b%c", datetime(1, 1, 1, tzinfo=UTC), True, Decimal("1.50"), -7),
         (2, None, "", None, None, None, None),
-        (3, 1e16, "é€😀\x00", datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), False, Decimal("-0.01"), 0),
-        (4, -0.0, None, datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), True, Decimal("0.00"), 2**31 - 1),
+        (
+            3,
+            1e16,
+            "é€😀\x00",
+            datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+            False,
+            Decimal("-0.01"),
+            0,
+        ),
+        (
+            4,
+            -0.0,
+            None,
+            datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+            True,
+            Decimal("0.00"),
+            2**31 - 1,
+        ),
         (5, float("nan"), "x", T0 + timedelta(microseconds=5), None, Decimal("12.30"), 5),
     ]
 
 
 def wide_table(rows: list[tuple[object, ...]]) -> pa.Table:
     columns = list(zip(*rows, strict=True))
-    return pa.table([pa.array(list(c), t) for c, t in zip(columns, WIDE_TYPES, strict=True)], names=WIDE_NAMES)
+    return pa.table(
+        [pa.array(list(c), t) for c, t in zip(columns, WIDE_TYPES, strict=True)], names=WIDE_NAMES
+    )
 
 
-def test_an_arrow_batch_makes_the_same_hashes_as_its_rows(redis_cache: RedisStore, redis_client: redis.Redis) -> None:
+def test_an_arrow_batch_makes_the_same_hashes_as_its_rows(
+    redis_cache: RedisStore, redis_client: redis.Redis
+) -> None:
     by_rows = Table("by_rows", "cache", WIDE, ("k",), ttl_ms=60_000)
     by_arrow = Table("by_arrow", "cache", WIDE, ("k",), ttl_ms=60_000)
     redis_cache.materialize(by_rows, WIDE_NAMES, wide_rows())
@@ -140,6 +184,8 @@ def test_arrow_appends_replays_and_a_refused_row(redis_cache: RedisStore, redis_
     assert redis_client.get("wide_log") == str(n) and redis_client.hget(f"wide_log:{n}", "k") == str(n - 1)
     keyed = Table("wide_keyed", "cache", WIDE, ("k",))
     redis_client.set("wide_keyed:2", "not a hash")
-    result = redis_cache.materialize_arrow(keyed, WIDE_NAMES, wide_table(wide_rows()), ledger_key=("bulk", "w2", 0))
+    result = redis_cache.materialize_arrow(
+        keyed, WIDE_NAMES, wide_table(wide_rows()), ledger_key=("bulk", "w2", 0)
+    )
     assert result.failed == [1] and "WRONGTYPE" in (result.errors[1] or "")
     assert redis_client.hget("wide_keyed:3", "k") == "3"

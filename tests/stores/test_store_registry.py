@@ -82,7 +82,9 @@ def test_dispatch_to_each_store(pg_db: str, redis_db: str, tmp_path: Path) -> No
         assert str(info.value).startswith("store crm (postgresql://postgres:***@")
         assert 'column "nope" does not exist' in str(info.value)
 
-        with pytest.raises(StoreConfigError, match=r"no data store nowhere is declared \(declared: Local, cache, crm\)"):
+        with pytest.raises(
+            StoreConfigError, match=r"no data store nowhere is declared \(declared: Local, cache, crm\)"
+        ):
             reg.read(query("SELECT 1 WHERE 1 = ?", store="nowhere"), [(1,)])
     finally:
         reg.close()

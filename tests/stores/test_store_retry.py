@@ -148,7 +148,10 @@ CHARGE = query("UPDATE acc SET amount = amount - ? WHERE id = ?", name="charge")
 
 @pytest.mark.postgres
 def test_a_server_back_within_the_retries_is_used_again(
-    proxied_pg: tuple[SqlStore, TcpProxy], pg_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    proxied_pg: tuple[SqlStore, TcpProxy],
+    pg_db: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     store, proxy = proxied_pg
     monkeypatch.setattr(store, "retry", RetryPolicy(tries=8, base_s=0.05))

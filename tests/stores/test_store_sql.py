@@ -108,7 +108,9 @@ def test_rows_keep_the_order_by_of_each_event(sql_backend: Backend) -> None:
     desc = [(s,) for s in range(59, -1, -1)]
     assert got == [desc if c != 7 else [] for (c,) in params]
     # LIMIT applies per event, not to the whole batch.
-    top = sql_backend.store.read(query("SELECT seq FROM calls WHERE idcaller = ? ORDER BY seq LIMIT 2"), params)
+    top = sql_backend.store.read(
+        query("SELECT seq FROM calls WHERE idcaller = ? ORDER BY seq LIMIT 2"), params
+    )
     assert top == [[(0,), (1,)] if c != 7 else [] for (c,) in params]
 
 
@@ -170,7 +172,9 @@ def test_typed_parameters_and_results_round_trip(sql_backend: Backend) -> None:
         "SELECT id, ts, amount, ok, ratio FROM ledger WHERE ts >= ? AND amount > ? AND ok = ? ORDER BY id",
         returns=returns,
     )
-    got = sql_backend.store.read(q, [(t0 + timedelta(hours=2), Decimal("1.5"), True), (t0, Decimal("0"), False)])
+    got = sql_backend.store.read(
+        q, [(t0 + timedelta(hours=2), Decimal("1.5"), True), (t0, Decimal("0"), False)]
+    )
     assert got == [[rows[2], rows[4]], [rows[1], rows[3], rows[5]]]
     ts = got[0][0][1]
     assert isinstance(ts, datetime) and ts.utcoffset() == timedelta(0)
@@ -182,7 +186,9 @@ def test_typed_parameters_and_results_round_trip(sql_backend: Backend) -> None:
 
 
 def test_update_applies_in_order_with_rowcounts(sql_backend: Backend) -> None:
-    sql_backend.execute("CREATE TABLE t (k integer PRIMARY KEY, x integer)", "INSERT INTO t VALUES (1, 0), (2, 0)")
+    sql_backend.execute(
+        "CREATE TABLE t (k integer PRIMARY KEY, x integer)", "INSERT INTO t VALUES (1, 0), (2, 0)"
+    )
     set_x = query("UPDATE t SET x = ? WHERE k = ?")
     result = sql_backend.store.update(set_x, [(10, 1), (20, 2), (30, 1), (40, 99), (50, 1)])
     assert result.counts == [1, 1, 1, 0, 1]
@@ -260,7 +266,9 @@ def test_materialize_upserts_by_primary_key(sql_backend: Backend) -> None:
     assert sql_backend.fetch("SELECT total, calls FROM daily_bill WHERE idcaller = 1") == [(99.0, 2)]
     # Only the key: inserts when missing, leaves an existing row alone.
     store.materialize(BILL, ["idcaller"], [(1,), (4,)])
-    assert sql_backend.fetch("SELECT idcaller, total, calls FROM daily_bill WHERE idcaller IN (1, 4) ORDER BY 1") == [
+    assert sql_backend.fetch(
+        "SELECT idcaller, total, calls FROM daily_bill WHERE idcaller IN (1, 4) ORDER BY 1"
+    ) == [
         (1, 99.0, 2),
         (4, None, None),
     ]
@@ -271,7 +279,11 @@ def test_materialize_appends_without_primary_key(sql_backend: Backend) -> None:
     sql_backend.store.materialize(log, ["idcaller", "cost"], [(1, 2.0), (1, 2.0)])
     sql_backend.store.materialize(log, ["cost", "idcaller"], [(3.0, 1)])
     sql_backend.store.materialize(log, ["idcaller", "cost"], [])
-    assert sql_backend.fetch("SELECT idcaller, cost FROM call_log ORDER BY cost") == [(1, 2.0), (1, 2.0), (1, 3.0)]
+    assert sql_backend.fetch("SELECT idcaller, cost FROM call_log ORDER BY cost") == [
+        (1, 2.0),
+        (1, 2.0),
+        (1, 3.0),
+    ]
 
 
 def test_materialize_refuses_a_different_existing_table(sql_backend: Backend) -> None:
