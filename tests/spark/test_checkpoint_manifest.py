@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cpl.compiler import compile_script
-from deployer.spark.checkpoint import LOCK, MANIFEST, CheckpointGuard, CheckpointRefused, query_problems
+from deployer.spark.checkpoint import FORMAT, LOCK, MANIFEST, CheckpointGuard, CheckpointRefused, query_problems
 from deployer.spark.compat import incompatibilities
 from operators import graph as g
 
@@ -87,7 +87,7 @@ def test_a_new_directory_gets_a_manifest_that_records_started_queries(tmp_path: 
     d = tmp_path / "ck"
     open_(d)
     manifest = json.loads((d / MANIFEST).read_text())
-    assert manifest["format"] == 1 and manifest["started"] == [] and manifest["outputs"] == {}
+    assert manifest["format"] == FORMAT and manifest["started"] == [] and manifest["outputs"] == {}
     first_run(d)
     manifest = json.loads((d / MANIFEST).read_text())
     assert manifest["started"] == QUERIES
@@ -231,7 +231,7 @@ def test_only_the_latest_log_files_are_read_and_spark_formats_pass(tmp_path: Pat
     )
 
 
-def test_an_unreadable_or_newer_manifest_is_refused(tmp_path: Path) -> None:
+def test_an_unreadable_newer_or_older_manifest_is_refused(tmp_path: Path) -> None:
     d = tmp_path / "ck"
     first_run(d)
     text = (d / MANIFEST).read_text()
@@ -239,6 +239,9 @@ def test_an_unreadable_or_newer_manifest_is_refused(tmp_path: Path) -> None:
     assert f"{d / MANIFEST} is truncated or unreadable" in refused(d)
     (d / MANIFEST).write_text(json.dumps({**json.loads(text), "format": 99}))
     assert "has format 99, which this version of cep does not know" in refused(d)
+    # Format 1: file sources read in modification-time order, no Sequencer state: Spark cannot resume it.
+    (d / MANIFEST).write_text(json.dumps({**json.loads(text), "format": 1}))
+    assert "was written by an earlier version of cep (format 1)" in refused(d)
 
 
 def test_a_run_in_progress_holds_the_directory(tmp_path: Path) -> None:
