@@ -189,9 +189,11 @@ class Merger:
 
     @property
     def final(self) -> int | None:
-        """At the end, the latest time any input reached (DECISION: max, not min, over inputs)."""
+        """At the end, the merge's final watermark: the least of its inputs' (those that had events),
+        as Spark's watermark is the least of its streams'; a window the slower input has not passed
+        does not fire (docs/language.md, "Incomplete windows never fire")."""
         known = [f for f in self.finals if f is not None]
-        return max(known) if known else None
+        return min(known) if known else None
 
 
 class UnionOp(Operator):
