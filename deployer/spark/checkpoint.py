@@ -59,6 +59,11 @@ class CheckpointRefused(Exception):
     """The run cannot resume from its --checkpoint directory; the message says why and what to do."""
 
 
+def arrival_log(directory: Path, stream: str) -> Path:
+    """Where a file source's arrival log lives in the checkpoint DIR (deployer.spark.file_source)."""
+    return directory / "inputs" / f"{stream.lower()}.files"
+
+
 def query_dir(query: str) -> str:
     """The sub-directory of DIR that keeps a query's checkpoint ("table:bill" -> "table_bill")."""
     return query.replace(":", "_")
@@ -341,6 +346,13 @@ def _check(directory: Path, manifest: dict[str, Any], outputs: Mapping[str, Any]
         for query in _used(manifest["started"], outputs)
         for why in query_problems(directory / query_dir(query), query)
     ]
+    if manifest["started"]:
+        broken += [
+            f"the arrival log of stream '{stream}', {arrival_log(directory, stream)}, is missing, and with "
+            "it which of its files were read, in which order"
+            for stream, uri in (manifest.get("sources") or {}).items()
+            if uri.startswith("file:") and not arrival_log(directory, stream).is_file()
+        ]
     if broken:
         raise CheckpointRefused(
             f"cannot resume from checkpoint {directory}: " + "; ".join(broken) + ". From what is left, "

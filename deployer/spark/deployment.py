@@ -29,7 +29,7 @@ from pyspark.sql.streaming import StreamingQuery
 from deployer import settings
 from deployer.connectors.files import file_dir
 from deployer.connectors.redis_stream import is_redis_stream_uri
-from deployer.spark.checkpoint import drop_interrupted_log_writes, query_dir
+from deployer.spark.checkpoint import arrival_log, drop_interrupted_log_writes, query_dir
 from deployer.spark.columns import col_name
 from deployer.spark.dead_letters import dead_letter_frame, dead_letter_writer
 from deployer.spark.graph import SEQ, SparkGraph, filters_counted, named
@@ -132,7 +132,7 @@ class SparkDeployment:
         if is_redis_stream_uri(uri):
             good, bad = redis_stream_source(self.spark, uri, src)
         else:
-            log = self.checkpoint / "inputs" / f"{src.stream.lower()}.files"
+            log = arrival_log(self.checkpoint, src.stream)
             good, bad = file_source(self.spark, uri, src, log, max_files_per_trigger)
         self.rejected.append((src.stream, bad))
         return good

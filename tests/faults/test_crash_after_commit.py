@@ -86,7 +86,10 @@ def test_crash_after_the_postgres_commit_replays_nothing(
 
     code, _, out = run_to_end(args, run_env(tmp_path), tmp_path, log)
     assert code == 0, out[-3000:]
-    assert not (query / "offsets" / str(FILES)).exists() and (query / "commits" / str(FILES - 1)).exists()
+    # Every batch the run planned is committed (after the data, Spark may run one without data to
+    # move the watermark on: it writes nothing).
+    planned = {p.name for p in (query / "offsets").iterdir() if p.name.isdigit()}
+    assert planned == {p.name for p in (query / "commits").iterdir() if p.name.isdigit()} >= {str(FILES - 1)}
     # The replay found the batch's ledger row and wrote nothing: the row is the same one (not
     # deleted and written again), and one ledger row per batch.
     assert ledger_row(pg_db, node, CRASH_AT) == committed

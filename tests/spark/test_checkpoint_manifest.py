@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from cpl.compiler import compile_script
-from deployer.spark.checkpoint import FORMAT, LOCK, MANIFEST, CheckpointGuard, CheckpointRefused, query_problems
+from deployer.spark.checkpoint import (
+    FORMAT,
+    LOCK,
+    MANIFEST,
+    CheckpointGuard,
+    CheckpointRefused,
+    arrival_log,
+    query_problems,
+)
 from deployer.spark.compat import incompatibilities
 from operators import graph as g
 
@@ -67,11 +75,14 @@ def spark_query(qdir: Path, batches: int = 2) -> None:
 
 
 def first_run(d: Path) -> CheckpointGuard:
-    """A first run that started its queries and committed two batches in each."""
+    """A first run that started its queries and committed two batches in each, and logged the order
+    its file source's files arrived in."""
     guard = open_(d)
     for q in QUERIES:
         spark_query(d / q.replace(":", "_"))
         guard.started(q)
+    arrival_log(d, "calls").parent.mkdir()
+    arrival_log(d, "calls").write_text("calls-0000.jsonl\ncalls-0001.jsonl\n")
     return guard
 
 
@@ -188,6 +199,15 @@ def test_a_missing_query_checkpoint_is_refused_unless_the_run_no_longer_has_it(t
     (tmp_path / "gone").rename(d / "table_call_log")
     (d / "dead-letters").rename(tmp_path / "gone")
     assert "the checkpoint of dead-letters" in refused(d)
+
+
+def test_a_lost_arrival_log_is_refused(tmp_path: Path) -> None:
+    """Which files of a source were read, and in which order, is its arrival log: without it a restart
+    could read a file twice or never."""
+    d = tmp_path / "ck"
+    first_run(d)
+    arrival_log(d, "calls").unlink()
+    assert f"the arrival log of stream 'calls', {arrival_log(d, 'calls')}, is missing" in refused(d)
 
 
 @pytest.mark.parametrize(
