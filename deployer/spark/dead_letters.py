@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deployer.connectors.files import file_dir
 from deployer.connectors.records import json_value
 from deployer.spark.sinks import Counter
 from stores.arrow import micros_value
@@ -123,3 +125,13 @@ def dead_letter_writer(
         os.replace(tmp, directory / file)
 
     return write
+
+
+def dead_letter_dir(dead_letter: str | None, sinks: Iterable[str]) -> Path | None:
+    """Where dead letters go: the given URI (None: the console), else beside the first file sink."""
+    if dead_letter == "console":
+        return None
+    if dead_letter:
+        return file_dir(dead_letter) or Path(dead_letter)
+    first = next((d for u in sinks if (d := file_dir(u)) is not None), None)
+    return (first.parent / "dead-letter") if first else Path("dead-letter")

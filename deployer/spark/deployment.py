@@ -27,12 +27,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from deployer import settings
-from deployer.connectors.files import file_dir
 from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.checkpoint import arrival_log, drop_interrupted_log_writes, query_dir
-from deployer.spark.columns import col_name
-from deployer.spark.dead_letters import dead_letter_frame, dead_letter_writer
-from deployer.spark.graph import SEQ, SparkGraph, filters_counted, named
+from deployer.spark.dead_letters import dead_letter_dir, dead_letter_frame, dead_letter_writer
+from deployer.spark.graph import SparkGraph, filters_counted, named
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.interrupt import interruptible
 from deployer.spark.materialize import materialize_writer
@@ -45,16 +43,16 @@ from deployer.spark.queries import (
     shared_inputs,
     store_kinds,
 )
-from deployer.spark.redis_source import redis_stream_source, redis_stream_writer
+from deployer.spark.redis_source import redis_stream_source
 from deployer.spark.session import SESSION_CONF
 from deployer.spark.shared import batch_plans, shared_writer, stem
-from deployer.spark.sinks import console_batch_writer, file_batch_writer
+from deployer.spark.sinks import sink_writer
 from deployer.spark.sources import SourceError, file_source, generator_source
 from operators import graph as g
 from stores.bindings import StoreBindings
-from stores.urls import redact_text
 
 Writer = Callable[[DataFrame, int], None]
+_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def _stream(graph: g.Graph, name: str) -> str:
@@ -102,7 +100,7 @@ class SparkDeployment:
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.sql)
             self.sg.deployment = name
         self.sinks = {_stream(graph, s): uri for s, uri in sinks.items()}
-        self.dead_dir = self._dead_letter_dir(dead_letter)
+        self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
         self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores))
         self.queries: list[StreamingQuery] = []
         # With --until-idle every query ends once it has consumed the input, so they need not all
@@ -137,15 +135,6 @@ class SparkDeployment:
         self.rejected.append((src.stream, bad))
         return good
 
-    def _dead_letter_dir(self, dead_letter: str | None) -> Path | None:
-        """Where dead letters go: the given URI (None: the console), else beside the first file sink."""
-        if dead_letter == "console":
-            return None
-        if dead_letter:
-            return file_dir(dead_letter) or Path(dead_letter)
-        first = next((file_dir(u) for u in self.sinks.values() if file_dir(u) is not None), None)
-        return (first.parent / "dead-letter") if first else Path("dead-letter")
-
     # ---- starting the queries ------------------------------------------------------------------
 
     def _start(self, df: DataFrame, name: str, writer: Writer) -> None:
@@ -161,9 +150,24 @@ class SparkDeployment:
             w = w.option("checkpointLocation", str(self.checkpoint / query_dir(name)))
             w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
             drop_interrupted_log_writes(self.checkpoint / query_dir(name))
-            self.queries.append(w.start())
+            self.queries.append(self._started(w, name))
             if self.on_started is not None:
                 self.on_started(name)
+
+    def _started(self, w: Any, name: str) -> StreamingQuery:
+        """`w` started with the state partitions its stateful operators need: a query whose only
+        state is the Sequencer's (one key per stream) gets one partition, the others the settings'
+        (CEP_SHUFFLE_PARTITIONS); every state partition is a state store loaded and committed in every
+        micro-batch. A query keeps the number it started with for the life of its checkpoint."""
+        planned = next((q for q in self.plan if q.name == name), None)
+        windows = planned is None or bool(planned.stateful)
+        conf = self.spark.conf
+        before = conf.get(_PARTITIONS) or str(settings.current().shuffle_partitions)
+        conf.set(_PARTITIONS, str(settings.current().shuffle_partitions if windows else 1))
+        try:
+            return w.start()
+        finally:
+            conf.set(_PARTITIONS, before)
 
     def _gated(self, writer: Writer) -> Writer:
         """`writer`, unless the run is stopping: then a batch that has not begun writing fails before
@@ -180,22 +184,8 @@ class SparkDeployment:
         return write
 
     def _sink_writer(self, stream: str, uri: str) -> Writer:
-        port = self.graph.streams[stream]
-        schema = self.graph.stream_schema(stream)
-        # Each batch is written in the reference executor's order: event time, then arrival.
-        ts = self.sg.event_time_index(port)
-        order = ([col_name(ts)] if ts is not None else []) + [SEQ]
-        if uri == "console":
-            tagged = sum(1 for u in self.sinks.values() if u == "console") > 1
-            return console_batch_writer(stream, schema.names, tagged, order, self._count("out"))
-        if is_redis_stream_uri(uri):
-            return redis_stream_writer(uri, stream, schema.names, order)
-        d = file_dir(uri)
-        if d is None:
-            raise ValueError(
-                f"sink '{stream}': unsupported URI {redact_text(uri)!r}; use file:DIR, redis://...?stream=KEY or console"
-            )
-        return file_batch_writer(d, stream, schema.names, order, self._count("out"))
+        consoles = sum(1 for u in self.sinks.values() if u == "console")
+        return sink_writer(self.graph, stream, uri, consoles > 1, self._count("out"))
 
     def start(self) -> None:
         """Translate the graph and start the queries of `self.plan`, in its order."""

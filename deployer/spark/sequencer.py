@@ -26,6 +26,7 @@ few rows (deployer.spark.arrow_batches), like the TUPLE window's.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,23 +86,25 @@ class Sequencer(StatefulProcessor):
         for frame in rows:
             frame.columns = self.input_columns
             blobs.extend(frame["__events"].tolist())
-        given = unpacked(blobs)
+        events, ended = _arrivals(blobs)
         stored = self.state.get()
         latest = _NONE if stored is None or stored[0] is None else int(stored[0])
         held = unpacked([stored[1]]) if stored is not None and stored[1] is not None else None
-        ends = pc.fill_null(given.column(END), False)
-        ended = bool(pc.any(ends).as_py())  # the input ends in this batch: release everything
-        events = given.filter(pc.invert(ends)).drop_columns([END]).sort_by(SEQ)
         ts = _micros(events, self.ts)
         # the largest event time before each event, in arrival order
         before = np.concatenate([[latest], np.maximum.accumulate(np.maximum(ts, latest))[:-1]])[: len(ts)]
         late = (before != _NONE) & (ts < np.where(before == _NONE, ts, before) - self.delay)
         latest = max(latest, int(ts.max())) if len(ts) else latest
         held = self._held(held, events.filter(pa.array(~late)))
+        held_ts = _micros(held, self.ts)
         now = np.ones(held.num_rows, dtype=bool)
         if not ended:
-            now = _micros(held, self.ts) <= (latest - self.delay if latest != _NONE else _NONE)
-        released = held.filter(pa.array(now)).sort_by([(self.ts, "ascending"), (SEQ, "ascending")])
+            now = held_ts <= (latest - self.delay if latest != _NONE else _NONE)
+        # `held` is in arrival order (the events held before this batch came first): a stable sort by
+        # event time gives (event time, arrival). With WATERMARK 0 the events are in order already.
+        released = held.filter(pa.array(now))
+        if self.delay:
+            released = released.take(pa.array(np.argsort(held_ts[now], kind="stable")))
         held = held.filter(pa.array(~now))
         self.state.update((None if latest == _NONE else latest, _blob(held) if held.num_rows else None))
         reasons = [
@@ -135,6 +138,46 @@ class Sequencer(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def _arrivals(blobs: list[bytes]) -> tuple[pa.Table, bool]:
+    """A micro-batch's events of the stream in arrival order (`__seq`), and whether its end-of-input
+    row is among them. Each blob holds consecutive events of one partition, in order: the blobs are
+    put in the order of their first event, and only when their ranges overlap is every event sorted
+    (a sort of the order keys, which are text, is most of the cost of this stage otherwise)."""
+    tables = sorted(
+        (t for t in (pa.ipc.open_stream(b).read_all() for b in blobs) if t.num_rows), key=_first_seq
+    )
+    whole = pa.concat_tables(tables).combine_chunks() if tables else None
+    if whole is None:
+        raise ValueError("the Sequencer got no rows")
+    ends = pc.fill_null(whole.column(END), False)
+    ended = bool(pc.any(ends).as_py())
+    events = whole.filter(pc.invert(ends)).drop_columns([END])
+    bounds = [(_first_seq(t), _last_seq(t)) for t in tables]
+    overlapping = any(a[1] > b[0] for a, b in itertools.pairwise(bounds) if a[1] and b[0])
+    if overlapping or not all(map(_in_order, tables)):
+        events = events.sort_by(SEQ)
+    return events, ended
+
+
+def _first_seq(table: pa.Table) -> str:
+    seqs = table.column(SEQ).drop_null()
+    return str(seqs[0].as_py()) if len(seqs) else ""
+
+
+def _last_seq(table: pa.Table) -> str:
+    seqs = table.column(SEQ).drop_null()
+    return str(seqs[len(seqs) - 1].as_py()) if len(seqs) else ""
+
+
+def _in_order(table: pa.Table) -> bool:
+    """Whether a blob's events are in arrival order (they are, as a partition reads them; checked,
+    cheaply, to rely on it)."""
+    seqs = table.column(SEQ).drop_null()
+    if len(seqs) < 2:
+        return True
+    return bool(pc.all(pc.less_equal(seqs.slice(0, len(seqs) - 1), seqs.slice(1))).as_py())
 
 
 def _micros(table: pa.Table, column: str) -> np.ndarray:

@@ -17,9 +17,15 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from deployer.connectors.files import file_dir
 from deployer.connectors.records import event_json
+from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.columns import col_name
+from deployer.spark.graph import SEQ
+from deployer.spark.redis_source import redis_stream_writer
+from operators import graph as g
 from stores.arrow import rows as arrow_rows
+from stores.urls import redact_text
 
 
 def local_values(df: DataFrame) -> Iterator[tuple[Any, ...]]:
@@ -92,3 +98,23 @@ def console_batch_writer(
             counted(count)
 
     return write
+
+
+def sink_writer(graph: g.Graph, stream: str, uri: str, tagged: bool, counted: Counter | None = None) -> Any:
+    """The foreachBatch writer of a sink: a file directory, the console (`tagged`: say the stream, as
+    several sinks write there), or a Redis stream. Each batch is written in the reference executor's
+    order: event time, then arrival."""
+    schema = graph.stream_schema(stream)
+    producer = graph.node(graph.streams[stream].node)
+    ts = schema.position(producer.event_time) if producer.event_time is not None else None
+    order = ([col_name(ts)] if ts is not None else []) + [SEQ]
+    if uri == "console":
+        return console_batch_writer(stream, schema.names, tagged, order, counted)
+    if is_redis_stream_uri(uri):
+        return redis_stream_writer(uri, stream, schema.names, order)
+    d = file_dir(uri)
+    if d is None:
+        raise ValueError(
+            f"sink '{stream}': unsupported URI {redact_text(uri)!r}; use file:DIR, redis://...?stream=KEY or console"
+        )
+    return file_batch_writer(d, stream, schema.names, order, counted)
