@@ -1,5 +1,7 @@
 """`cep run`, independent of the engine: bind the data stores, run the graph on the chosen engine
-(`ENGINES`), print the summary line.
+(`ENGINES`), print the summary line. Binding the stores the same way for the compiler
+(`describer`, `compile_bound`) is here too: every command that compiles a script to run or show it
+compiles it so.
 
 A new engine is a module with a `run(req, stores, out) -> RunSummary` (deployer.engine.Engine) and a
 line in `ENGINES`. The engines are imported when chosen: the Spark one imports pyspark, which a

@@ -1,8 +1,12 @@
 """`cep`: the command-line interface of PaaS-CEP.
 
-    cep check SCRIPT...                  compile, report every error, exit 1 if any
+    cep check SCRIPT... [--store N=URL]  compile, report every error, exit 1 if any
     cep explain SCRIPT [--format ...]    show the operator graph (text, json or mermaid)
     cep run SCRIPT --source S=URI ...    run a script (engine: spark, or local without a JVM)
+
+Each compiles the script with its data stores bound as `cep run` binds them (`--store`,
+CEP_STORE_<NAME>_URL, the embedded default), which describe the result types of its SELECTs
+(docs/language.md, "Result types").
 
 No Python or lark stack trace reaches the user: compile errors are diagnostics, run-time failures a
 one-line message (add --debug for the trace).
