@@ -168,8 +168,14 @@ def _read_rows(
     arrays.append(pc.binary_join_element_wise(taken.column(n_kept), _nth(event), ""))
     if unfit:
         arrays.append(pa.array(reasons, type=pa.string()))
-    elif any(r is not None for r in reasons):  # operators.analysis.unfit_results said none could be
-        raise RuntimeError(f"ReadSQL {node.query.name}: {next(r for r in reasons if r is not None)}")
+    elif any(r is not None for r in reasons):
+        # operators.analysis.unfit_results said none could be: the store described the columns as
+        # always fitting when the script was compiled, and no longer returns what it described
+        why = next(r for r in reasons if r is not None)
+        raise RuntimeError(
+            f"{why}; data store {node.query.store} described that column as holding only such values when "
+            "the script was compiled: has its type changed since? Compile and run the script again"
+        )
     return pa.RecordBatch.from_arrays(
         [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema, strict=True)],
         schema=schema,

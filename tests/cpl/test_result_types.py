@@ -214,3 +214,21 @@ def test_a_store_that_cannot_be_reached_is_not_described_and_its_password_is_not
         in warning.message
     )
     assert secret not in warning.message
+
+
+def test_cep_run_local_compiles_with_the_bound_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cep run` compiles as `cep check` does: the described integer is an integer in the output."""
+    sqlite_crm(tmp_path / "data", PLANS, "INSERT INTO plans VALUES (1, 10, 2.5), (2, 'abc', 1.0)")
+    monkeypatch.setenv("CEP_DATA_DIR", str(tmp_path / "data"))
+    script = tmp_path / "s.cpl"
+    script.write_text(SCRIPT)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"k": 1, "idcaller": 1}\n{"k": 2, "idcaller": 2}\n')
+    args = ["run", str(script), "--engine", "local", "--source", f"calls=file:{tmp_path / 'in'}"]
+    args += ["--sink", f"nextplan=file:{tmp_path / 'out'}", "--dead-letter", f"file:{tmp_path / 'dead'}"]
+    result = CliRunner().invoke(cli, [*args, "--until-idle"])
+    assert result.exit_code == 0, result.output
+    [out] = [json.loads(x) for f in (tmp_path / "out").iterdir() for x in f.read_text().splitlines()]
+    assert out == {"k": 1, "plan": 11, "fee": 5.0}
+    [dead] = [json.loads(x) for f in (tmp_path / "dead").iterdir() for x in f.read_text().splitlines()]
+    assert dead["reason"] == "query plan_of, column 'idplan': 'abc' is not an integer"
