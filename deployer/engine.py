@@ -18,6 +18,12 @@ from operators import graph as g
 from stores.bindings import StoreBindings
 
 
+class RunFailed(RuntimeError):
+    """A run stopped by an error that is not about one event (docs/guarantees.md, "Data store
+    errors"): the message says what failed (a data store's error names the store, its URL redacted)
+    and what running again does. `cep run` prints it as one `error:` line and exits 1."""
+
+
 @dataclass(frozen=True)
 class RunRequest:
     graph: g.Graph

@@ -42,8 +42,14 @@ class QueryFailed(RuntimeError):
         self.detail = detail
 
 
-# The line that says what went wrong, in the Python traceback Spark wraps an error of a batch in.
-_STORE_ERROR = re.compile(r"^stores\.errors\.\w+: (.+)$", re.MULTILINE)
+# The line that says what went wrong, in the Python traceback Spark wraps an error of a batch in. A
+# data store's message may go on over more lines (a table that is not as declared shows both
+# definitions): they are kept, up to the blank line, JVM frame or next traceback that ends it, so the
+# run stops with the message the reference executor stops with.
+_STORE_ERROR = re.compile(
+    r"^stores\.errors\.\w+: (.+(?:\n(?![ \t]*$| SQLSTATE: |stores\.errors\.|\tat |\s*File \"|Traceback |During handling|The above |=== ).*)*)",
+    re.MULTILINE,
+)
 _PYTHON_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
