@@ -27,6 +27,7 @@ the `dead_letter` writer given to `materialize_writer` (stderr without one).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,11 +45,15 @@ from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
+from operators.datatypes import DataType
+from operators.values import EvalError, cast_value
 from stores import ledger
+from stores.api import ReadColumns
 from stores.sql.postgres_read import NUL_IN_TEXT
 
 _STORES: dict[int, Any] = {}
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
+READ_ERR = "__readerr"  # ReadSQL: why a result does not fit its declared type, NULL when it does
 # Events per ReadSQL query on Spark (see deployer.spark.arrow_batches.coalesced): in the sql bench, 50,000 and 100,000 read
 # faster than Spark's 10,000 and about alike; above that the gain stops.
 READ_BATCH_ROWS = 100_000
@@ -93,20 +98,25 @@ def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tup
 def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     config = bound(sg)
     # Only the event fields read downstream cross to Python and back; the others come back as NULLs.
-    live = sg.live(g.Port(node.id))
+    # A decimal result that does not fit its declared type dead-letters its event, which then needs
+    # all its fields.
+    checked = [j for j, f in enumerate(node.result_fields) if f.type.kind == "decimal"]
+    live = sg.live(g.Port(node.id))  # all of them then (operators.analysis)
     keep = [i for i in range(len(node.input_schema)) if live is None or i in live]
     df, width = _with_args(sg, node, keep)
     fields = carried(list(struct_of(node.schema).fields), df)
     out_fields = [*(fields[i] for i in keep), *fields[width:], T.StructField(SEQ, T.StringType())]
+    if checked:
+        out_fields.append(T.StructField(READ_ERR, T.StringType()))
     out = T.StructType(out_fields)
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out_fields]
     )
     n_args = len(node.args)
-    n_kept = len(keep)
     query = node.query
     outer = node.outer
     n_result = len(node.result_fields)
+    types = [f.type for f in node.result_fields]
     counters = _cache_counters(sg, df, query)
     chunk = READ_BATCH_ROWS
 
@@ -123,23 +133,16 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
                 after = stores.cache_stats().get(query.name, {})
                 for acc, what in zip(counters, ("hits", "misses", "loads"), strict=True):
                     acc.add(after.get(what, 0) - before.get(what, 0))
-            event = np.asarray(found.event, dtype=np.int64)
-            events = batch.select([*event_cols, SEQ]).take(pa.array(event))
-            arrays = [events.column(i) for i in range(n_kept)]
-            arrays += [
-                pa.array(v, type=arrow_schema.field(n_kept + j).type) for j, v in enumerate(found.columns)
-            ]
-            arrays.append(pc.binary_join_element_wise(events.column(n_kept), _nth(event), ""))
-            yield pa.RecordBatch.from_arrays(
-                [
-                    a.cast(f.type) if a.type != f.type else a
-                    for a, f in zip(arrays, arrow_schema, strict=True)
-                ],
-                schema=arrow_schema,
-            )
+            if checked:
+                found = _typed(found, checked, types)
+            yield _joined(batch.select([*event_cols, SEQ]), found, arrow_schema)
 
     done = df.mapInArrow(run, out)
-    if n_kept == width:
+    if checked:
+        err = F.col(READ_ERR)
+        # its own failure point, after the read (deployer.spark.queries): the event is the input's
+        done = sg.split_errors(node, done, [(err.isNotNull(), err)], width).drop(READ_ERR)
+    if len(keep) == width:
         return done
     return done.select(
         *[
@@ -148,6 +151,55 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
         ],
         SEQ,
     )
+
+
+def _joined(events: pa.RecordBatch, found: ReadColumns, schema: pa.Schema) -> pa.RecordBatch:
+    """Each result row beside its event (the event's kept columns and `__seq`, gathered with Arrow
+    `take`), its sequence id made its own (`_nth`), and its error when `found` has them."""
+    event = np.asarray(found.event, dtype=np.int64)
+    n_kept = events.num_columns - 1
+    events = events.take(pa.array(event))
+    arrays = [events.column(i) for i in range(n_kept)]
+    arrays += [pa.array(v, type=schema.field(n_kept + j).type) for j, v in enumerate(found.columns)]
+    arrays.append(pc.binary_join_element_wise(events.column(n_kept), _nth(event), ""))
+    if isinstance(found, _Checked):
+        arrays.append(pa.array(found.errors, type=pa.string()))
+    return pa.RecordBatch.from_arrays(
+        [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema, strict=True)],
+        schema=schema,
+    )
+
+
+@dataclass(frozen=True)
+class _Checked(ReadColumns):
+    """Result rows whose decimals were checked against their declared types: each row's error."""
+
+    errors: list[str | None]
+
+
+def _typed(found: ReadColumns, checked: list[int], types: list[DataType]) -> _Checked:
+    """The result rows with their decimal columns (`checked`) in their declared types, as the
+    reference's CAST gives them (operators.values.cast_value). An event with a value that does not
+    fit keeps one row, its first failing one, with the reason (and NULLs): the reference
+    dead-letters the event."""
+    event, out = found.event, [list(c) for c in found.columns]
+    error: list[str | None] = [None] * len(event)
+    for j in checked:
+        for i, v in enumerate(out[j]):
+            try:
+                out[j][i] = cast_value(v, types[j])
+            except EvalError as err:
+                out[j][i] = None
+                error[i] = error[i] or str(err)
+    failed = {e for e, x in zip(event, error, strict=True) if x is not None}
+    rows, seen = [], set()
+    for i, e in enumerate(event):
+        if e not in failed:
+            rows.append(i)
+        elif e not in seen and error[i] is not None:
+            seen.add(e)
+            rows.append(i)
+    return _Checked([event[i] for i in rows], [[c[i] for i in rows] for c in out], [error[i] for i in rows])
 
 
 def _pylist(column: pa.Array) -> list[Any]:
