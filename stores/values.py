@@ -127,13 +127,13 @@ def sqlite_value(value: Any) -> Any:
 def conform_decimals(
     table: Table, columns: Sequence[str], rows: Sequence[Row]
 ) -> tuple[list[Row], list[str | None]]:
-    """The rows with each value of a decimal(p, s) column as a Decimal of scale s (rounded half up),
-    and for each row why it is refused (a value that does not fit), None when it is not."""
-    types = [table.columns.get(c) for c in columns]
+    """The rows with each number bound for a decimal(p, s) column as a Decimal of scale s (rounded
+    half up), and for each row why it is refused (a value that does not fit), None when it is not.
+    A value that does not fit is left as an exact Decimal: PostgreSQL refuses it itself."""
     at = [
         (i, c, f.type)
-        for i, (c, f) in enumerate(zip(columns, types, strict=True))
-        if f is not None and f.type.kind == DECIMAL
+        for i, c in enumerate(columns)
+        if (f := table.columns.get(c)) is not None and f.type.kind == DECIMAL
     ]
     errors: list[str | None] = [None] * len(rows)
     if not at:
@@ -145,9 +145,11 @@ def conform_decimals(
             v = values[i]
             if v is None or isinstance(v, bool) or not isinstance(v, int | float | Decimal):
                 continue
+            exact = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
             try:
-                values[i] = quantize(Decimal(repr(v)) if isinstance(v, float) else Decimal(v), t)
+                values[i] = quantize(exact, t)
             except (EvalError, ArithmeticError):
+                values[i] = exact
                 errors[k] = errors[k] or f"column {name}: {to_text(v)} is out of range for {t}"
         out.append(tuple(values))
     return out, errors

@@ -71,7 +71,9 @@ def _integral(rounding: str, name: str) -> Callable[[Any], Any]:
             return d.copy_abs() if d.is_zero() else d  # ceil(-0.5) is 0, not -0
         if not math.isfinite(v):
             raise EvalError(f"cannot convert {to_text(v)} to bigint")
-        out = int(Decimal(repr(v)).to_integral_value(rounding, _WIDE))
+        # of the double's exact value, as Spark's Math.floor (its shortest text may be another
+        # integer: -2^63 prints as -9.223372036854776e+18)
+        out = math.floor(v) if rounding == ROUND_FLOOR else math.ceil(v)
         lo, hi = INT_RANGES[BIGINT]
         if not lo <= out <= hi:
             raise EvalError(f"integer overflow: {name}({to_text(v)}) is out of range for bigint")
