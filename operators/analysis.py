@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from operators import decimals
 from operators import expr as ir
 from operators import graph as g
 
@@ -62,9 +63,20 @@ _FAILING_FUNCTIONS: dict[str, Callable[[ir.Func], bool]] = {
     "substring": lambda f: len(f.args) > 2,  # a negative length
     "substr": lambda f: len(f.args) > 2,
     "abs": lambda f: f.type.kind in _INTEGER_KINDS,  # of the least integer
-    "round": lambda f: f.type.kind in (*_INTEGER_KINDS, "decimal"),  # the carry of 9.5, 95 to -1 digits
+    "round": lambda f: _round_may_overflow(f),
     "from_epoch_millis": lambda f: True,  # beyond the years 1 to 9999
 }
+
+
+def _round_may_overflow(f: ir.Func) -> bool:
+    """round(x, d): 2147483647 to -1 digits does not fit an integer; a decimal's carry (99.5 to
+    100) fits its type but where that was cut to 38 digits."""
+    d = f.args[1] if len(f.args) > 1 else ir.Lit(f.type, 0)
+    if not (isinstance(d, ir.Lit) and isinstance(d.value, int)):
+        return f.type.kind in (*_INTEGER_KINDS, "decimal")
+    if f.type.kind in _INTEGER_KINDS:
+        return d.value < 0
+    return f.type.kind == "decimal" and decimals.round_may_overflow(f.args[0].type, d.value)
 
 
 def _fails_itself(e: ir.Expr) -> bool:
@@ -74,7 +86,9 @@ def _fails_itself(e: ir.Expr) -> bool:
     if isinstance(e, ir.Binary):
         if e.op in ("/", "%"):
             return True  # division by zero
-        return e.op in ("+", "-", "*") and e.type.kind in (*_INTEGER_KINDS, "decimal")  # overflow
+        if e.op in ("+", "-", "*") and e.type.kind == "decimal":  # overflow, beyond 38 digits only
+            return decimals.may_overflow(e.op, decimals.operand_type(e.left), decimals.operand_type(e.right))
+        return e.op in ("+", "-", "*") and e.type.kind in _INTEGER_KINDS  # overflow
     if isinstance(e, ir.Cast):
         src, dst = e.arg.type.kind, e.type.kind
         if dst in ("char", "varchar") or "null" in (src, dst):

@@ -65,21 +65,32 @@ def operand_type(e: ir.Expr) -> DataType:
     return decimal(INTEGER_DIGITS.get(t.kind, MAX_PRECISION), 0)
 
 
-def arithmetic_type(op: str, a: DataType, b: DataType) -> DataType:
-    """The type of `a op b` for two decimal types (integers given as their `operand_type`)."""
+def _natural(op: str, a: DataType, b: DataType) -> tuple[int, int]:
+    """(precision, scale) of `a op b` before the 38-digit limit: one that holds every result."""
     p1, s1 = digits(a)
     p2, s2 = digits(b)
     if op in ("+", "-"):
         s = max(s1, s2)
-        return adjusted(max(p1 - s1, p2 - s2) + s + 1, s)
+        return max(p1 - s1, p2 - s2) + s + 1, s
     if op == "*":
-        return adjusted(p1 + p2 + 1, s1 + s2)
+        return p1 + p2 + 1, s1 + s2
     if op == "/":
         s = max(MIN_ADJUSTED_SCALE, s1 + p2 + 1)
-        return adjusted(p1 - s1 + s2 + s, s)
+        return p1 - s1 + s2 + s, s
     assert op == "%", op
     s = max(s1, s2)
-    return adjusted(min(p1 - s1, p2 - s2) + s, s)
+    return min(p1 - s1, p2 - s2) + s, s
+
+
+def arithmetic_type(op: str, a: DataType, b: DataType) -> DataType:
+    """The type of `a op b` for two decimal types (integers given as their `operand_type`)."""
+    return adjusted(*_natural(op, a, b))
+
+
+def may_overflow(op: str, a: DataType, b: DataType) -> bool:
+    """Whether some `a op b` does not fit its type: only when the type had to be cut to 38 digits
+    (the natural type holds every result, rounding included)."""
+    return _natural(op, a, b)[0] > MAX_PRECISION
 
 
 def remainder_too_wide(a: DataType, b: DataType) -> bool:
@@ -100,13 +111,22 @@ def avg_type(t: DataType) -> DataType:
     return capped(p + 4, s + 4)
 
 
-def round_type(t: DataType, places: int) -> DataType:
-    """round(decimal(p, s), d): d places (none when d < 0), and room for the carry (99.5 → 100)."""
+def _round_natural(t: DataType, places: int) -> tuple[int, int]:
     p, s = digits(t)
     if places < 0:
-        return decimal(min(max(p - s + 1, 1 - places), MAX_PRECISION), 0)
+        return max(p - s + 1, 1 - places), 0
     scale = min(s, places)
-    return decimal(min(p - s + 1 + scale, MAX_PRECISION), scale)
+    return p - s + 1 + scale, scale
+
+
+def round_type(t: DataType, places: int) -> DataType:
+    """round(decimal(p, s), d): d places (none when d < 0), and room for the carry (99.5 → 100)."""
+    return capped(*_round_natural(t, places))
+
+
+def round_may_overflow(t: DataType, places: int) -> bool:
+    """Whether some round(decimal, d) does not fit its type: only when it was cut to 38 digits."""
+    return _round_natural(t, places)[0] > MAX_PRECISION
 
 
 def integral_type(t: DataType) -> DataType:

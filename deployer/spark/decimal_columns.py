@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from deployer.spark.columns import Message, msg, spark_type, text
 from operators import expr as ir
 from operators.datatypes import DataType
-from operators.decimals import INTEGER_DIGITS, MAX_PRECISION, operand_type
+from operators.decimals import INTEGER_DIGITS, MAX_PRECISION, may_overflow, operand_type
 
 Error = Callable[[Column, Message], None]
 
@@ -32,8 +32,8 @@ def decimal_arithmetic(
     t = spark_type(result.type)
     if left.type.is_null or right.type.is_null:
         return F.lit(None).cast(t)
-    a = lc.cast(spark_type(operand_type(left)))
-    b = rc.cast(spark_type(operand_type(right)))
+    ta, tb = operand_type(left), operand_type(right)
+    a, b = lc.cast(spark_type(ta)), rc.cast(spark_type(tb))
     both = lc.isNotNull() & rc.isNotNull()
     if op in ("/", "%"):
         zero = both & (rc == F.lit(0))
@@ -41,8 +41,9 @@ def decimal_arithmetic(
         b = F.when(~zero, b)
         both = both & ~zero
     out = {"+": a + b, "-": a - b, "*": a * b, "/": a / b, "%": a % b}[op]
-    shown = msg(text(lc, left.type), f" {op} ", text(rc, right.type))
-    error(both & out.isNull(), msg("decimal overflow: ", shown, f" is out of range for {result.type}"))
+    if may_overflow(op, ta, tb):  # else NULL cannot come of it (operators.analysis agrees)
+        shown = msg(text(lc, left.type), f" {op} ", text(rc, right.type))
+        error(both & out.isNull(), msg("decimal overflow: ", shown, f" is out of range for {result.type}"))
     # Spark's type is the compiler's already (tests/spark/test_spark_decimals.py): a cast that
     # changes nothing, kept so that a difference could never reach a sink as another type.
     return out.cast(t)

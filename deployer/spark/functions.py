@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from deployer.spark.columns import Message, msg, spark_type, text
 from deployer.spark.decimal_columns import decimal_arithmetic
 from operators import expr as ir
+from operators.decimals import round_may_overflow
 
 Error = Callable[[Column, Message], None]
 Translation = Callable[[ir.Func, list[Column], T.DataType, Error], Column]
@@ -99,13 +100,16 @@ def _round(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Colum
     digits = 0 if len(args) == 1 else _int_literal(e.args[1])
     x, kind = args[0], e.args[0].type.kind
     if kind in _INT_RANGE:
+        if digits >= 0:
+            return x.cast(t)
         # exactly, as a decimal (Spark rounds an integer in its own type and wraps around)
         wide = F.round(x.cast(T.DecimalType(20, 0)), digits)
         out = wide.try_cast(t)
         error(x.isNotNull() & out.isNull(), _overflow(wide, kind))
         return out
     out = F.round(x, digits)
-    if kind == "decimal":  # Spark's type is operators.decimals.round_type: NULL only on overflow
+    if kind == "decimal" and round_may_overflow(e.args[0].type, digits):
+        # Spark's type is operators.decimals.round_type: NULL only on overflow
         shown = msg("round(", text(x, e.args[0].type), f", {digits})")
         error(
             x.isNotNull() & out.isNull(), msg("decimal overflow: ", shown, f" is out of range for {e.type}")

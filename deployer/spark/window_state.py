@@ -12,12 +12,15 @@ bucket of groups, many groups per Python call; this module's per-group path take
 
 Order: the events of one micro-batch are taken in the reference executor's order: event time,
 then arrival position (`__seq`; for a Union, input by input), or arrival alone on a stream
-without event time. Across micro-batches, a later batch's events come after an earlier one's:
-the reference executor instead holds events back until the watermark passes them and so sorts
-across chunks of input too. For input in event-time order per source, split into batches at the
-same instants for every source, the two agree; out-of-order input across micro-batches is where
-they differ, by design (waiting for the watermark would also leave the events after the final
-watermark unprocessed at the end of a bounded input, where the reference processes them all).
+without event time. Across micro-batches, a later batch's events come after an earlier one's.
+Every stream with event time passes the Sequencer first (deployer.spark.sequencer), which releases
+its events in event-time order, micro-batch after micro-batch, holding back those the stream's
+watermark has not passed, as the reference does: so a window over one stream, however out of order
+its input and wherever the micro-batches cut it, takes its events in the reference's order. One case
+remains where the two differ (docs/language.md, "Engines"): a merge (Union) of several streams with
+event time, when a micro-batch releases more of one stream than of another (their files are read in
+different micro-batches): the other stream's earlier events then come in a later batch, after them,
+where the reference merges the streams by event time, waiting for the least of their watermarks.
 
 Each output row carries, as its `__seq`, the order key of the event that completed its window,
 so that a sink can write results in the order the reference executor emits them.
