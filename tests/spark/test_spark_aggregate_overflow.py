@@ -87,3 +87,32 @@ def test_overflowing_windows_are_dead_letters_on_both_engines(both: tuple[Output
     assert "decimal overflow: sum(big) is out of range for decimal(38, 2)" in reasons, reasons
     assert "decimal overflow: avg(big) is out of range for decimal(38, 6)" in reasons, reasons
     assert_same_dead_letters(*both)
+
+
+def test_an_overflow_no_real_window_reaches_stops_the_run_with_its_reason(spark: Any) -> None:
+    """A sum of integers needs 2^32 of them to leave the bigint range: no dead-letter query is
+    planned for it (operators.analysis.can_overflow), so on Spark it stops the run, never vanishes
+    (docs/language.md, "Engines"). Its aggregated row, as a window would give it, on a batch frame."""
+    from pyspark.errors import PySparkException
+    from spark_helpers import compile_text
+
+    from deployer.spark.aggregate_rows import AGG_ERR, finish_aggregate
+    from deployer.spark.handlers import spark_graph
+    from operators import graph as g
+
+    graph = compile_text(
+        """
+        CREATE STREAMSCHEMA s WITH g integer, i integer;
+        INSERT INTO o SELECT g, sum(i) AS total FROM s WINDOW TUPLE SIZE 2 GROUP BY g;
+        """
+    )
+    node = next(n for n in graph.nodes if isinstance(n, g.Aggregate))
+    reason = "integer overflow: sum(i) is out of range for bigint"
+    rows = spark.createDataFrame(
+        [(1, 5, "a", None), (2, None, "b", reason)], f"_0 int, _1 bigint, __seq string, {AGG_ERR} string"
+    )
+    sg = spark_graph(graph, {})
+    with pytest.raises(PySparkException, match="out of range for bigint"):
+        finish_aggregate(sg, node, rows).collect()
+    assert finish_aggregate(sg, node, rows.limit(1)).collect()[0][:2] == (1, 5)
+    assert sg.dead_letters == []
