@@ -130,7 +130,7 @@ def _check(ref: Outputs, spk: Outputs, ref_table: list[Any], spark_table: list[A
     assert_same(ref, spk, "priced", min_rows=20)
     assert_same_dead_letters(ref, spk)
     reasons = {d["reason"] for d in ref.dead}
-    assert "123456789.12 is out of range for decimal(6, 2)" in reasons, reasons
+    assert "query fee_of, column 'fee': 123456789.12 is out of range for decimal(6, 2)" in reasons, reasons
     fees = {r["fee"] for r in ref["priced"]}
     assert fees == {"0.10", "1.01", "2.00", "0.00"}, fees  # in the declared scale, -0.004 as 0.00
     assert ref_table == spark_table and len(ref_table) >= 20
