@@ -7,10 +7,11 @@ it (e.g. Aggregate output) carry them in emission order and no watermarks.
 
 `Runtime` is what operators need from the executor: dead-lettering, counters, stores, stream taps.
 
-Data store errors (stores/errors.py): one about the event's own data (`about_event`, or reported in
-an UpdateResult or MaterializeResult) dead-letters the event; any other one (a missing table, SQL
-the database refuses, the store unreachable after the retries, a result column whose type changed
-since the script was compiled) propagates and stops the run, as it stops the Spark query.
+Data store errors (stores/errors.py): one about the event's own data (a read raising it marked
+`about_event`, or an UpdateResult or MaterializeResult reporting it) dead-letters the event; any
+other one (a missing table, SQL the database refuses, the store unreachable after the retries, a
+result column whose type changed since the script was compiled) propagates and stops the run, as it
+stops the Spark query.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ EVAL_ERRORS: tuple[type[BaseException], ...] = (EvalError, ArithmeticError)
 
 
 def per_event(err: StoreError) -> StoreError:
-    """`err` when it is about one event's data (it dead-letters the event); else it is raised, to
-    stop the run."""
+    """`err` when it is about one event's data (a read of that event refused: it dead-letters the
+    event); else it is raised, to stop the run."""
     if not err.about_event:
         raise err
     return err
@@ -262,11 +263,9 @@ class MaterializeOp(Operator):
         self.columns = node.input_schema.names
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
-        try:
-            result = self.stores.materialize(self.node.table, columns=self.columns, rows=[event])
-        except StoreError as err:
-            self.fail(per_event(err), event)
-            return
+        # A row the store refuses comes back in the result; an error it raises is not one it could
+        # pin on the row (Spark's batch fails on it too): it stops the run.
+        result = self.stores.materialize(self.node.table, columns=self.columns, rows=[event])
         # A MaterializeResult (stores/api.py) says whether the store refused the row.
         errors = getattr(result, "errors", None)
         if errors and errors[0] is not None:
@@ -346,13 +345,12 @@ class UpdateSQLOp(Operator):
     def event(self, i: int, event: Event, ts: int | None) -> None:
         try:
             params = tuple(f(event) for f in self.args)
-            result = self.stores.update(self.node.query, [params])
         except EVAL_ERRORS as err:
             self.fail(err, event)
             return
-        except StoreError as err:
-            self.fail(per_event(err), event)
-            return
+        # An event the database refuses comes back in the result (stores.api.UpdateResult); an error
+        # the store raises is not one it could pin on the event, and stops the run, as on Spark.
+        result = self.stores.update(self.node.query, [params])
         # An UpdateResult (stores/api.py); a plain list of counts from a simple test double.
         errors = getattr(result, "errors", None)
         if errors and errors[0] is not None:
