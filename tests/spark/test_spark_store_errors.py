@@ -188,6 +188,13 @@ EFFECTS = {
         "charged",
         "query charge: no such table: balances",
     ),
+    # a trigger's RAISE(ROLLBACK) ends the whole transaction: the store cannot leave one event out
+    "UpdateSQL, rolled back": (
+        "CREATE SQLQUERY charge ON crm AS 'UPDATE accounts SET amount = amount - ? WHERE idcaller = ?';"
+        "INSERT INTO charged SELECT k, c.n FROM calls ON SQL charge, c, k, idcaller, n;",
+        "charged",
+        "query charge: no overdraft",
+    ),
     # a Materialize into a table that exists with other columns
     "Materialize": (
         "CREATE TABLE seen (k integer PRIMARY KEY, idcaller integer) IN crm;"
@@ -204,7 +211,13 @@ def test_updates_and_tables_stop_both_engines_alike(spark: Any, tmp_path: Path, 
     """The same classification for UpdateSQL and Materialize: the local engine dead-lettered every
     event for a store error that no event caused; both engines stop now, with the same message."""
     url, execute = crm("sqlite", tmp_path)
-    execute("CREATE TABLE seen (k integer PRIMARY KEY, note text);")
+    execute(
+        "CREATE TABLE seen (k integer PRIMARY KEY, note text);"
+        "CREATE TABLE accounts (idcaller integer PRIMARY KEY, amount integer);"
+        "INSERT INTO accounts VALUES (0, 10), (1, 10), (2, 10), (3, 10);"
+        "CREATE TRIGGER no_overdraft BEFORE UPDATE ON accounts WHEN NEW.amount < 9"
+        " BEGIN SELECT RAISE(ROLLBACK, 'no overdraft'); END;"
+    )
     statements, sink, message = EFFECTS[stage]
     script = PLAN[: PLAN.index("CREATE SQLQUERY")] + statements
     graph = compile_text(script)
