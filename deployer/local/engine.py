@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deployer.engine import RunFailed, RunRequest, RunSummary
+from deployer.engine import RunFailed, RunRequest, RunSummary, one_line
 from deployer.local.driver import run_local
 from stores.bindings import StoreBindings
 from stores.errors import StoreError
@@ -27,7 +27,7 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     except StoreError as err:
         # Not about one event (those are dead-lettered): the run stops with the store's message,
         # already redacted, as the Spark engine's does (deployer.spark.deployment).
-        raise RunFailed(f"{err}{RERUN}") from err
+        raise RunFailed(f"{one_line(str(err))}{RERUN}") from err
     finally:
         if registry is not None:
             registry.close()

@@ -1,6 +1,6 @@
 """How a failed query's error is told (deployer.spark.progress.root_cause), without a JVM: the data
-store's message inside the Python traceback Spark wraps it in, whole, so that a run on Spark stops
-with the words the reference executor stops with."""
+store's message inside the Python traceback Spark wraps it in, whole and in one line, so that a run
+on Spark stops with the words the reference executor stops with (deployer.engine.one_line)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,23 @@ stores.errors.StoreQueryError: store crm (postgresql://app:***@db/crm): query pl
 """
 
 
-def test_a_store_error_is_the_root_cause_with_all_its_lines() -> None:
+def test_a_store_error_is_the_root_cause_with_all_its_lines_in_one() -> None:
     assert root_cause(DRIVER) == (
-        "store crm (sqlite:///crm.db): table seen already exists with a different definition:\n"
-        "  existing: (k integer, note text) PRIMARY KEY (k)\n"
-        "  declared: (k integer, idcaller integer) PRIMARY KEY (k)\n"
+        "store crm (sqlite:///crm.db): table seen already exists with a different definition: "
+        "existing: (k integer, note text) PRIMARY KEY (k) "
+        "declared: (k integer, idcaller integer) PRIMARY KEY (k) "
         "drop or rename the existing table, or change the CREATE TABLE to match it"
+    )
+    # psycopg's hint after a refused connection, indented with a tab
+    refused = (
+        "stores.errors.StoreConnectError: store crm (postgresql://db/crm): connection failed: connection to"
+        ' server at "127.0.0.1", port 5432 failed: Connection refused\n'
+        "\tIs the server running on that host and accepting TCP/IP connections?\n"
+        "\tat org.apache.spark.api.python.PythonRunner\n"
+    )
+    assert root_cause(refused) == (
+        'store crm (postgresql://db/crm): connection failed: connection to server at "127.0.0.1", port 5432'
+        " failed: Connection refused Is the server running on that host and accepting TCP/IP connections?"
     )
     assert (
         root_cause(WORKER)
