@@ -116,8 +116,8 @@ UPDATES = (
 CREATE DATASTORE crm TYPE postgresql;
 CREATE SQLQUERY raise ON crm AS 'UPDATE top SET hi = ?, trail = trail || char(32) || ? WHERE k = ? AND hi < ?';
 INSERT INTO raised SELECT k, v, ts, r.n FROM merged ON SQL raise, r, v, v, k, v, n;
-CREATE TABLE latest (k integer PRIMARY KEY, v integer) IN crm;
-INSERT INTO TABLE latest SELECT k, v FROM merged;
+CREATE TABLE latest (k integer PRIMARY KEY, v integer, ts timestamp) IN crm;
+INSERT INTO TABLE latest SELECT k, v, ts FROM merged;
 """
 )
 
