@@ -99,8 +99,9 @@ class Sequencer(StatefulProcessor):
         held = unpacked([stored[1]]) if stored is not None and stored[1] is not None else None
         late, reasons, latest = lateness(events, self.ts, latest, self.delay, self.stream)
         held = joined(held, events.filter(pa.array(~late)))
-        # A stream alone releases what its watermark has reached: an event that comes later at the
-        # same time is behind the ones released in arrival order only.
+        # A stream alone releases the events its watermark has reached, those at it included: one
+        # that comes later at the same time goes after them anyway (arrival order). A merge's may not
+        # (deployer.spark.merge_sequencer): another stream's event at that time may go first.
         limit = ALL if ended else latest - self.delay if latest != NONE else NONE
         released, held = release(held, self.ts, limit, inclusive=True)
         self.state.update((None if latest == NONE else latest, blob(held) if held.num_rows else None))
@@ -139,7 +140,7 @@ def release(held: pa.Table, ts_column: str, limit: int, inclusive: bool) -> tupl
     now = ts <= limit if inclusive else ts < limit
     released = held.filter(pa.array(now))
     order = np.argsort(ts[now], kind="stable")
-    if len(order) > 1 and bool((order[1:] < order[:-1]).any()):  # already in order: no copy
+    if len(order) > 1 and bool((order[1:] < order[:-1]).any()):  # a copy only when out of order
         released = released.take(pa.array(order))
     return released, held.filter(pa.array(~now))
 
