@@ -6,6 +6,8 @@ ones. What each function answers:
 
 - `ancestors`: a node and everything upstream of it, in plan order;
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
+- `merged_sources`: which source streams with event time meet in a merge (a Union), and
+  `merge_upstream`: whether a node's input comes through one;
 - `can_fail`: whether evaluating an expression may fail for some event (its event is then
   dead-lettered, so every field of it must be kept);
 - `unfit_results`: which result fields of a ReadSQL may receive a value that does not fit them,
@@ -49,6 +51,60 @@ def stateless_upstream(graph: g.Graph, node: g.Node, on_input: bool = False) -> 
             return False
         todo.extend(graph.node(p.node) for p in n.inputs)
     return True
+
+
+# Operators that take each event on its own and keep its event time: the events of a merge's input
+# reach it through them in the order their source released them (Aggregate and Join re-time theirs).
+_PER_EVENT = (g.Source, g.Map, g.Filter, g.MultiFilter, g.Union, g.ReadSQL, g.UpdateSQL)
+
+
+def _per_event_upstream(graph: g.Graph, ports: tuple[g.Port, ...]) -> list[g.Node]:
+    """The nodes that `ports` come from through per-event operators only (the first Aggregate or
+    Join on a path ends it), each once."""
+    seen: dict[str, g.Node] = {}
+    todo = [graph.node(p.node) for p in ports]
+    while todo:
+        n = todo.pop()
+        if n.id in seen or not isinstance(n, _PER_EVENT):
+            continue
+        seen[n.id] = n
+        todo.extend(graph.node(p.node) for p in n.inputs)
+    return list(seen.values())
+
+
+def merged_sources(graph: g.Graph) -> list[tuple[str, ...]]:
+    """The source streams with event time that meet in a merge, as sets of two or more streams: the
+    streams a Union with event time reads, directly or through per-event operators; two merges that
+    share a stream make one set. Each set in script order, the sets in the order of their first
+    stream. An engine must release the events of a set's streams in one event-time order
+    (docs/language.md, "Merges"), so it sequences them together (deployer/spark/sequencer.py)."""
+    timed = [s.stream for s in graph.sources() if s.event_time is not None]
+    owner = {s: s for s in timed}  # union-find: each stream's representative
+
+    def root(s: str) -> str:
+        while owner[s] != s:
+            s = owner[s]
+        return s
+
+    for node in graph.nodes:
+        if not isinstance(node, g.Union) or node.event_time is None:
+            continue
+        met = [n.stream for n in _per_event_upstream(graph, node.inputs) if isinstance(n, g.Source)]
+        for s in met[1:]:
+            if s in owner and met[0] in owner:
+                owner[root(s)] = root(met[0])
+    sets: dict[str, list[str]] = {}
+    for s in timed:
+        sets.setdefault(root(s), []).append(s)
+    return [tuple(members) for members in sets.values() if len(members) > 1]
+
+
+def merge_upstream(graph: g.Graph, node: g.Node) -> bool:
+    """Whether the input of `node` comes through a Union with event time by per-event operators: its
+    events then come from several inputs, which an engine must take in their merged order."""
+    return any(
+        isinstance(n, g.Union) and n.event_time is not None for n in _per_event_upstream(graph, node.inputs)
+    )
 
 
 # ---- expressions that may fail -----------------------------------------------------------------

@@ -51,8 +51,11 @@ LOCK = ".cep-checkpoint.lock"  # held by the run using the directory; holds its 
 # with event time passes the Sequencer, whose state Spark keeps in each query's checkpoint. 3: window
 # aggregates keep exact sums, checked for overflow (a TIME window's sum of bigints as two sums, of
 # integers with try_sum, of decimals in decimal(38, s); TUPLE and BATCH windows buffer the values
-# in their own type), and decimal aggregates have new types (operators.decimals).
-FORMAT = 3
+# in their own type), and decimal aggregates have new types (operators.decimals). 4: streams that
+# meet in a merge pass the Sequencer together (deployer.spark.merge_sequencer); the manifest records
+# them ("merges"). Format 3 is resumed unless the script has such a merge (`_check`).
+FORMAT = 4
+OLDEST_FORMAT = 3  # the oldest this version resumes
 START_OVER = (
     "use a new --checkpoint directory to start over (the inputs are then read again from their beginning)"
 )
@@ -199,6 +202,7 @@ class CheckpointGuard:
         must not resume from it. A new (absent or empty) directory gets its manifest now."""
         outputs = signatures(graph, sources, sinks)
         shared = compat.shared(graph, sinks)
+        merges = compat.merges(graph, sources)
         path = directory / MANIFEST
         shown_sources = {s: _shown_uri(u) for s, u in sorted(sources.items())}
         if directory.exists() and not directory.is_dir():
@@ -213,8 +217,8 @@ class CheckpointGuard:
                 manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
             else:
                 manifest = _read(path)
-                _check(directory, manifest, outputs, shared)
-            manifest.update(sources=shown_sources, updated=_now())
+                _check(directory, manifest, outputs, shared, merges)
+            manifest.update(format=FORMAT, sources=shown_sources, merges=merges, updated=_now())
             guard = cls(directory, manifest, outputs, shared)
             guard._write()
             # Named only by a run that goes on: a refused one leaves the directory as it found it.
@@ -313,7 +317,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise CheckpointRefused(
             f"{path} is truncated or unreadable, so the checkpoint cannot be checked; {START_OVER}"
         )
-    if isinstance(fmt, int) and fmt < FORMAT:
+    if isinstance(fmt, int) and fmt < OLDEST_FORMAT:
         raise CheckpointRefused(
             f"{path} was written by an earlier version of cep (format {fmt}), whose queries read their "
             f"sources and keep their state differently: Spark cannot resume them; {START_OVER}"
@@ -334,9 +338,22 @@ def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[
     return compat.regrouped(before, shared, own, set(outputs))
 
 
-def _check(directory: Path, manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[str]) -> None:
+def _check(
+    directory: Path,
+    manifest: dict[str, Any],
+    outputs: Mapping[str, Any],
+    shared: list[str],
+    merges: list[list[str]],
+) -> None:
+    if manifest["format"] < 4 and merges:
+        raise CheckpointRefused(
+            f"{directory / MANIFEST} was written by an earlier version of cep (format {manifest['format']}), "
+            f"which sequenced the streams of a merge ({compat.shown(merges)}) one by one: Spark cannot "
+            f"resume their state; {START_OVER}"
+        )
     before = {key: _tuples(sig) for key, sig in manifest["outputs"].items()}
     problems = compat.compare(before, outputs) + _writers(manifest, outputs, shared)
+    problems += compat.remerged(manifest.get("merges") or [], merges)
     if problems:
         raise CheckpointRefused(
             f"cannot resume from checkpoint {directory}: it was written by a different script or with "

@@ -13,15 +13,18 @@ catalog is changed:
     must be the same.
 
 Node ids, line numbers and stateless operators (Map, Filter, MultiFilter, Union, ReadSQL, UpdateSQL)
-are free to change: their effect on the checkpoint is nil. A new output starts with its own empty
-checkpoint; a removed one is simply no longer run.
+are free to change: their effect on the checkpoint is nil, with one exception: the streams with event
+time that meet in a merge (a Union) pass the Sequencer together, each in a stage that reads all of
+them and keeps their state (deployer.spark.merge_sequencer), in every query that reads one of them.
+So which streams are sequenced together must not change either (`remerged`). A new output starts with
+its own empty checkpoint; a removed one is simply no longer run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from deployer.spark.queries import shared_sinks
+from deployer.spark.queries import sequenced_merges, shared_sinks
 from deployer.spark.state_layout import bucketed
 from operators import graph as g
 from operators.analysis import ancestors
@@ -120,7 +123,32 @@ def incompatibilities(
     before = outputs(old, old_bindings.get("sources", {}), old_bindings.get("sinks", {}))
     after = outputs(new, new_bindings.get("sources", {}), new_bindings.get("sinks", {}))
     was, now = shared(old, old_bindings.get("sinks", {})), shared(new, new_bindings.get("sinks", {}))
-    return compare(before, after) + regrouped(was, now, set(before) - set(was), set(after))
+    merged = remerged(
+        merges(old, old_bindings.get("sources", {})), merges(new, new_bindings.get("sources", {}))
+    )
+    return compare(before, after) + regrouped(was, now, set(before) - set(was), set(after)) + merged
+
+
+def merges(graph: g.Graph, sources: Mapping[str, str]) -> list[list[str]]:
+    """The streams Spark sequences together, lower-case (deployer.spark.queries.sequenced_merges)."""
+    return [[s.lower() for s in merge] for merge in sequenced_merges(graph, sources)]
+
+
+def shown(merges: list[list[str]]) -> str:
+    """`merges` as text: "a, b; c, d"."""
+    return "; ".join(", ".join(merge) for merge in merges) or "none"
+
+
+def remerged(before: list[list[str]], after: list[list[str]]) -> list[str]:
+    """Why the checkpoint of a run whose streams were sequenced together as `before` (`merges`)
+    cannot be resumed by one that sequences them as `after`: the Sequencers' state differs."""
+    if before == after:
+        return []
+    return [
+        f"the streams with event time that meet in a merge (a Union), which Spark sequences together, "
+        f"changed from [{shown(before)}] to [{shown(after)}]; the state of their Sequencers "
+        "(deployer/spark/merge_sequencer.py) cannot be carried over"
+    ]
 
 
 def shared(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:

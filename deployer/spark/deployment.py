@@ -27,13 +27,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from deployer import settings
-from deployer.connectors.redis_stream import is_redis_stream_uri
-from deployer.spark.checkpoint import arrival_log, drop_interrupted_log_writes, query_dir
+from deployer.spark.checkpoint import drop_interrupted_log_writes, query_dir
 from deployer.spark.dead_letters import dead_letter_dir, dead_letter_frame, dead_letter_writer
-from deployer.spark.graph import SparkGraph, filters_counted, named
+from deployer.spark.graph import SparkGraph, filters_counted
 from deployer.spark.handlers import HANDLERS
+from deployer.spark.inputs import read_inputs
 from deployer.spark.interrupt import interruptible
-from deployer.spark.materialize import materialize_writer
+from deployer.spark.materialize import materialize_writer, table_rows
 from deployer.spark.progress import QueryFailed, SparkRunStats, Tally, root_cause
 from deployer.spark.queries import (
     DEAD_LETTERS,
@@ -43,11 +43,10 @@ from deployer.spark.queries import (
     shared_inputs,
     store_kinds,
 )
-from deployer.spark.redis_source import redis_stream_source
 from deployer.spark.session import SESSION_CONF
 from deployer.spark.shared import batch_plans, shared_writer, stem
 from deployer.spark.sinks import sink_writer
-from deployer.spark.sources import SourceError, file_source, generator_source
+from deployer.spark.sources import SourceError
 from operators import graph as g
 from stores.bindings import StoreBindings
 
@@ -94,9 +93,11 @@ class SparkDeployment:
         self.sources = {src.stream: self._source_uri(src, sources) for src in graph.sources()}
         for s in sources:
             _stream(graph, s)  # a binding for an unknown stream is a mistake worth reporting
-        self.rejected: list[tuple[str, DataFrame]] = []
-        frames = {src.stream: self._source(src, max_files_per_trigger) for src in graph.sources()}
-        self.sg = SparkGraph(graph, frames, HANDLERS, stores, timed_sources={s for s, _ in self.rejected})
+        inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger)
+        self.rejected = inputs.rejected  # (stream, its dead letters) of the sources that reject records
+        self.sg = SparkGraph(
+            graph, inputs.frames, HANDLERS, stores, timed_sources={s for s, _ in self.rejected}
+        )
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.sql)
             self.sg.deployment = name
         self.sinks = {_stream(graph, s): uri for s, uri in sinks.items()}
@@ -121,19 +122,6 @@ class SparkDeployment:
         if uri is None:
             raise SourceError(f"stream '{src.stream}' has no input: add --source {src.stream}=file:DIR")
         return uri
-
-    def _source(self, src: g.Source, max_files_per_trigger: int | None) -> DataFrame:
-        """The typed events of a source stream; its rejected records go to `self.rejected`."""
-        uri = self.sources[src.stream]
-        if uri.startswith("generator:"):
-            return generator_source(self.spark, uri, src)
-        if is_redis_stream_uri(uri):
-            good, bad = redis_stream_source(self.spark, uri, src)
-        else:
-            log = arrival_log(self.checkpoint, src.stream)
-            good, bad = file_source(self.spark, uri, src, log, max_files_per_trigger)
-        self.rejected.append((src.stream, bad))
-        return good
 
     # ---- starting the queries ------------------------------------------------------------------
 
@@ -221,14 +209,15 @@ class SparkDeployment:
         node = next(
             n for n in self.graph.nodes if isinstance(n, g.Materialize) and f"table:{n.table.name}" == name
         )
-        df = named(self.sg.port(node.inputs[0]), node.input_schema)
+        df, order = table_rows(self.sg, node)
         refused = dead_letter_writer(
             self.dead_dir,
             f"table-{node.table.name}",
             {"stage": "Materialize", "node": node.id, "line": node.line},
             counted=self._count("dead"),
         )
-        self._start(df, name, materialize_writer(self.sg, node, refused, applied=self._count("applied")))
+        write = materialize_writer(self.sg, node, refused, applied=self._count("applied"), order=order)
+        self._start(df, name, write)
 
     def _start_dead_letters(self, planned: Mapping[str, Any]) -> None:
         """The rejected records of every source and the failures of every stateless operator share one

@@ -213,6 +213,7 @@ def order_key(ts: Column) -> Column:
     return F.lpad((F.unix_micros(ts) + F.lit(_ORDER_OFFSET)).cast("string"), 20, "0")
 
 
-def named(df: DataFrame, schema: Schema) -> DataFrame:
-    """Give positional columns their real names, for results leaving the engine."""
-    return df.select(*[F.col(col_name(i)).alias(f.name) for i, f in enumerate(schema)])
+def named(df: DataFrame, schema: Schema, *extra: str) -> DataFrame:
+    """Give positional columns their real names, for results leaving the engine (followed by the
+    `extra` columns, when given)."""
+    return df.select(*[F.col(col_name(i)).alias(f.name) for i, f in enumerate(schema)], *extra)

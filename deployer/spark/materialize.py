@@ -12,16 +12,32 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.spark import faults
+from deployer.spark.columns import col_name
 from deployer.spark.dead_letters import dead_letter_writer
-from deployer.spark.graph import SparkGraph
+from deployer.spark.graph import SEQ, SparkGraph, named
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
+from operators.analysis import merge_upstream
 from stores.arrow import rows as arrow_rows
 
 DeadLetterWriter = Callable[[DataFrame, int], None]
+_ORDER = ("__merge_ts", "__merge_seq")
+
+
+def table_rows(sg: SparkGraph, node: g.Materialize) -> tuple[DataFrame, tuple[str, ...]]:
+    """The rows a table's query writes, with the table's column names, and the columns after them
+    that `materialize_writer` must sort each batch by: a merge's event time and arrival, for a table
+    over a merge (none otherwise: a stream's rows come in order already)."""
+    port = sg.port(node.inputs[0])
+    ts = sg.event_time_index(node.inputs[0])
+    if ts is None or not merge_upstream(sg.graph, node):
+        return named(port, node.input_schema), ()
+    port = port.withColumns({_ORDER[0]: F.col(col_name(ts)), _ORDER[1]: F.col(SEQ)})
+    return named(port, node.input_schema, *_ORDER), _ORDER
 
 
 def materialize_writer(
@@ -29,13 +45,16 @@ def materialize_writer(
     node: g.Materialize,
     dead_letter: DeadLetterWriter | None = None,
     applied: Callable[[int], None] | None = None,
+    order: tuple[str, ...] = (),
 ) -> Any:
     """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
 
     Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
     (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
     `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
-    its input is counted again by the run that replays it).
+    its input is counted again by the run that replays it). `order`: columns after the table's, to
+    sort each batch by and drop (a table over a merge: the rows of one key are upserted in the
+    merged order, where the batch holds the partitions of the merge's inputs one after another).
     """
     config = bound(sg)
     table = node.table
@@ -46,6 +65,17 @@ def materialize_writer(
     fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
 
     def write(df: DataFrame, batch_id: int) -> None:
+        if order:
+            # cached first: a sort samples its input, which would run the batch's plan twice
+            df = df.persist()
+            try:
+                write_rows(df.orderBy(*order).drop(*order), batch_id)
+            finally:
+                df.unpersist()
+        else:
+            write_rows(df, batch_id)
+
+    def write_rows(df: DataFrame, batch_id: int) -> None:
         # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
         # other stores convert it to Python rows (stores/arrow.py).
         data = df.toArrow()

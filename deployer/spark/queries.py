@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from deployer.spark.state_layout import bucketed
 from operators import expr as ir
 from operators import graph as g
-from operators.analysis import ancestors, can_fail, can_overflow, stateless_upstream
+from operators.analysis import ancestors, can_fail, can_overflow, merged_sources, stateless_upstream
 from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
@@ -94,6 +94,18 @@ def has_rejects(uri: str) -> bool:
     """Whether a source bound to `uri` rejects records (files and Redis streams parse text; the
     synthetic `generator:` source makes typed events)."""
     return not uri.startswith("generator:")
+
+
+def sequenced_merges(graph: g.Graph, sources: Mapping[str, str]) -> list[tuple[str, ...]]:
+    """The streams Spark sequences together (operators.analysis.merged_sources; deployer.spark.
+    merge_sequencer), given the sources' URIs: a stream of the synthetic generator passes no
+    Sequencer (its events are in order by construction), so it is left out."""
+    out = []
+    for merge in merged_sources(graph):
+        kept = tuple(s for s in merge if has_rejects(_uri(sources, s)))
+        if len(kept) > 1:
+            out.append(kept)
+    return out
 
 
 def failure_points(

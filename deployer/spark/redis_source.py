@@ -297,8 +297,7 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
 
 
 def redis_stream_source(spark: SparkSession, uri: str, node: g.Source) -> tuple[DataFrame, DataFrame]:
-    """A Redis stream → (typed events `_0.._n` + `__seq`, dead letters); the same shape as
-    `sources.file_source`, split by `sources.split`."""
+    """A Redis stream → `sources.split`'s (events, dead letters), as `sources.file_source`."""
     s = parse_stream_uri(uri)
     register(spark)
     reader = spark.readStream.format(NAME)

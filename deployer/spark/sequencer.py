@@ -19,15 +19,19 @@ operator with one key per stream (its state: the largest event time so far, and 
   (deployer.spark.file_source) releases what is still held, as the reference executor does when its
   input ends. A later run on the same checkpoint goes on with the stream: its events come after.
 
-With WATERMARK 0 (the default) nothing is ever held: an event that is not late is not behind any
-earlier one. The stage is one Python call per micro-batch and stream, on Arrow batches packed into a
-few rows (deployer.spark.arrow_batches), like the TUPLE window's.
+That is a stream alone. Streams that meet in a merge (a Union) must also be released in one order,
+by event time across the streams: deployer.spark.merge_sequencer sequences them together, with this
+module's rules for each stream's late events and the merge's watermark for what it releases.
+
+With WATERMARK 0 (the default) a stream alone holds nothing: an event that is not late is not
+behind any earlier one. The stage is one Python call per micro-batch and stream, on Arrow batches
+packed into a few rows (deployer.spark.arrow_batches), like the TUPLE window's.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -46,10 +50,13 @@ from operators.values import format_timestamp_iso, from_micros
 
 LATE = "__late"  # the reason an event is late; NULL for the events released in order
 LATE_TS = "__late_ts"  # a late event's event time (its event-time column is NULL: see `sequenced`)
-_KEY = "__stream"
-_PACKED = T.StructType([T.StructField(_KEY, T.LongType()), T.StructField("__events", T.BinaryType())])
+KEY = "__stream"
+PACKED = T.StructType([T.StructField(KEY, T.LongType()), T.StructField("__events", T.BinaryType())])
+TAG = "__tag"  # which stream of a merge a packed row holds (deployer.spark.merge_sequencer)
+TAGGED = T.StructType([*PACKED.fields, T.StructField(TAG, T.LongType())])
 PACK_ROWS = 100_000
-_NONE = np.iinfo(np.int64).min  # no event time seen yet
+NONE = np.iinfo(np.int64).min  # no event time seen yet; as a release limit: release nothing
+ALL = np.iinfo(np.int64).max  # as a release limit: release everything
 
 
 def late_reason(ts: int, watermark: int, stream: str) -> str:
@@ -86,61 +93,75 @@ class Sequencer(StatefulProcessor):
         for frame in rows:
             frame.columns = self.input_columns
             blobs.extend(frame["__events"].tolist())
-        events, ended = _arrivals(blobs)
+        events, ended = arrivals(blobs)
         stored = self.state.get()
-        latest = _NONE if stored is None or stored[0] is None else int(stored[0])
+        latest = NONE if stored is None or stored[0] is None else int(stored[0])
         held = unpacked([stored[1]]) if stored is not None and stored[1] is not None else None
-        ts = _micros(events, self.ts)
-        # the largest event time before each event, in arrival order
-        before = np.concatenate([[latest], np.maximum.accumulate(np.maximum(ts, latest))[:-1]])[: len(ts)]
-        late = (before != _NONE) & (ts < np.where(before == _NONE, ts, before) - self.delay)
-        latest = max(latest, int(ts.max())) if len(ts) else latest
-        held = self._held(held, events.filter(pa.array(~late)))
-        held_ts = _micros(held, self.ts)
-        now = np.ones(held.num_rows, dtype=bool)
-        if not ended:
-            now = held_ts <= (latest - self.delay if latest != _NONE else _NONE)
-        # `held` is in arrival order (the events held before this batch came first): a stable sort by
-        # event time gives (event time, arrival). With WATERMARK 0 the events are in order already.
-        released = held.filter(pa.array(now))
-        if self.delay:
-            released = released.take(pa.array(np.argsort(held_ts[now], kind="stable")))
-        held = held.filter(pa.array(~now))
-        self.state.update((None if latest == _NONE else latest, _blob(held) if held.num_rows else None))
-        reasons = [
-            late_reason(int(t), int(b) - self.delay, self.stream)
-            for t, b in zip(ts[late], before[late], strict=True)
-        ]
-        out = self._marked(released, events.filter(pa.array(late)), reasons)
+        late, reasons, latest = lateness(events, self.ts, latest, self.delay, self.stream)
+        held = joined(held, events.filter(pa.array(~late)))
+        # A stream alone releases the events its watermark has reached, those at it included: one
+        # that comes later at the same time goes after them anyway (arrival order). A merge's may not
+        # (deployer.spark.merge_sequencer): another stream's event at that time may go first.
+        limit = ALL if ended else latest - self.delay if latest != NONE else NONE
+        released, held = release(held, self.ts, limit, inclusive=True)
+        self.state.update((None if latest == NONE else latest, blob(held) if held.num_rows else None))
+        out = marked(released, events.filter(pa.array(late)), reasons, self.ts)
         if out.num_rows:
-            yield pd.DataFrame({_KEY: [0], "__events": [_blob(out)]})
-
-    @staticmethod
-    def _held(held: pa.Table | None, on_time: pa.Table) -> pa.Table:
-        return (
-            on_time if held is None else pa.concat_tables([held, on_time.cast(held.schema)]).combine_chunks()
-        )
-
-    def _marked(self, released: pa.Table, late: pa.Table, reasons: list[str]) -> pa.Table:
-        """The released events, then the late ones with their reason and their event time moved to
-        `__late_ts` (Spark refuses a stage's row older than its watermark)."""
-        n = released.num_rows
-        released = released.append_column(LATE, pa.nulls(n, pa.string()))
-        released = released.append_column(LATE_TS, pa.nulls(n, released.schema.field(self.ts).type))
-        if not late.num_rows:
-            return released
-        kept_ts = late.column(self.ts)
-        late = late.set_column(
-            late.schema.get_field_index(self.ts), self.ts, pa.nulls(late.num_rows, kept_ts.type)
-        )
-        late = late.append_column(LATE, pa.array(reasons, pa.string())).append_column(LATE_TS, kept_ts)
-        return pa.concat_tables([released, late.cast(released.schema)])
+            yield pd.DataFrame({KEY: [0], "__events": [blob(out)]})
 
     def close(self) -> None:
         pass
 
 
-def _arrivals(blobs: list[bytes]) -> tuple[pa.Table, bool]:
+def lateness(
+    events: pa.Table, ts_column: str, latest: int, delay: int, stream: str
+) -> tuple[np.ndarray, list[str], int]:
+    """Which of a stream's `events` (in arrival order) are late, the reason of each late one, and the
+    stream's largest event time after them; `latest` is the largest before them (NONE: none yet).
+    An event is late when it is behind the largest event time before it by more than `delay`."""
+    ts = micros(events, ts_column)
+    before = np.concatenate([[latest], np.maximum.accumulate(np.maximum(ts, latest))[:-1]])[: len(ts)]
+    late = (before != NONE) & (ts < np.where(before == NONE, ts, before) - delay)
+    reasons = [
+        late_reason(int(t), int(b) - delay, stream) for t, b in zip(ts[late], before[late], strict=True)
+    ]
+    return late, reasons, max(latest, int(ts.max())) if len(ts) else latest
+
+
+def joined(held: pa.Table | None, on_time: pa.Table) -> pa.Table:
+    """The events held before, then those of this micro-batch that are not late: arrival order."""
+    return on_time if held is None else pa.concat_tables([held, on_time.cast(held.schema)]).combine_chunks()
+
+
+def release(held: pa.Table, ts_column: str, limit: int, inclusive: bool) -> tuple[pa.Table, pa.Table]:
+    """(the events of `held` before `limit` (or at it, `inclusive`), in event-time order, the others).
+    `held` is in arrival order, so a stable sort by event time gives (event time, arrival)."""
+    ts = micros(held, ts_column)
+    now = ts <= limit if inclusive else ts < limit
+    released = held.filter(pa.array(now))
+    order = np.argsort(ts[now], kind="stable")
+    if len(order) > 1 and bool((order[1:] < order[:-1]).any()):  # a copy only when out of order
+        released = released.take(pa.array(order))
+    return released, held.filter(pa.array(~now))
+
+
+def marked(released: pa.Table, late: pa.Table, reasons: list[str], ts_column: str) -> pa.Table:
+    """The released events, then the late ones with their reason and their event time moved to
+    `__late_ts` (Spark refuses a stage's row older than its watermark)."""
+    n = released.num_rows
+    released = released.append_column(LATE, pa.nulls(n, pa.string()))
+    released = released.append_column(LATE_TS, pa.nulls(n, released.schema.field(ts_column).type))
+    if not late.num_rows:
+        return released
+    kept_ts = late.column(ts_column)
+    late = late.set_column(
+        late.schema.get_field_index(ts_column), ts_column, pa.nulls(late.num_rows, kept_ts.type)
+    )
+    late = late.append_column(LATE, pa.array(reasons, pa.string())).append_column(LATE_TS, kept_ts)
+    return pa.concat_tables([released, late.cast(released.schema)])
+
+
+def arrivals(blobs: list[bytes]) -> tuple[pa.Table, bool]:
     """A micro-batch's events of the stream in arrival order (`__seq`), and whether its end-of-input
     row is among them. Each blob holds consecutive events of one partition, in order: the blobs are
     put in the order of their first event, and only when their ranges overlap is every event sorted
@@ -180,15 +201,48 @@ def _in_order(table: pa.Table) -> bool:
     return bool(pc.all(pc.less_equal(seqs.slice(0, len(seqs) - 1), seqs.slice(1))).as_py())
 
 
-def _micros(table: pa.Table, column: str) -> np.ndarray:
+def micros(table: pa.Table, column: str) -> np.ndarray:
     return np.asarray(table.column(column).cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _blob(table: pa.Table) -> bytes:
+def blob(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return bytes(sink.getvalue().to_pybytes())
+
+
+def out_schema(events: DataFrame, ts: str) -> T.StructType:
+    """What a Sequencer releases of `events`: its columns but `__end`, then `__late` and `__late_ts`."""
+    return T.StructType(
+        [
+            *[f for f in events.schema.fields if f.name != END],
+            T.StructField(LATE, T.StringType()),
+            T.StructField(LATE_TS, events.schema[ts].dataType),
+        ]
+    )
+
+
+def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The events of a Sequencer's packed output rows."""
+    for batch in batches:
+        for events in batch.column("__events").to_pylist():
+            yield from pa.ipc.open_stream(events).read_all().to_batches()
+
+
+def packer(tag: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow: a stream's rows packed into a few rows of key 0 (`PACKED`), tagged with `tag`
+    (`TAGGED`) when given."""
+
+    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in coalesced(batches, PACK_ROWS):
+            keyed = batch.append_column(KEY, pa.array(np.zeros(batch.num_rows, dtype=np.int64)))
+            rows = packed(keyed, KEY)
+            yield (
+                rows if tag is None else rows.append_column(TAG, pa.array([tag] * rows.num_rows, pa.int64()))
+            )
+
+    return pack
 
 
 def sequenced(events: DataFrame, stream: str, ts_index: int, delay_ms: int) -> DataFrame:
@@ -197,32 +251,12 @@ def sequenced(events: DataFrame, stream: str, ts_index: int, delay_ms: int) -> D
     `__late_ts`, released in order or marked late. The event-time column keeps the watermark's
     metadata, so the stateful operators downstream see the stream's watermark."""
     ts = col_name(ts_index)
-    columns = [f for f in events.schema.fields if f.name != END]
-
-    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in coalesced(batches, PACK_ROWS):
-            keyed = batch.append_column(_KEY, pa.array(np.zeros(batch.num_rows, dtype=np.int64)))
-            yield packed(keyed, _KEY)
-
-    processor = Sequencer(stream, ts, delay_ms * 1000, _PACKED.names)
+    processor = Sequencer(stream, ts, delay_ms * 1000, PACKED.names)
     held = (
-        events.mapInArrow(pack, _PACKED)
-        .groupBy(F.col(_KEY))
+        events.mapInArrow(packer(), PACKED)
+        .groupBy(F.col(KEY))
         .transformWithStateInPandas(
-            statefulProcessor=processor, outputStructType=_PACKED, outputMode="Append", timeMode="EventTime"
+            statefulProcessor=processor, outputStructType=PACKED, outputMode="Append", timeMode="EventTime"
         )
     )
-    out = T.StructType(
-        [
-            *columns,
-            T.StructField(LATE, T.StringType()),
-            T.StructField(LATE_TS, events.schema[ts].dataType),
-        ]
-    )
-
-    def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for blob in batch.column("__events").to_pylist():
-                yield from pa.ipc.open_stream(blob).read_all().to_batches()
-
-    return held.mapInArrow(unpack, out)
+    return held.mapInArrow(unpack, out_schema(events, ts))

@@ -3,13 +3,16 @@
 A file source (deployer.spark.file_source) reads its files in arrival order and converts records
 with the local engine's converter (deployer.connectors.records), so both engines accept, convert and
 reject the same records with the same reasons; Redis streams: deployer.spark.redis_source. Every
-source's rows split here into events and dead letters (`split`); a stream with event time then
-declares its watermark and passes the Sequencer (deployer.spark.sequencer), which decides late
-events in arrival order and releases the others in event-time order.
+source's rows split here into events and dead letters (`split`); the streams with event time then
+pass the Sequencer (`sequence`), which decides late events in arrival order and releases the others
+in event-time order: a stream alone declares its watermark first (deployer.spark.sequencer), the
+streams that meet in a merge pass it together and declare theirs on what it releases
+(deployer.spark.merge_sequencer).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -19,6 +22,7 @@ from deployer.connectors.files import file_dir
 from deployer.spark import file_source as files
 from deployer.spark.columns import col_name, struct_of
 from deployer.spark.file_source import END, ORIGIN, RAW, REASON, SEQ
+from deployer.spark.merge_sequencer import Merged, sequenced_jointly
 from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC
 from deployer.spark.sequencer import LATE, LATE_TS, sequenced
 from operators import graph as g
@@ -34,8 +38,8 @@ class SourceError(ValueError):
 def file_source(
     spark: SparkSession, uri: str, node: g.Source, log: Path, max_files: int | None = None
 ) -> tuple[DataFrame, DataFrame]:
-    """A directory of event files → (typed events `_0.._n` + `__seq`, dead letters: rejected records,
-    events without event time, late events); `log` is the source's arrival log (file_source)."""
+    """A directory of event files → `split`'s (events, dead letters); `log` is the source's arrival
+    log (file_source)."""
     directory = file_dir(uri)
     if directory is None:
         raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
@@ -53,8 +57,8 @@ def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
 
     The records read are counted as the local engine counts them (deployer.spark.progress sums the
     observation). Records that did not convert are dead letters of stage `input`; with event time,
-    so are events without it (stage `Source`, as the reference executor's Source dead-letters them),
-    and the late events the Sequencer finds (stage `late`)."""
+    so are events without it (stage `Source`, as the reference executor's Source dead-letters them).
+    The events of a stream with event time, with its end-of-input row, are for `sequence`."""
     is_end = F.coalesce(F.col(END), F.lit(False))
     parsed = parsed.observe(f"{INPUT_METRIC}{node.stream}", F.count(F.when(~is_end, F.lit(1))).alias("rows"))
     values = [col_name(i) for i in range(len(node.schema))]
@@ -67,21 +71,55 @@ def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
     )
     if node.event_time is None:
         return parsed.filter(~rejected & ~is_end).select(*values, SEQ), bad
-    index = node.schema.position(node.event_time)
-    ts = F.col(col_name(index))
+    ts = F.col(col_name(node.schema.position(node.event_time)))
     untimed = parsed.filter(~rejected & ~is_end & ts.isNull()).select(
         *_dead_event(node, f"event time field '{node.event_time}' is NULL", F.struct(*values))
     )
     timed = parsed.filter(~rejected & (ts.isNotNull() | is_end)).select(*values, SEQ, END)
-    timed = timed.withWatermark(col_name(index), f"{node.watermark_ms or 0} milliseconds")
-    ordered = sequenced(timed, node.stream, index, node.watermark_ms or 0)
+    return timed, bad.unionByName(untimed, allowMissingColumns=True)
+
+
+def sequence(
+    streams: Mapping[str, tuple[g.Source, DataFrame]], merges: Sequence[tuple[str, ...]]
+) -> dict[str, tuple[DataFrame, DataFrame]]:
+    """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
+    per stream, (its events in order, its late events as dead letters of stage `late`). The streams
+    of each of `merges` pass it together; the others alone."""
+    out: dict[str, tuple[DataFrame, DataFrame]] = {}
+    together = {s for merge in merges for s in merge}
+    for stream, (node, timed) in streams.items():
+        if stream in together:
+            continue
+        index, delay = _event_time(node)
+        # declared before the Sequencer: the stream's watermark counts every event it delivers
+        timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
+        out[stream] = _released(node, sequenced(timed, node.stream, index, delay))
+    for merge in merges:
+        nodes = [streams[s][0] for s in merge]
+        merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
+        for s, node, ordered in zip(merge, nodes, sequenced_jointly(merged), strict=True):
+            events, late = _released(node, ordered)
+            # declared on what the Sequencer releases (deployer.spark.merge_sequencer says why)
+            index, delay = _event_time(node)
+            out[s] = events.withWatermark(col_name(index), f"{delay} milliseconds"), late
+    return out
+
+
+def _event_time(node: g.Source) -> tuple[int, int]:
+    """The position of a stream's event-time field and its WATERMARK in milliseconds."""
+    assert node.event_time is not None
+    return node.schema.position(node.event_time), node.watermark_ms or 0
+
+
+def _released(node: g.Source, ordered: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """A Sequencer's output → (the events it released, its late events as dead letters)."""
+    values = [col_name(i) for i in range(len(node.schema))]
+    index, _ = _event_time(node)
     is_late = F.col(LATE).isNotNull()
     ordered = ordered.observe(f"{LATE_METRIC}{node.stream}", F.count(F.when(is_late, F.lit(1))).alias("rows"))
     event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
     late = ordered.filter(is_late).select(*_dead_event(node, F.col(LATE), event, stage="late"))
-    return ordered.filter(~is_late).select(*values, SEQ), bad.unionByName(
-        untimed, allowMissingColumns=True
-    ).unionByName(late, allowMissingColumns=True)
+    return ordered.filter(~is_late).select(*values, SEQ), late
 
 
 def _dead_event(

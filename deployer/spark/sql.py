@@ -32,6 +32,7 @@ since the script was compiled) fails the task, and the query stops with it (docs
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,7 +51,7 @@ from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
-from operators.analysis import vouched_results
+from operators.analysis import merge_upstream, vouched_results
 from operators.results import TypeChanged, Vouched, result_columns
 from stores import ledger
 from stores.api import ReadColumns
@@ -246,17 +247,22 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     ts = sg.event_time_index(node.inputs[0])
     order = ([(col_name(ts), "ascending")] if ts is not None else []) + [(SEQ, "ascending")]
     fault = faults.after_update_hook(query.name)  # None unless a fault test sets it
+    # Over a merge, a micro-batch's events come in the partitions of the merge's inputs (Spark
+    # sorts no streaming DataFrame): one partition, sorted whole, runs them in the merged order.
+    merged = ts is not None and merge_upstream(sg.graph, node)
+    if merged:
+        df = df.repartition(1)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Column-wise: only the parameters and the event ids pass through Python; the events'
         # own columns are reordered with Arrow `take`.
         stores = worker_stores(config)
         event_cols = [col_name(i) for i in range(width)]
-        for batch in batches:
+        for batch in coalesced(batches, sys.maxsize) if merged else batches:
             if batch.num_rows == 0:
                 continue
-            # statements in event order: event time, then arrival (deployer.spark.sequencer releases a
-            # stream's events so; a sort keeps it within the batch)
+            # statements in event order: event time, then arrival (the Sequencers release the events
+            # so, micro-batch after micro-batch; a sort keeps it within the batch)
             events = batch.take(pc.sort_indices(batch, sort_keys=order))
             columns = [_pylist(events.column(f"__p{i}")) for i in range(n_args)]
             params = list(zip(*columns, strict=True)) if columns else [()] * events.num_rows

@@ -16,11 +16,11 @@ without event time. Across micro-batches, a later batch's events come after an e
 Every stream with event time passes the Sequencer first (deployer.spark.sequencer), which releases
 its events in event-time order, micro-batch after micro-batch, holding back those the stream's
 watermark has not passed, as the reference does: so a window over one stream, however out of order
-its input and wherever the micro-batches cut it, takes its events in the reference's order. One case
-remains where the two differ (docs/language.md, "Engines"): a merge (Union) of several streams with
-event time, when a micro-batch releases more of one stream than of another (their files are read in
-different micro-batches): the other stream's earlier events then come in a later batch, after them,
-where the reference merges the streams by event time, waiting for the least of their watermarks.
+its input and wherever the micro-batches cut it, takes its events in the reference's order. The
+streams that meet in a merge (a Union) pass it together (deployer.spark.merge_sequencer): their
+events are released below the least of their watermarks, so a micro-batch never brings an event of
+one stream that the merge orders before one of another stream released earlier, however the
+micro-batches cut each stream, and a window over the merge takes them in the reference's order too.
 
 Each output row carries, as its `__seq`, the order key of the event that completed its window,
 so that a sink can write results in the order the reference executor emits them.

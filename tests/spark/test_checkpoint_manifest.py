@@ -307,3 +307,39 @@ def test_compat_compares_a_time_window_with_a_tuple_window() -> None:
     tuple_window = tuple_window.replace("window_start() AS hour, ", "")
     problems = incompatibilities(graph(), {"sinks": SINKS}, graph(tuple_window), {"sinks": SINKS})
     assert any("buffered schema changed from none to" in p for p in problems), problems
+
+
+MERGED = SCRIPT.replace(
+    "INSERT INTO priced SELECT id, caller, duration * 10 + 10 AS cost, ts FROM calls WHERE duration >= 10;",
+    "CREATE STREAMSCHEMA more WITH id integer, caller integer, duration integer, ts timestamp TIMESTAMP BY ts;\n"
+    "INSERT INTO both SELECT * FROM calls, more;\n"
+    "INSERT INTO priced SELECT id, caller, duration * 10 + 10 AS cost, ts FROM both WHERE duration >= 10;",
+)
+MERGED_SOURCES = {**SOURCES, "more": "file:/data/more"}
+
+
+def test_the_streams_sequenced_together_must_not_change(tmp_path: Path) -> None:
+    """Streams that meet in a merge pass the Sequencer together (deployer/spark/merge_sequencer.py):
+    a run that would sequence them otherwise, or a checkpoint of an earlier version, which
+    sequenced them one by one, is refused; a format-3 checkpoint without merges still resumes."""
+    d = tmp_path / "ck"
+    open_(d, MERGED, MERGED_SOURCES)
+    assert json.loads((d / MANIFEST).read_text())["merges"] == [["calls", "more"]]
+    open_(d, MERGED, MERGED_SOURCES)
+    apart = MERGED.replace("FROM calls, more", "FROM calls")
+    why = refused(d, apart, MERGED_SOURCES)
+    assert "which Spark sequences together, changed from [calls, more] to [none]" in why, why
+    problems = incompatibilities(
+        graph(MERGED), {"sources": MERGED_SOURCES}, graph(apart), {"sources": MERGED_SOURCES}
+    )
+    assert any("changed from [calls, more] to [none]" in p for p in problems), problems
+    # a checkpoint of the earlier version: format 3, no merges recorded
+    old = tmp_path / "old"
+    open_(old)
+    manifest = json.loads((old / MANIFEST).read_text())
+    del manifest["merges"]
+    (old / MANIFEST).write_text(json.dumps({**manifest, "format": 3}))
+    why = refused(old, MERGED, MERGED_SOURCES)
+    assert "written by an earlier version of cep (format 3), which sequenced the streams of a merge" in why
+    open_(old)
+    assert json.loads((old / MANIFEST).read_text())["format"] == FORMAT

@@ -1,0 +1,73 @@
+"""Which streams meet in a merge (operators.analysis.merged_sources, merge_upstream), worked out on
+compiled scripts without Spark: Spark sequences such streams together (deployer/spark/
+merge_sequencer.py), and takes a merge's events in one partition before a store effect."""
+
+from __future__ import annotations
+
+from cpl.compiler import compile_script
+from deployer.spark.queries import sequenced_merges
+from operators import graph as g
+from operators.analysis import merge_upstream, merged_sources
+
+HEAD = """
+CREATE STREAMSCHEMA a WITH k integer, ts timestamp TIMESTAMP BY ts;
+CREATE STREAMSCHEMA b WITH k integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 MINUTE;
+CREATE STREAMSCHEMA c WITH k integer, ts timestamp TIMESTAMP BY ts;
+CREATE STREAMSCHEMA d WITH k integer, ts timestamp TIMESTAMP BY ts;
+CREATE STREAMSCHEMA u WITH k integer, ts timestamp;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY note ON crm AS 'UPDATE seen SET n = n + 1 WHERE k = ?';
+"""
+
+
+def merges(script: str) -> list[tuple[str, ...]]:
+    return merged_sources(compile_script(HEAD + script).graph)
+
+
+def test_streams_meet_in_a_union_directly_or_through_per_event_operators() -> None:
+    assert merges("INSERT INTO m SELECT * FROM a, b;") == [("a", "b")]
+    assert merges(
+        "INSERT INTO fb SELECT k, ts FROM b WHERE k > 0;"
+        "INSERT INTO nc SELECT k, ts FROM c ON SQL note, r, k;"
+        "INSERT INTO m SELECT * FROM fb, nc;"
+    ) == [("b", "c")]
+    # each stream alone: nothing to sequence together
+    assert merges("INSERT INTO o SELECT k, ts FROM a WHERE k > 0; INSERT INTO p SELECT * FROM b;") == []
+
+
+def test_merges_that_share_a_stream_are_one_set_in_script_order() -> None:
+    got = merges(
+        "INSERT INTO m1 SELECT * FROM d, b; INSERT INTO m2 SELECT * FROM b, a; INSERT INTO m3 SELECT * FROM c, c;"
+    )
+    assert got == [("a", "b", "d")]  # c merged with itself is still one stream
+
+
+def test_a_merge_without_event_time_or_after_a_window_merges_nothing() -> None:
+    # u has no event time: the Union of a and u has none either (arrival order)
+    assert merges("INSERT INTO m SELECT * FROM a, u;") == []
+    # the window re-times its rows: they carry no event time, and neither does the Union
+    assert (
+        merges(
+            "INSERT INTO n SELECT k, count(*) AS ts FROM a WINDOW TUPLE SIZE 2 GROUP BY k;"
+            "INSERT INTO n2 SELECT k, count(*) AS ts FROM b WINDOW TUPLE SIZE 2 GROUP BY k;"
+            "INSERT INTO m SELECT * FROM n, n2;"
+        )
+        == []
+    )
+
+
+def test_store_effects_downstream_of_a_merge() -> None:
+    graph = compile_script(
+        HEAD + "INSERT INTO m SELECT * FROM a, b; INSERT INTO x SELECT k, ts FROM m ON SQL note, r, k;"
+        "INSERT INTO y SELECT k, ts FROM c ON SQL note, r, k;"
+    ).graph
+    updates = [n for n in graph.nodes if isinstance(n, g.UpdateSQL)]
+    assert [merge_upstream(graph, n) for n in updates] == [True, False]
+
+
+def test_a_generator_stream_passes_no_sequencer() -> None:
+    graph = compile_script(HEAD + "INSERT INTO m SELECT * FROM a, b, c;").graph
+    files = {"a": "file:/in/a", "b": "file:/in/b", "c": "file:/in/c"}
+    assert sequenced_merges(graph, files) == [("a", "b", "c")]
+    assert sequenced_merges(graph, {**files, "b": "generator:10"}) == [("a", "c")]
+    assert sequenced_merges(graph, {**files, "b": "generator:10", "c": "generator:10"}) == []

@@ -1,0 +1,146 @@
+"""The merge's Sequencer (deployer/spark/merge_sequencer.py) on its own, without a JVM: the stages of
+two streams fed micro-batches cut differently release each stream's events only below the least of
+the streams' watermarks, so that what they release later never comes before what they released
+earlier, in the merged order (event time, then input)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from deployer.spark.merge_sequencer import MergeSequencer
+from deployer.spark.sequencer import LATE, TAGGED, packer
+
+STREAMS = ["a", "b"]
+DELAYS = [60_000_000, 0]  # a: WATERMARK 1 MINUTE, b: none
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SCHEMA = pa.schema(
+    [
+        ("_0", pa.int32()),
+        ("_1", pa.timestamp("us", tz="UTC")),
+        ("__seq", pa.string()),
+        ("__end", pa.bool_()),
+    ]
+)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def get(self) -> Any:
+        return self.value
+
+    def update(self, value: Any) -> None:
+        self.value = value
+
+
+class _Handle:
+    def getValueState(self, name: str, schema: Any) -> _State:
+        return _State()
+
+
+class Stage:
+    """The stage of one stream of the merge, fed micro-batches of both streams."""
+
+    def __init__(self, own: int) -> None:
+        self.processor = MergeSequencer(STREAMS, ["_1", "_1"], DELAYS, own)
+        self.processor.init(_Handle())  # type: ignore[arg-type]
+        self.seq = [0, 0]
+
+    def batch(
+        self, a: list[int] | None = None, b: list[int] | None = None, ends: tuple[int, ...] = ()
+    ) -> list[Any]:
+        """One micro-batch: the events of `a` and `b` at these seconds (each one's value is its time),
+        and the end-of-input rows of the streams in `ends`; what the stage releases: (time, late?)."""
+        rows = []
+        for k, seconds in enumerate((a or [], b or [])):
+            batch = self._rows(k, seconds, k in ends)
+            if batch.num_rows:
+                rows += [r for r in packer(k)(iter([batch]))]
+        frame = pa.Table.from_batches(rows).to_pandas() if rows else pd.DataFrame(columns=TAGGED.names)
+        out = []
+        for released in self.processor.handleInputRows((0,), iter([frame]), None):
+            for events in released["__events"]:
+                table = pa.ipc.open_stream(events).read_all()
+                out += [
+                    (v, late is not None)
+                    for v, late in zip(table["_0"].to_pylist(), table[LATE].to_pylist(), strict=True)
+                ]
+        return out
+
+    def _rows(self, k: int, seconds: list[int], end: bool) -> pa.RecordBatch:
+        seqs = []
+        for _ in seconds:
+            seqs.append(f"{self.seq[k]:012d}")
+            self.seq[k] += 1
+        values: list[Any] = [*seconds, None] if end else list(seconds)
+        times = [T0.timestamp() * 1e6 + s * 1e6 for s in seconds] + ([None] if end else [])
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(values, pa.int32()),
+                pa.array([None if t is None else int(t) for t in times], pa.int64()).cast(
+                    pa.timestamp("us", tz="UTC")
+                ),
+                pa.array(seqs + ([None] if end else []), pa.string()),
+                pa.array([None] * len(seconds) + ([True] if end else []), pa.bool_()),
+            ],
+            schema=SCHEMA,
+        )
+
+
+def _run(batches: list[dict[str, Any]]) -> tuple[list[list[Any]], list[list[Any]]]:
+    stages = [Stage(0), Stage(1)]
+    out: tuple[list[list[Any]], list[list[Any]]] = ([], [])
+    for batch in batches:
+        for k, stage in enumerate(stages):
+            out[k].append(stage.batch(**batch))
+    return out
+
+
+def test_a_stream_that_runs_ahead_waits_for_the_other() -> None:
+    a, b = _run(
+        [
+            {"a": [0, 100, 200], "b": [0, 300, 600, 900]},  # b runs ahead; a's watermark: 140
+            {"a": [300, 250, 700]},  # a's watermark 640: b's 300 and 600 go
+            {"a": [1000], "ends": (0,)},  # a ends: the merge goes to b's watermark, 900 (not at it)
+            {"ends": (1,)},  # both ended: the rest
+        ]
+    )
+    # when a ends, its 1000 still waits for b's watermark (900): b may yet bring 950
+    assert a == [
+        [(0, False), (100, False)],
+        [(200, False), (250, False), (300, False)],
+        [(700, False)],
+        [(1000, False)],
+    ]
+    assert b == [[(0, False)], [(300, False), (600, False)], [], [(900, False)]]
+
+
+def test_nothing_goes_before_every_stream_has_had_an_event_and_late_ones_go_at_once() -> None:
+    a, b = _run(
+        [
+            {"a": [0, 100, 200]},  # b has had no event: it may still bring an earlier one
+            {"a": [20], "b": [50]},  # 20 is late for a (behind 200 - 60 s); the limit is now 50
+            {"b": [500]},
+            {"ends": (0, 1)},
+        ]
+    )
+    assert a == [[], [(0, False), (20, True)], [(100, False)], [(200, False)]]
+    assert b == [[], [], [(50, False)], [(500, False)]]
+
+
+def test_a_stream_that_ended_goes_on_when_events_come_after_its_end() -> None:
+    a, b = _run(
+        [
+            {"a": [0], "b": [10], "ends": (0, 1)},
+            {"a": [100]},  # b ended: it does not hold a back (a's own watermark still does)
+            {"b": [200], "a": [300]},  # b goes on (a later run): it holds a back again
+            {"ends": (0, 1)},
+        ]
+    )
+    assert a == [[(0, False)], [], [(100, False)], [(300, False)]]
+    assert b == [[(10, False)], [], [], [(200, False)]]
