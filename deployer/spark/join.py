@@ -31,9 +31,22 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     cond = (lt > rt - sl) & (lt < rt + sr)
     keyed = any(_cross_equality(p) for p in ir.conjuncts(node.predicate))
     if not c.errors:
-        # NULL and FALSE both reject a pair; left as it is, Spark finds the equality conjuncts
-        # (a.k = b.k) and uses them as join keys.
-        cond = cond & pred
+        # NULL and FALSE both reject a pair; Spark finds the equality conjuncts (a.k = b.k) and
+        # uses them as join keys. The other conjuncts are kept from folding into a constant: Spark's
+        # optimizer would reduce `a.k = b.k AND FALSE` (or a NULL pushed down from a later WHERE)
+        # to FALSE, losing the equality a stream-stream join needs ("Stream-stream join without
+        # equality predicate is not supported", found by the fuzzer).
+        keys, rest = [], []
+        for part in ir.conjuncts(node.predicate):
+            (keys if _cross_equality(part) else rest).append(ExprCompiler().compile(part))
+        for k in keys:
+            cond = cond & k
+        if rest:
+            residual = rest[0]
+            for r in rest[1:]:
+                residual = residual & r
+            never = (F.col(SEQ) < F.col("__rseq")) & (F.col(SEQ) > F.col("__rseq"))
+            cond = cond & (residual | never)
     else:
         # A pair whose predicate fails must still meet, to be dead-lettered as the reference does.
         # That includes pairs whose key equality is NULL (the reference goes on to evaluate the
