@@ -17,6 +17,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+from deployer.spark.metrics import batch_counts
+
 # The observed metric counting the rows each sink and table query writes (deployer.service.spark_runs).
 OUT_METRIC = "cep_out"
 
@@ -65,9 +67,11 @@ def absorb(state: dict[str, Any], progresses: list[dict[str, Any]]) -> bool:
         if batch <= int(state.get("batch", -1)):
             continue  # counted already (before a restart, too: the totals are persisted)
         inputs = state.setdefault("in", {})
-        for s in p.get("sources") or []:
-            desc = str(s.get("description"))
-            inputs[desc] = int(inputs.get(desc, 0)) + max(0, int(s.get("numInputRows") or 0))
+        # records read per source, as `cep run` counts them (a source's rows are read more than
+        # once in a query's plan: Spark's numInputRows would count them again)
+        counts = batch_counts(p)
+        for name, n in (counts.read if counts is not None else {}).items():
+            inputs[name] = int(inputs.get(name, 0)) + max(0, n)
         metrics = (p.get("observedMetrics") or {}).get(OUT_METRIC) or {}
         state["out"] = int(state.get("out", 0)) + int(metrics.get("rows") or 0)
         state["batch"] = batch

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from deployer import settings
 from deployer.spark.columns import Message, col_name, error_column, spark_type
 from deployer.spark.expr import ExprCompiler
+from deployer.spark.metrics import FILTERED_METRIC
 from operators import expr as ir
 from operators import graph as g
 from operators.analysis import live_fields, stateless_upstream
@@ -178,7 +179,6 @@ def project(c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_") 
 # Name prefix of the observed metric (Dataset.observe) counting the events a Filter or MultiFilter
 # drops, `cep_filtered:<node id>`: reported in the progress of every query that runs the node, and
 # summed by deployer.spark.deployment for the run's summary (docs/guarantees.md, "Counting events").
-FILTERED_METRIC = "cep_filtered:"
 
 
 def filters_counted() -> bool:

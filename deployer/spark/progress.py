@@ -13,9 +13,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from deployer.spark.graph import FILTERED_METRIC
+from deployer.spark.metrics import BatchCounts, batch_counts
 from deployer.spark.shared import Report
-from deployer.spark.sources import INPUT_METRIC, LATE_METRIC
 
 
 @dataclass
@@ -33,38 +32,6 @@ class SparkRunStats:
     # events a Filter or MultiFilter dropped (the most any query counted); None: not counted
     filtered: int | None = 0
     late: int = 0  # rows the stateful operators dropped behind the watermark (the most any query did)
-
-
-@dataclass(frozen=True)
-class BatchCounts:
-    """What one micro-batch of one query reported in its progress."""
-
-    read: dict[str, int]  # per source: records (file sources, observed) or input rows (others)
-    filtered: dict[str, int]  # per Filter/MultiFilter node (observed, graph.count_filtered)
-    late: int  # rows its stateful operators dropped behind the watermark
-
-
-def batch_counts(p: Any) -> BatchCounts | None:
-    """The counts of one progress report; None for a trigger that ran no batch."""
-    if "addBatch" not in (p.get("durationMs") or {}):
-        return None
-    read: dict[str, int] = {}
-    filtered: dict[str, int] = {}
-    late = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in p.get("stateOperators") or [])
-    for name, row in (p.get("observedMetrics") or {}).items():
-        if name.startswith(INPUT_METRIC):
-            read[name] = int(row["rows"] or 0)
-        elif name.startswith(FILTERED_METRIC):
-            filtered[name[len(FILTERED_METRIC) :]] = int(row["rows"] or 0)
-        elif name.startswith(LATE_METRIC):
-            late += int(row["rows"] or 0)
-    for src in p.get("sources") or []:
-        # File and Redis sources count their records by observation (deployer.spark.sources.split);
-        # the synthetic generator's rows are its input rows.
-        key = str(src.get("description"))
-        if key.startswith("RateStream"):
-            read[key] = read.get(key, 0) + int(src.get("numInputRows") or 0)
-    return BatchCounts(read, filtered, late)
 
 
 class QueryFailed(RuntimeError):

@@ -19,13 +19,12 @@ from deployer.connectors.files import file_dir
 from deployer.spark import file_source as files
 from deployer.spark.columns import col_name, struct_of
 from deployer.spark.file_source import END, ORIGIN, RAW, REASON, SEQ
+from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC
 from deployer.spark.sequencer import LATE, LATE_TS, sequenced
 from operators import graph as g
 
 # Name prefixes of the observed metrics counting, per stream, the records read (`cep_in:<stream>`)
 # and the late events (`cep_late:<stream>`); deployer.spark.progress sums them.
-INPUT_METRIC = "cep_in:"
-LATE_METRIC = "cep_late:"
 
 
 class SourceError(ValueError):

@@ -47,6 +47,9 @@ def test_window_state_levels_off_with_the_watermark(spark: Any, tmp_path: Path) 
         F.timestamp_millis(v * 10).alias(col_name(3)),
         F.format_string("%020d", v).alias(SEQ),
     )
+    # A source declares its stream's watermark where the stream enters (deployer.spark.sources);
+    # these events are in event-time order by construction, so no Sequencer is needed.
+    calls = calls.withWatermark(col_name(3), "5 seconds")
     sg = spark_graph(graph, {"calls": calls})
     bill = named(sg.port(graph.streams["bill"]), graph.stream_schema("bill"))
     query = (

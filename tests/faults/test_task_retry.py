@@ -107,13 +107,12 @@ def test_a_task_retried_after_its_update_committed_applies_once(
     assert emitted == want  # the same count for every event, the retried ones included
 
     # Each count emitted is the one recorded when the event was first executed: the ledger has
-    # one row per event (key: source file, block, line), with its count.
-    by_position = {
-        (f"calls-{f:04d}.jsonl", i): o["id"] for f, batch in enumerate(orders) for i, o in enumerate(batch)
-    }
+    # one row per event (key: the file's place in the source's arrival log, and the line), with
+    # its count.
+    by_position = {(f, i): o["id"] for f, batch in enumerate(orders) for i, o in enumerate(batch)}
     recorded = {}
     for key, affected in rows(pg_db, "SELECT key, affected FROM cep_ledger"):
-        assert not key.startswith("sha256:"), key  # short paths: the key is the readable event id
-        path, _, line = key.split("%00")
-        recorded[by_position[(path.rsplit("/", 1)[-1], int(line))]] = affected
+        assert not key.startswith("sha256:"), key  # the key is the readable event id
+        position, line = key.split("%00")
+        recorded[by_position[(int(position), int(line))]] = affected
     assert recorded == {i: n for i, _, n in emitted}

@@ -124,7 +124,7 @@ def test_serve_runs_reports_resumes_and_stops(pg_db: str, tmp_path: Path, data_d
         wait_for("good's first output", lambda: (r := row(pg_db, "good")) and r.events_out == len(first))
         text = ok("status", "good", catalog=pg_db)
         assert "state:      running (desired: running)" in text
-        assert "events in:  200" in text and f"events out: {len(first)}" in text
+        assert "events in:  200" in text and f"events out: {len(first)}" in text, text
         assert f"service:    {socket.gethostname()}:{procs[0].pid}, seen" in text
         assert "seen" in ok("serve", "--check", catalog=pg_db)
         # The failing deployment reports its cause; the other one runs on regardless.

@@ -421,10 +421,6 @@ def test_spark_plan_hides_the_password(
 @pytest.mark.spark
 @pytest.mark.redis
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not hasattr(spark_run, "redis_stream_writer"),
-    reason="deployer/spark/deployment.py does not know redis:// yet",
-)
 def test_spark_deployment_from_and_to_redis_streams(spark: Any, redis_db: str, tmp_path: Path) -> None:
     client = redis.Redis.from_url(redis_db)
     for i in (1, 2, 3):  # in order: the stream has no WATERMARK, an earlier event would be late
