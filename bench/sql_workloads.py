@@ -34,6 +34,7 @@ from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
 from operators.graph import DataStore
 from stores.bindings import StoreBindings
+from stores.sql.describe import bindings_describer
 from stores.urls import parse_store_url
 
 READSQL = """
@@ -72,8 +73,10 @@ def project_readsql(url: str) -> Callable[[SparkSession, int], DataFrame]:
 
 def _project(script: str, stream: str, url: str) -> Callable[[SparkSession, int], DataFrame]:
     """The project's translation of `script` on the generator, with `crm` bound to `url`."""
-    graph = compile_script(script).graph
     config = StoreBindings({"crm": parse_store_url(url)}, {"crm": DataStore("crm", "postgresql")})
+    # as `cep run` compiles it: the result types described by the store (cpl.describe), whose exact
+    # types let the ReadSQL leave the fields no one reads on the JVM
+    graph = compile_script(script, describe=bindings_describer(config)).graph
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         src = graph.sources()[0]

@@ -17,6 +17,7 @@ from cpl.parser import parse
 from cpl.passes import PASSES
 from cpl.planner import Planner
 from cpl.syntax_tree import Pos
+from operators.declarations import DescribeQuery
 from operators.graph import Aggregate, Graph, Port
 
 
@@ -26,12 +27,20 @@ class Compiled:
     warnings: list[Diagnostic]
 
 
-def compile_script(source: str, filename: str = "<script>") -> Compiled:
-    """Compile a script or raise `CompileError` with every error found."""
+def compile_script(
+    source: str, filename: str = "<script>", *, describe: DescribeQuery | None = None
+) -> Compiled:
+    """Compile a script or raise `CompileError` with every error found.
+
+    `describe`: the script's data stores, bound (stores/describe.py builds one from the bindings),
+    asked for the result types of each SELECT (cpl.describe); without it, a SELECT without RETURNS
+    has varchar results.
+    """
     diags = Diagnostics()
     script = parse(source, diags)
     too_deep = _too_deep(script, diags)
     planner = Planner(diags)
+    planner.state.describe = describe
     for stmt in script.statements:
         if id(stmt) in too_deep:  # planning it would recurse too deep; its error is reported
             if isinstance(stmt, ast.Insert):
@@ -39,6 +48,8 @@ def compile_script(source: str, filename: str = "<script>") -> Compiled:
             continue
         planner.statement(stmt)
     state = planner.state
+    for message, pos in state.warnings:
+        diags.warning(message, pos)
     if (
         not diags.has_errors
         and not any(not s.is_source for s in state.streams.values())

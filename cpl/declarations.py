@@ -4,6 +4,7 @@ validated and recorded in the plan state for the statements that follow."""
 from __future__ import annotations
 
 from cpl import syntax_tree as ast
+from cpl.describe import described
 from cpl.errors import PlanError
 from cpl.plan_state import PlanState, Stream
 from cpl.plan_windows import duration_ms, plan_window
@@ -116,9 +117,11 @@ def create_sqlquery(state: PlanState, stmt: ast.CreateSqlQuery) -> None:
             returns = Schema(tuple(Field(f.name, resolve_type(f.type)) for f in stmt.returns))
         except ValueError as err:
             raise PlanError(f"RETURNS: {err}", stmt.pos) from None
-    state.queries[stmt.name.lower()] = g.SqlQuery(
+    query = g.SqlQuery(
         stmt.name, store.name, stmt.text, info.kind, len(info.params), returns, stmt.cache_rows, ttl
     )
+    state.queries[stmt.name.lower()] = query  # known to the statements below, whatever its store says
+    state.queries[stmt.name.lower()] = described(state, query, store, stmt.pos)
 
 
 def create_table(state: PlanState, stmt: ast.CreateTable) -> None:

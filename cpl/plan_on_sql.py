@@ -5,13 +5,14 @@ its parameters, read from the event, then the names of what it adds."""
 from __future__ import annotations
 
 from cpl import syntax_tree as ast
+from cpl.describe import result_types
 from cpl.errors import PlanError, TypeCheckError
 from cpl.plan_state import Planned, PlanState
 from cpl.scope import Input, Scope
 from cpl.typecheck import Checker
 from operators import expr as ir
 from operators import graph as g
-from operators.datatypes import T_STRING, Field, Schema
+from operators.datatypes import Field, Schema
 
 
 def plan_on_sql(
@@ -85,13 +86,8 @@ def _read_sql(
 ) -> g.ReadSQL:
     if not out_names:
         raise PlanError(f"ON SQL with the SELECT '{query.name}' needs names for its result columns", on.pos)
-    if query.returns is not None and len(query.returns) != len(out_names):
-        raise PlanError(
-            f"'{query.name}' RETURNS {len(query.returns)} column(s) but ON SQL names {len(out_names)}",
-            on.pos,
-        )
-    # Without RETURNS the result columns are read as text (docs/language.md).
-    types = [f.type for f in query.returns] if query.returns is not None else [T_STRING] * len(out_names)
+    # RETURNS, else what the store described, else text (cpl.describe, docs/language.md).
+    types = result_types(query, len(out_names), on.pos)
     result = tuple(Field(n, t) for n, t in zip(out_names, types, strict=True))
     try:
         Schema(result)

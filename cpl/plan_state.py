@@ -9,6 +9,7 @@ from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from operators import graph as g
 from operators.datatypes import Schema
+from operators.declarations import DescribeQuery
 
 
 @dataclass
@@ -46,6 +47,10 @@ class PlanState:
     queries: dict[str, g.SqlQuery] = field(default_factory=dict)
     tables: dict[str, g.Table] = field(default_factory=dict)
     declared_lines: dict[str, int] = field(default_factory=dict)  # "kind:name" → its line
+    # The bound data stores, asked for the result columns of each SELECT (cpl.describe); None: the
+    # stores are not bound, and a SELECT without RETURNS has varchar results.
+    describe: DescribeQuery | None = None
+    warnings: list[tuple[str, ast.Pos]] = field(default_factory=list)
 
     def add(self, node: g.Node) -> g.Port:
         self.nodes.append(node)

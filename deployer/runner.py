@@ -1,5 +1,7 @@
 """`cep run`, independent of the engine: bind the data stores, run the graph on the chosen engine
-(`ENGINES`), print the summary line.
+(`ENGINES`), print the summary line. Binding the stores the same way for the compiler
+(`describer`, `compile_bound`) is here too: every command that compiles a script to run or show it
+compiles it so.
 
 A new engine is a module with a `run(req, stores, out) -> RunSummary` (deployer.engine.Engine) and a
 line in `ENGINES`. The engines are imported when chosen: the Spark one imports pyspark, which a
@@ -11,14 +13,19 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cpl.compiler import Compiled, compile_script
 from deployer import settings
 from deployer.engine import Engine, RunRequest, RunSummary
 from operators import graph as g
-from stores.bindings import StoreBindings, resolve_bindings
+from operators.declarations import DescribeQuery
+from stores.bindings import StoreBindings, bind_store, resolve_bindings
 from stores.retry import RetryPolicy
+from stores.sql.describe import StoreDescriber
+from stores.urls import StoreURL
 
 # engine name -> the module whose `run` runs a request on it
 ENGINES: dict[str, str] = {
@@ -40,16 +47,39 @@ def data_dir() -> Path:
     return settings.current().data_dir
 
 
-def bind_stores(graph: g.Graph, cli: dict[str, str]) -> StoreBindings | None:
+def retry_policy() -> RetryPolicy:
+    conf = settings.current()
+    return RetryPolicy(tries=conf.store_retries, base_s=conf.store_retry_base_ms / 1000)
+
+
+def bind_stores(graph: g.Graph, cli: Mapping[str, str]) -> StoreBindings | None:
     """The script's data stores bound to URLs, with the retry policy of the settings, or None when
     it declares none."""
     if not graph.stores:
         if cli:
             raise ValueError(f"--store given, but the script declares no data store ({', '.join(cli)})")
         return None
-    conf = settings.current()
-    retry = RetryPolicy(tries=conf.store_retries, base_s=conf.store_retry_base_ms / 1000)
-    return resolve_bindings(graph.stores, cli, os.environ, data_dir(), retry=retry)
+    return resolve_bindings(graph.stores, cli, os.environ, data_dir(), retry=retry_policy())
+
+
+def describer(cli: Mapping[str, str]) -> DescribeQuery:
+    """What the compiler asks for the result types of a script's SELECTs (cpl.describe): each store
+    bound as `bind_stores` will bind it (`--store`, CEP_STORE_<NAME>_URL, the embedded default), when
+    the compiler first needs it, since the script's stores are known only as it is compiled. A
+    `--store` name the script does not declare is `bind_stores`'s to report."""
+    env = dict(os.environ)
+    directory = data_dir()
+    texts = {name.lower(): text for name, text in cli.items()}
+
+    def bind(store: g.DataStore) -> StoreURL:
+        return bind_store(store, texts.get(store.name.lower()), env, directory)
+
+    return StoreDescriber(bind, retry_policy())
+
+
+def compile_bound(source: str, filename: str, cli: Mapping[str, str]) -> Compiled:
+    """`compile_script` with the data stores bound as `cep run` binds them (`describer`)."""
+    return compile_script(source, filename, describe=describer(cli))
 
 
 def run_script(req: RunRequest, out: Any = sys.stderr) -> RunSummary:

@@ -8,6 +8,7 @@ ones. What each function answers:
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
 - `can_fail`: whether evaluating an expression may fail for some event (its event is then
   dead-lettered, so every field of it must be kept);
+- `unfit_results`: which result fields of a ReadSQL may receive a value that does not fit them;
 - `live_fields`: which fields of each port some consumer reads.
 """
 
@@ -89,6 +90,32 @@ def can_fail(e: ir.Expr) -> bool:
     return any(_fails_itself(x) for x in ir.walk(e))
 
 
+# ---- ReadSQL results that may not fit ----------------------------------------------------------
+
+
+def unfit_results(node: g.ReadSQL) -> tuple[int, ...]:
+    """The result fields of `node` that may receive a value not of their type (operators.results),
+    which dead-letters its event. None may when the field is a varchar without a length (every
+    value has a text form), or when the store described its column as exact (its driver only
+    returns values of that type, as PostgreSQL's int4 for integer) with the field's very type.
+    RETURNS alone vouches for nothing: SQLite keeps any value in any column, and a declaration may
+    be wrong."""
+    described = node.query.described
+    out = []
+    for j, f in enumerate(node.result_fields):
+        if f.type.kind == "varchar" and f.type.length is None:
+            continue
+        if (
+            described is not None
+            and j < len(described)
+            and described[j].exact
+            and described[j].type == f.type
+        ):
+            continue
+        out.append(j)
+    return tuple(out)
+
+
 # ---- live fields ---------------------------------------------------------------------------------
 
 # A set of field positions, or None for "all of them".
@@ -126,8 +153,9 @@ def _reads(node: g.Node, outs: list[Live]) -> Live:
     if isinstance(node, g.Union):
         return outs[0]
     if isinstance(node, g.ReadSQL):
-        # A text argument may hold a NUL, which dead-letters its event on PostgreSQL.
-        if any(can_fail(a) or a.type.is_string for a in node.args):
+        # A text argument may hold a NUL, which dead-letters its event on PostgreSQL; so does a
+        # result value that does not fit its field.
+        if any(can_fail(a) or a.type.is_string for a in node.args) or unfit_results(node):
             return None
         width = len(node.input_schema)
         passed = outs[0] if outs[0] is None else frozenset(i for i in outs[0] if i < width)

@@ -4,8 +4,9 @@ query variables, tables), as immutable values."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from operators.datatypes import Schema
+from operators.datatypes import DataType, Schema
 from operators.expr import Expr
 
 
@@ -49,6 +50,18 @@ class DataStore:
 
 
 @dataclass(frozen=True)
+class ResultColumn:
+    """One result column of a SELECT as its data store describes it (stores/describe.py)."""
+
+    name: str  # as the database names it (`?column?` for an expression on PostgreSQL)
+    type: DataType  # the CPL type its values are read as
+    source: str  # the database's own type, e.g. "int4", "numeric(10,2)", "INTEGER"; "" when it has none
+    # Every value the store's driver returns for it is a value of `type` (PostgreSQL's int4 read as
+    # integer), so reading it can never dead-letter an event: engines then skip the per-value check.
+    exact: bool = False
+
+
+@dataclass(frozen=True)
 class SqlQuery:
     """A `CREATE SQLQUERY` variable: SQL text with `?` parameters, run against one data store."""
 
@@ -60,10 +73,35 @@ class SqlQuery:
     returns: Schema | None = None  # declared result columns (RETURNS), when given
     cache_rows: int | None = None
     cache_ttl_ms: int | None = None
+    # What the store said the SELECT returns when the script was compiled with its stores bound
+    # (cpl.compiler.compile_script's `describe`); None when it was not asked or could not say.
+    described: tuple[ResultColumn, ...] | None = None
 
     @property
     def is_read(self) -> bool:
         return self.kind == "select"
+
+    @property
+    def result_types(self) -> tuple[DataType, ...] | None:
+        """The types of the result columns: RETURNS when declared (it wins), else the store's
+        description, else None (unknown: the compiler reads them as varchar)."""
+        if self.returns is not None:
+            return tuple(f.type for f in self.returns)
+        if self.described is not None:
+            return tuple(c.type for c in self.described)
+        return None
+
+
+class DescribeError(Exception):
+    """A data store could not describe a query's result columns; the message says why (redacted)."""
+
+
+class DescribeQuery(Protocol):
+    """What the compiler asks of the bound data stores: the result columns of the SELECT `query`
+    against its store `store`, or DescribeError saying why they cannot be known. The compiler
+    depends on this protocol only, never on a store (stores/describe.py implements it)."""
+
+    def __call__(self, query: SqlQuery, store: DataStore) -> tuple[ResultColumn, ...]: ...
 
 
 @dataclass(frozen=True)

@@ -62,15 +62,21 @@ def to_json(graph: Graph) -> str:
     return json.dumps(doc, indent=2)
 
 
+def _cut(text: str) -> str:
+    return text[:57] + "..." if len(text) > 60 else text
+
+
 def _mermaid_label(n: Node) -> str:
     params = n.params()
     detail = ""
     for key in ("stream", "window", "query", "table", "where", "project"):
         if key in params:
-            detail = _value(params[key])
+            detail = _cut(_value(params[key]))
             break
-    if len(detail) > 60:
-        detail = detail[:57] + "..."
+    if n.op == "ReadSQL":  # the result columns with their types (RETURNS, or the store's)
+        columns = params["columns"]
+        assert isinstance(columns, list)
+        detail += "<br/>" + _cut(", ".join(str(c) for c in columns))
     text = f"{n.op}<br/>{detail}" if detail else n.op
     # Mermaid labels are quoted; escape what would end the quote or start markup.
     return (

@@ -237,7 +237,9 @@ class ReadSQL(Node):
     """Per event: bind `params`, run the SELECT, emit the event extended by each result row.
 
     The output is the input's fields followed by `result_fields`. With `outer`, an event whose
-    query returns no row is emitted once with NULL result fields.
+    query returns no row is emitted once with NULL result fields. Each result value becomes a value
+    of its field's type by `operators.results`; an event with a value that does not fit is
+    dead-lettered instead (`operators.analysis.unfit_results` says which fields may not fit).
     """
 
     input_schema: Schema
@@ -256,9 +258,19 @@ class ReadSQL(Node):
             "query": self.query.name,
             "store": self.query.store,
             "args": [a.to_cpl() for a in self.args],
-            "columns": [f"{self.alias}.{f.name}" for f in self.result_fields],
+            "columns": [f"{self.alias}.{f.name} {f.type}" for f in self.result_fields],
+            "types": self.typed_by,
             "outer": self.outer,
         }
+
+    @property
+    def typed_by(self) -> str:
+        """Where the result types come from (docs/language.md, "SQL queries")."""
+        if self.query.returns is not None:
+            return "RETURNS"
+        if self.query.described is not None:
+            return f"described by data store {self.query.store}"
+        return "not described: read as varchar"
 
 
 @dataclass(frozen=True, kw_only=True)

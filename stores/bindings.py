@@ -72,25 +72,33 @@ def resolve_bindings(
     urls: dict[str, StoreURL] = {}
     for key, ds in declared.items():
         try:
-            url = _url_for(ds, cli_texts.get(key), env, default_dir)
+            urls[key] = bind_store(ds, cli_texts.get(key), env, default_dir)
         except StoreConfigError as e:
-            problems.append(f"data store {ds.name}: {e}")
-            continue
-        if url is None:
-            problems.append(
-                f"data store {ds.name} (TYPE {ds.type}) is not bound to a URL and has no embedded default: "
-                f"set {env_var_for(ds.name)}=redis://host:6379/0 or pass --store {ds.name}=redis://host:6379/0"
-            )
-        elif url.kind != ds.type and not (ds.type == "postgresql" and url.kind == "sqlite"):
-            problems.append(
-                f"data store {ds.name} is declared TYPE {ds.type} but bound to {url.redacted()} "
-                f"(a {url.kind} URL, from {url.origin})"
-            )
-        else:
-            urls[key] = url
+            problems.append(e.detail)
     if problems:
         raise StoreConfigError("\n".join(problems))
     return StoreBindings(urls, dict(declared), retry or RetryPolicy())
+
+
+def bind_store(ds: DataStore, cli_text: str | None, env: Mapping[str, str], default_dir: Path) -> StoreURL:
+    """The URL one declared store is bound to (`cli_text`: its `--store` URL, if given), by the
+    precedence and rules of `resolve_bindings`; StoreConfigError saying why it cannot be bound.
+    (The compiler's describer binds each store this way when it first needs it: runner.describer.)"""
+    try:
+        url = _url_for(ds, cli_text, env, default_dir)
+    except StoreConfigError as e:
+        raise StoreConfigError(f"data store {ds.name}: {e}") from None
+    if url is None:
+        raise StoreConfigError(
+            f"data store {ds.name} (TYPE {ds.type}) is not bound to a URL and has no embedded default: "
+            f"set {env_var_for(ds.name)}=redis://host:6379/0 or pass --store {ds.name}=redis://host:6379/0"
+        )
+    if url.kind != ds.type and not (ds.type == "postgresql" and url.kind == "sqlite"):
+        raise StoreConfigError(
+            f"data store {ds.name} is declared TYPE {ds.type} but bound to {url.redacted()} "
+            f"(a {url.kind} URL, from {url.origin})"
+        )
+    return url
 
 
 def _cli_texts(

@@ -131,7 +131,8 @@ def redis_text(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Results: from what a driver returned to the CPL type a query declared (RETURNS)
+# Results: from what a driver returned to the CPL type of the query's result column (its RETURNS,
+# or what the store described: SqlQuery.result_types)
 
 
 def from_db(value: Any, t: DataType) -> Any:
@@ -139,7 +140,8 @@ def from_db(value: Any, t: DataType) -> Any:
 
     Postgres already returns the right types; this matters for SQLite, which returns timestamps as
     text, booleans as integers and decimals as floats. Values that do not convert are returned as
-    they are, for the caller's type checks to report.
+    they are, and so are values read into a text column: the engines give every value its field's
+    type by one rule, which refuses the first and gives the others their text (operators.results).
     """
     if value is None:
         return None
@@ -153,7 +155,7 @@ def from_db(value: Any, t: DataType) -> Any:
                 return {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}.get(
                     value.lower(), value
                 )
-            return bool(value) if isinstance(value, int) else value
+            return bool(value) if isinstance(value, int) and value in (0, 1) else value
         if t.kind in (INTEGER, BIGINT):
             if isinstance(value, bool):
                 return int(value)
@@ -170,8 +172,6 @@ def from_db(value: Any, t: DataType) -> Any:
             if isinstance(value, int | float | str) and not isinstance(value, bool):
                 return Decimal(str(value))
             return value
-        if t.kind in (CHAR, VARCHAR):
-            return value if isinstance(value, str) else str(value)
     except (ValueError, ArithmeticError):
         return value
     return value

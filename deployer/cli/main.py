@@ -1,8 +1,12 @@
 """`cep`: the command-line interface of PaaS-CEP.
 
-    cep check SCRIPT...                  compile, report every error, exit 1 if any
+    cep check SCRIPT... [--store N=URL]  compile, report every error, exit 1 if any
     cep explain SCRIPT [--format ...]    show the operator graph (text, json or mermaid)
     cep run SCRIPT --source S=URI ...    run a script (engine: spark, or local without a JVM)
+
+Each compiles the script with its data stores bound as `cep run` binds them (`--store`,
+CEP_STORE_<NAME>_URL, the embedded default), which describe the result types of its SELECTs
+(docs/language.md, "Result types").
 
 No Python or lark stack trace reaches the user: compile errors are diagnostics, run-time failures a
 one-line message (add --debug for the trace).
@@ -15,16 +19,16 @@ manager) or SIGINT (Ctrl-C: exit 130, the shell's code for an interrupted comman
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import click
 
-from cpl.compiler import Compiled, compile_script
+from cpl.compiler import Compiled
 from cpl.errors import CompileError
 from deployer.cli import service as service_cli
 from deployer.cli.common import friendly, pairs, read_script
 from deployer.engine import RunRequest
-from deployer.runner import run_script
+from deployer.runner import compile_bound, run_script
 from deployer.spark.checkpoint import CheckpointRefused
 from deployer.spark.queries import describe, plan_queries
 from operators import explain as dump
@@ -35,10 +39,12 @@ class UsageError(click.ClickException):
     exit_code = 2
 
 
-def _compile(path: str, quiet_warnings: bool = False) -> Compiled:
+def _compile(path: str, stores: Mapping[str, str], quiet_warnings: bool = False) -> Compiled:
+    """The script at `path` compiled with its data stores bound as `cep run` binds them (`--store`,
+    CEP_STORE_<NAME>_URL, the embedded default), which describe the result types of its SELECTs."""
     source, name = read_script(path)
     try:
-        compiled = compile_script(source, name)
+        compiled = compile_bound(source, name, stores)
     except CompileError as err:
         click.echo(err.render(), err=True)
         raise SystemExit(1) from None
@@ -58,15 +64,20 @@ def cli(debug: bool) -> None:
     """PaaS-CEP: continuous queries in CPL, compiled to operator graphs and run on Spark."""
 
 
+_STORE_HELP = "Bind a data store to a URL (as for `cep run`): the result types of its SELECTs come from it."
+
+
 @cli.command()
 @click.argument("scripts", nargs=-1, required=True, metavar="SCRIPT...")
+@click.option("--store", "stores", multiple=True, metavar="NAME=URL", help=_STORE_HELP)
 @_friendly
-def check(scripts: Sequence[str]) -> None:
+def check(scripts: Sequence[str], stores: Sequence[str]) -> None:
     """Compile SCRIPT(s) and report every error; exit 1 when any script is invalid."""
     failed = False
+    bound = _pairs(stores, "--store")
     for path in scripts:
         try:
-            compiled = _compile(path)
+            compiled = _compile(path, bound)
         except SystemExit:
             failed = True
             continue
@@ -88,10 +99,11 @@ def check(scripts: Sequence[str]) -> None:
     help="text: stable dump; json: {nodes, edges}; mermaid: paste into Markdown to draw it; "
     "queries: the Spark streaming queries a run writing every unread stream starts.",
 )
+@click.option("--store", "stores", multiple=True, metavar="NAME=URL", help=_STORE_HELP)
 @_friendly
-def explain(script: str, fmt: str) -> None:
+def explain(script: str, fmt: str, stores: Sequence[str]) -> None:
     """Show the operator graph SCRIPT compiles to."""
-    graph = _compile(script).graph
+    graph = _compile(script, _pairs(stores, "--store")).graph
     if fmt == "queries":
         out = _queries(graph)
     else:
@@ -150,13 +162,14 @@ def run(
     max_files_per_trigger: int | None,
 ) -> None:
     """Run SCRIPT: read its input streams, write its results."""
-    compiled = _compile(script)
+    bound = _pairs(stores, "--store")
+    compiled = _compile(script, bound)
     request = RunRequest(
         graph=compiled.graph,
         engine=engine,
         sources=_pairs(sources, "--source"),
         sinks=_pairs(sinks, "--sink"),
-        stores=_pairs(stores, "--store"),
+        stores=bound,
         dead_letter=dead_letter,
         until_idle=until_idle,
         checkpoint=checkpoint,

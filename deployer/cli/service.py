@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
-from cpl.compiler import compile_script
 from cpl.errors import CompileError
 from deployer.cli.common import friendly, pairs, read_script
+from deployer.runner import compile_bound
 from deployer.service import lifecycle
 from deployer.service.catalog import Catalog, CatalogError, now, utc
 from deployer.service.daemon import Service
@@ -118,8 +118,11 @@ def deploy(
     operators cannot, and is refused unless --reset-state is given.
     """
     source, filename = _read_script(script)
+    bound = _pairs(stores, "--store")
     try:
-        compiled = compile_script(source, filename)
+        # the stores bound here as the service will bind them, for the result types of the SELECTs
+        # (cpl.describe); one not reachable from here leaves them varchar, with a warning
+        compiled = compile_bound(source, filename, bound)
     except CompileError as err:
         click.echo(err.render(), err=True)
         raise SystemExit(1) from None
@@ -130,7 +133,7 @@ def deploy(
         script=source,
         sources=_pairs(sources, "--source"),
         sinks=_pairs(sinks, "--sink"),
-        stores=_pairs(stores, "--store"),
+        stores=bound,
         dead_letter=dead_letter,
     )
     cat = Catalog.open(catalog)

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 from deployer.local.evaluate import compile_expr, compile_predicate
 from deployer.local.events import RunStats
 from operators import graph as g
-from operators.values import EvalError, cast_value
+from operators.results import result_row
+from operators.values import EvalError
 
 Event = tuple[Any, ...]
 
@@ -269,6 +270,7 @@ class ReadSQLOp(Operator):
         super().__init__(node, rt)
         self.stores = rt.stores
         self.args = [compile_expr(a) for a in node.args]
+        self.names = [f.name for f in node.result_fields]
         self.types = [f.type for f in node.result_fields]
         self.nulls = (None,) * len(node.result_fields)
 
@@ -286,12 +288,13 @@ class ReadSQLOp(Operator):
             self.emit(e, ts if self.timed else None)
 
     def _typed(self, row: tuple[Any, ...]) -> Event:
-        # The store returns driver values; give them the declared result types (text without RETURNS).
+        # The store returns driver values; each becomes a value of its field's type, or the event
+        # is dead-lettered (operators.results: the rule the Spark translation applies too).
         if len(row) != len(self.types):
             raise EvalError(
                 f"query '{self.node.query.name}' returned {len(row)} column(s) but ON SQL names {len(self.types)}"
             )
-        return tuple(cast_value(v, t) for v, t in zip(row, self.types, strict=True))
+        return result_row(self.node.query.name, self.names, self.types, row)
 
 
 class UpdateSQLOp(Operator):

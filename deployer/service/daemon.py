@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cpl.compiler import compile_script
 from deployer import settings
-from deployer.runner import bind_stores
+from deployer.runner import bind_stores, compile_bound
 from deployer.service.catalog import NOTIFY_CHANNEL, Catalog, CatalogError, data_dir, now
 from deployer.service.models import Deployment
 from deployer.service.reports import absorb, redact, summarize_error, totals
@@ -240,9 +239,14 @@ class Service:
         self.catalog.update(name, "starting", detail, actual_state="starting", restarts=restarts)
         deployment = None
         try:
-            graph = compile_script(row.script, f"<{name}>").graph
             b = row.bindings
-            config = bind_stores(graph, dict(b.get("stores") or {}))
+            stores = dict(b.get("stores") or {})
+            # with its stores bound, which give the result types of its SELECTs (cpl.describe)
+            compiled = compile_bound(row.script, f"<{name}>", stores)
+            for w in compiled.warnings:
+                log.warning("%s: %s", name, w.render(row.script, f"<{name}>"))
+            graph = compiled.graph
+            config = bind_stores(graph, stores)
             checkpoint = self.checkpoint_path(row.checkpoint)
             checkpoint.mkdir(parents=True, exist_ok=True)
             # The incarnation is part of the name the ledger knows the deployment by: a reset

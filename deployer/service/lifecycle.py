@@ -17,8 +17,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from cpl.compiler import compile_script
 from cpl.errors import CompileError
+from deployer.runner import compile_bound
 from deployer.service.catalog import (
     NAME_RE,
     Catalog,
@@ -119,9 +119,10 @@ def validate(spec: DeploySpec, graph: g.Graph) -> None:
         raise CatalogError("\n".join(problems))
 
 
-def _compile_deployed(script: str) -> g.Graph | None:
+def _compile_deployed(script: str, stores: Mapping[str, str]) -> g.Graph | None:
+    """The deployed script's graph as `cep deploy` compiles a new one: its stores bound (cpl.describe)."""
     try:
-        return compile_script(script, "<deployed>").graph
+        return compile_bound(script, "<deployed>", stores).graph
     except CompileError:
         return None
 
@@ -189,7 +190,7 @@ def _check_compatible(
 ) -> None:
     """Refuse a new script that cannot resume from the deployment's checkpoint (deployer.spark.compat),
     unless its state is reset."""
-    old_graph = _compile_deployed(row.script)
+    old_graph = _compile_deployed(row.script, row.bindings.get("stores") or {})
     if old_graph is None:
         problems = ["the deployed script no longer compiles, so its state cannot be checked"]
     else:

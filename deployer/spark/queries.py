@@ -18,7 +18,8 @@ its translation found the same failure points), and `cep explain --queries` and 
 (tests/spark/golden/*.queries) print them. Failure points follow the translation: an operator has
 one where an expression it evaluates can fail (operators.analysis.can_fail), an Aggregate one for
 its input (keys, arguments, BATCH conditions) and one for its rows (HAVING, projections), a ReadSQL
-one more for text parameters bound for PostgreSQL (a NUL is refused there), an UpdateSQL one for the
+one more for text parameters bound for PostgreSQL (a NUL is refused there) and one for result values
+that may not fit their fields (operators.analysis.unfit_results), an UpdateSQL one for the
 statements the database refuses.
 """
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 from deployer.spark.state_layout import bucketed
 from operators import graph as g
-from operators.analysis import ancestors, can_fail, stateless_upstream
+from operators.analysis import ancestors, can_fail, stateless_upstream, unfit_results
 from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
@@ -123,7 +124,8 @@ def failure_points(
         nul = store_kinds.get(node.query.store.lower()) == "postgresql" and any(
             a.type.is_string for a in node.args
         )
-        return [before] if nul or any(map(can_fail, node.args)) else []
+        unfit = [(False, False)] if unfit_results(node) else []  # a result value that does not fit
+        return ([before] if nul or any(map(can_fail, node.args)) else []) + unfit
     if isinstance(node, g.UpdateSQL):
         return ([before] if any(map(can_fail, node.args)) else []) + [(False, False)]
     return []

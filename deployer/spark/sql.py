@@ -21,7 +21,9 @@ first one's entries for the same event ids and skip its own writes.
 
 Per-event failures: an UpdateSQL event the database refuses (a constraint, a bad cast) is split off
 into a dead letter with the database's (redacted) message; a Materialize row likewise, written by
-the `dead_letter` writer given to `materialize_writer` (stderr without one).
+the `dead_letter` writer given to `materialize_writer` (stderr without one). A ReadSQL event with a
+result value that does not fit its field (operators.results) comes out of Python as one row with
+the reason, split off into a dead letter with the whole event, as the reference executor does.
 """
 
 from __future__ import annotations
@@ -44,11 +46,15 @@ from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
+from operators.analysis import unfit_results
+from operators.results import result_columns
 from stores import ledger
+from stores.api import ReadColumns
 from stores.sql.postgres_read import NUL_IN_TEXT
 
 _STORES: dict[int, Any] = {}
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
+READ_ERR = "__readerr"  # ReadSQL: why a result value does not fit its field, NULL when all fit
 # Events per ReadSQL query on Spark (see deployer.spark.arrow_batches.coalesced): in the sql bench, 50,000 and 100,000 read
 # faster than Spark's 10,000 and about alike; above that the gain stops.
 READ_BATCH_ROWS = 100_000
@@ -92,21 +98,26 @@ def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tup
 
 def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     config = bound(sg)
-    # Only the event fields read downstream cross to Python and back; the others come back as NULLs.
-    live = sg.live(g.Port(node.id))
+    # A result value that does not fit its field dead-letters its event, whole: then every field
+    # crosses to Python. Otherwise only the event fields read downstream cross to Python and back;
+    # the others come back as NULLs.
+    unfit = bool(unfit_results(node))
+    live = None if unfit else sg.live(g.Port(node.id))
     keep = [i for i in range(len(node.input_schema)) if live is None or i in live]
     df, width = _with_args(sg, node, keep)
     fields = carried(list(struct_of(node.schema).fields), df)
     out_fields = [*(fields[i] for i in keep), *fields[width:], T.StructField(SEQ, T.StringType())]
+    if unfit:
+        out_fields.append(T.StructField(READ_ERR, T.StringType()))
     out = T.StructType(out_fields)
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out_fields]
     )
     n_args = len(node.args)
-    n_kept = len(keep)
     query = node.query
     outer = node.outer
     n_result = len(node.result_fields)
+    event_cols = [col_name(i) for i in keep]
     counters = _cache_counters(sg, df, query)
     chunk = READ_BATCH_ROWS
 
@@ -114,7 +125,6 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
         # Vectorised around the one store call per batch: the event's own columns are gathered
         # with Arrow `take` (one index per result row); only the result values pass through Python.
         stores = worker_stores(config)
-        event_cols = [col_name(i) for i in keep]
         for batch in coalesced(batches, chunk):
             columns = [_pylist(batch.column(f"__p{i}")) for i in range(n_args)]
             before = stores.cache_stats().get(query.name, {}) if counters else {}
@@ -123,23 +133,13 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
                 after = stores.cache_stats().get(query.name, {})
                 for acc, what in zip(counters, ("hits", "misses", "loads"), strict=True):
                     acc.add(after.get(what, 0) - before.get(what, 0))
-            event = np.asarray(found.event, dtype=np.int64)
-            events = batch.select([*event_cols, SEQ]).take(pa.array(event))
-            arrays = [events.column(i) for i in range(n_kept)]
-            arrays += [
-                pa.array(v, type=arrow_schema.field(n_kept + j).type) for j, v in enumerate(found.columns)
-            ]
-            arrays.append(pc.binary_join_element_wise(events.column(n_kept), _nth(event), ""))
-            yield pa.RecordBatch.from_arrays(
-                [
-                    a.cast(f.type) if a.type != f.type else a
-                    for a, f in zip(arrays, arrow_schema, strict=True)
-                ],
-                schema=arrow_schema,
-            )
+            yield _read_rows(node, batch.select([*event_cols, SEQ]), found, arrow_schema, unfit)
 
     done = df.mapInArrow(run, out)
-    if n_kept == width:
+    if unfit:
+        err = F.col(READ_ERR)
+        return sg.split_errors(node, done, [(err.isNotNull(), err)], width).drop(READ_ERR)
+    if len(keep) == width:
         return done
     return done.select(
         *[
@@ -147,6 +147,38 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
             for i, f in enumerate(fields)
         ],
         SEQ,
+    )
+
+
+def _read_rows(
+    node: g.ReadSQL, events: pa.RecordBatch, found: ReadColumns, schema: pa.Schema, unfit: bool
+) -> pa.RecordBatch:
+    """The output of one store call: each result row is its event's columns (and `SEQ`, last in
+    `events`) followed by its values, as their fields' types (operators.results, as the reference
+    executor gives them); with `unfit`, an event with a value that does not fit is one row of NULL
+    results with the reason (READ_ERR), for the dead letter."""
+    names = [f.name for f in node.result_fields]
+    types = [f.type for f in node.result_fields]
+    rows, columns, reasons = result_columns(node.query.name, names, types, found.event, found.columns)
+    event = np.asarray(rows, dtype=np.int64)
+    taken = events.take(pa.array(event))
+    n_kept = events.num_columns - 1
+    arrays = [taken.column(i) for i in range(n_kept)]
+    arrays += [pa.array(v, type=schema.field(n_kept + j).type) for j, v in enumerate(columns)]
+    arrays.append(pc.binary_join_element_wise(taken.column(n_kept), _nth(event), ""))
+    if unfit:
+        arrays.append(pa.array(reasons, type=pa.string()))
+    elif any(r is not None for r in reasons):
+        # operators.analysis.unfit_results said none could be: the store described the columns as
+        # always fitting when the script was compiled, and no longer returns what it described
+        why = next(r for r in reasons if r is not None)
+        raise RuntimeError(
+            f"{why}; data store {node.query.store} described that column as holding only such values when "
+            "the script was compiled: has its type changed since? Compile and run the script again"
+        )
+    return pa.RecordBatch.from_arrays(
+        [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema, strict=True)],
+        schema=schema,
     )
 
 

@@ -128,7 +128,7 @@ class PgConnections:
     def pool(self) -> ConnectionPool:
         with self._lock:
             if self._pool is None:
-                conninfo = make_conninfo(self.url.libpq_conninfo(), **_application_name(self.url))
+                conninfo = make_conninfo(self.url.libpq_conninfo(), **application_name(self.url))
                 self._try_connect(conninfo)
                 self._pool = self._open_pool(conninfo)
             return self._pool
@@ -144,7 +144,7 @@ class PgConnections:
                 message,
                 store=self.name,
                 url=self.url.redacted(),
-                transient=_transient_connect(message),
+                transient=transient_connect(message),
             ) from None
 
     def _open_pool(self, conninfo: str) -> ConnectionPool:
@@ -277,17 +277,17 @@ class PgConnections:
                     poolclass=sa.NullPool,
                     connect_args={
                         "connect_timeout": CONNECT_TIMEOUT_S,
-                        **_application_name(self.url, DDL_APPLICATION_NAME),
+                        **application_name(self.url, DDL_APPLICATION_NAME),
                     },
                 )
             return self._engine
 
 
-def _application_name(url: StoreURL, name: str = APPLICATION_NAME) -> dict[str, str]:
+def application_name(url: StoreURL, name: str = APPLICATION_NAME) -> dict[str, str]:
     return {} if any(k == "application_name" for k, _ in url.options) else {"application_name": name}
 
 
-def _transient_connect(message: str) -> bool:
+def transient_connect(message: str) -> bool:
     """Whether a failed connection attempt may succeed later (refused, reset, starting up...)."""
     if "FATAL:" not in message:
         return "password" not in message.lower() and "authentication" not in message.lower()

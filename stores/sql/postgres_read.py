@@ -55,11 +55,11 @@ class PgReader:
         st, rows = self._read_rows(query, list(zip(*params, strict=True)), len(params), outer=False)
         out: list[list[Row]] = [[] for _ in params]
         end = -1 if st.ordered else None
-        returns = query.returns
+        types = query.result_types
         for r in rows:
             row = normalize_row(tuple(r[1:end]))
-            if returns is not None and len(returns) == len(row):
-                row = tuple(from_db(v, f.type) for v, f in zip(row, returns, strict=True))
+            if types is not None and len(types) == len(row):
+                row = tuple(from_db(v, t) for v, t in zip(row, types, strict=True))
             out[r[0] - 1].append(row)
         return out
 
@@ -82,14 +82,15 @@ class PgReader:
         # collections (a visible share of the read when profiled in a Spark worker).
         transposed = [list(map(itemgetter(j), rows)) for j in range(len(rows[0]))]
         got = len(transposed) - 1 - (1 if st.ordered else 0)
-        returns = query.returns if query.returns is not None and len(query.returns) == got else None
+        types = query.result_types
+        typed = types if types is not None and len(types) == got else None
         out: list[list[Any]] = []
         for j in range(width):
             if j >= got:  # the query returned fewer columns than the operator reads: NULLs
                 out.append([None] * len(rows))
                 continue
             values = transposed[1 + j]
-            out.append(coerce_column(values, returns.fields[j].type if returns is not None else None))
+            out.append(coerce_column(values, typed[j] if typed is not None else None))
         return ReadColumns(list(map((-1).__add__, transposed[0])), out)
 
     def _read_rows(

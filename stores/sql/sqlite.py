@@ -89,16 +89,16 @@ class SqliteBackend:
 
     def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]:
         out: list[list[Row]] = []
-        returns = query.returns
+        types = query.result_types
         try:
             with self._lock, self.engine().connect() as conn, self._deadline(conn):
                 for p in params:
                     result = conn.exec_driver_sql(query.text, tuple(sqlite_value(v) for v in p))
                     rows = [normalize_row(tuple(r)) for r in result.fetchall()]
-                    if returns is not None:
+                    if types is not None:
                         rows = [
-                            tuple(from_db(v, f.type) for v, f in zip(r, returns, strict=True))
-                            if len(r) == len(returns)
+                            tuple(from_db(v, t) for v, t in zip(r, types, strict=True))
+                            if len(r) == len(types)
                             else r
                             for r in rows
                         ]

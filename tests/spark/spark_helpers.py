@@ -38,6 +38,7 @@ from deployer.local.driver import run_local
 from deployer.spark.deployment import SparkDeployment
 from operators import graph as g
 from stores.bindings import StoreBindings
+from stores.sql.describe import bindings_describer
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -223,8 +224,11 @@ def run_spark(
     return collect("spark", out, dead, sinks)
 
 
-def compile_text(script: str) -> g.Graph:
-    return compile_script(textwrap.dedent(script)).graph
+def compile_text(script: str, stores: StoreBindings | None = None) -> g.Graph:
+    """The script's graph; with `stores`, compiled as `cep run` compiles it: its SELECTs' result
+    types described by those stores (cpl.describe)."""
+    describe = bindings_describer(stores) if stores is not None else None
+    return compile_script(textwrap.dedent(script), describe=describe).graph
 
 
 def run_both(
@@ -236,8 +240,10 @@ def run_both(
     *,
     max_files: int | None = None,
     stores: StoreBindings | None = None,
+    describe: bool = False,
 ) -> tuple[Outputs, Outputs]:
-    graph = compile_text(script)
+    """`describe`: compile with the result types the `stores` describe, as `cep run` does."""
+    graph = compile_text(script, stores if describe else None)
     sources = prepare(tmp, inputs)
     ref = run_reference(graph, tmp, sources, sinks, stores)
     spk = run_spark(spark, graph, tmp, sources, sinks, max_files=max_files, stores=stores)

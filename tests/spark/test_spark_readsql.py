@@ -1,7 +1,8 @@
 """ReadSQL on Spark equals the reference executor: the paper's Figure 3 and its edge cases.
 
-The lookup table lives in an embedded SQLite store (the default binding), so the test needs no
-server; tests/stores covers the same reads on PostgreSQL.
+The lookup table lives in an embedded SQLite store (the default binding), so most tests need no
+server; tests/stores covers the same reads on PostgreSQL, and the live-field test runs against it
+(its exact column types are what let a ReadSQL leave fields on the JVM).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from deployer.spark import sql as spark_sql
 from deployer.spark.deployment import SparkDeployment
 from deployer.spark.handlers import spark_graph
 from operators import graph as g
+from operators.analysis import unfit_results
+from operators.declarations import DataStore
+from stores.bindings import resolve_bindings
 
 pytestmark = pytest.mark.spark
 
@@ -171,31 +175,34 @@ INSERT INTO ratio SELECT idcaller, duration / q.idplan AS per FROM cdr1 ON SQL p
 """
 
 
+@pytest.mark.postgres
 def test_fields_no_consumer_reads_stay_on_the_jvm_and_dead_letters_keep_the_whole_event(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, tmp_path: Path, pg_db: str
 ) -> None:
     """After its ReadSQL, `priced` reads idcaller and duration of the event (its WHERE is applied
     before the read): only those cross to Python (the other fields come back as NULLs nobody reads), and its output equals the reference's.
     `ratio`'s division can fail, so its ReadSQL keeps every field: the dead letter of plan 0
-    shows the whole event, as the reference's does."""
-    crm_db(
-        tmp_path,
-        monkeypatch,
-        "CREATE TABLE plans (idcaller integer, idplan integer, fee double precision);"
-        "INSERT INTO plans VALUES (1, 10, 2.5), (2, 0, 1.5), (2, 21, 3.0);",
-    )
+    shows the whole event, as the reference's does. PostgreSQL describes idplan (int4) and fee
+    (float8) with the types RETURNS declares: no value can fail to fit them, so no result value
+    needs the whole event either (operators.analysis.unfit_results)."""
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE plans (idcaller integer, idplan integer, fee double precision)")
+        conn.execute("INSERT INTO plans VALUES (1, 10, 2.5), (2, 0, 1.5), (2, 21, 3.0)")
     events = [
         {"idcaller": 1 + i % 3, "idreceiver": i % 4, "duration": 10 * i, "note": f"n'{i}", "timestamp": at(i)}
         for i in range(12)
     ]
-    graph = compile_text(NARROW)
+    config = resolve_bindings({"crm": DataStore("crm", "postgresql")}, {"crm": pg_db}, {}, tmp_path)
+    graph = compile_text(NARROW, config)
     reads = [n for n in graph.nodes if isinstance(n, g.ReadSQL)]
+    assert [unfit_results(n) for n in reads] == [(), ()]
     sg = spark_graph(graph, {})
     live = [sg.live(g.Port(n.id)) for n in reads]
     # priced: idcaller, duration and the fee; ratio: all (a dead letter)
     assert sorted(x for x in live if x is not None) == [frozenset({0, 2, 6})] and None in live
-    config = bind_stores(graph, {})
-    ref, spk = run_both(spark, tmp_path, NARROW, {"cdr1": [events]}, ["priced", "ratio"], stores=config)
+    ref, spk = run_both(
+        spark, tmp_path, NARROW, {"cdr1": [events]}, ["priced", "ratio"], stores=config, describe=True
+    )
     assert_same(ref, spk, "priced", min_rows=6)
     assert_same(ref, spk, "ratio", min_rows=4)
     assert_same_dead_letters(ref, spk)
