@@ -38,6 +38,7 @@ class Case:
     ordered: dict[str, list[str]] = field(default_factory=dict)
     # the input files' modification times: "increasing", "equal" or "reversed" (name order rules)
     mtimes: str = "increasing"
+    partitions: int = 2  # Spark: state partitions of the stateful queries (CEP_SHUFFLE_PARTITIONS)
 
     @property
     def digest(self) -> str:
@@ -54,7 +55,10 @@ class Case:
             lines.append(f"-- store db: {self.store}; tables: {[t.name for t in self.tables]}")
             for t in self.tables:
                 lines.append(f"   {t.ddl}; rows {list(t.rows)}")
-        lines.append(f"-- spark max files per trigger: {self.max_files}; file modification times {self.mtimes}")
+        lines.append(
+            f"-- spark: max files per trigger {self.max_files}, {self.partitions} state partition(s); "
+            f"file modification times {self.mtimes}"
+        )
         return "\n".join(lines)
 
 

@@ -46,7 +46,19 @@ class Field:
     cat: str
 
 
-INT_LITERALS = ["0", "1", "2", "3", "-1", "7", "10", "100", "2147483647", "-2147483648", "9223372036854775807"]
+INT_LITERALS = [
+    "0",
+    "1",
+    "2",
+    "3",
+    "-1",
+    "7",
+    "10",
+    "100",
+    "2147483647",
+    "-2147483648",
+    "9223372036854775807",
+]
 DBL_LITERALS = ["0.5", "1.5", "-2.25", "0.1", "3.0", "1e3", "0.0"]
 DEC_LITERALS = [
     "CAST('1.25' AS decimal(6, 2))",
@@ -217,6 +229,11 @@ def _string(draw: Draw, fields: Sequence[Field], d: int) -> str:
 
 
 def _bool(draw: Draw, fields: Sequence[Field], d: int) -> str:
+    """A predicate, parenthesized: `a = b IS NULL` does not parse, `(a = b) IS NULL` does."""
+    return f"({_predicate(draw, fields, d)})"
+
+
+def _predicate(draw: Draw, fields: Sequence[Field], d: int) -> str:
     form = draw(st.integers(0, 9))
     if form <= 2:
         cat = draw(st.sampled_from(ORDERED))

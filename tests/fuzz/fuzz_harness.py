@@ -40,6 +40,7 @@ from deployer.engine import RunRequest, RunSummary
 from operators import graph as g
 
 Row = dict[str, Any]
+PARTITIONS = "CEP_SHUFFLE_PARTITIONS"
 
 
 class Divergence(AssertionError):
@@ -178,10 +179,17 @@ def run_engine(
     )
     stores = runner.bind_stores(graph, req.stores)
     log = io.StringIO()
+    before = os.environ.get(PARTITIONS)
+    os.environ[PARTITIONS] = str(case.partitions)
     try:
         result = Result(engine, runner.engine(engine)(req, stores, log))
     except Exception as err:  # a run that fails is a finding: no input may fail a run
         result = Result(engine, None, f"{type(err).__name__}: {err}")
+    finally:
+        if before is None:
+            os.environ.pop(PARTITIONS, None)
+        else:
+            os.environ[PARTITIONS] = before
     for s in case.sinks:
         result.streams[s] = _read_jsonl(out, f"{s}-")
     result.dead = _read_jsonl(dead, "dead-letter-")
@@ -195,11 +203,16 @@ def run_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> tup
     graph = compile_script(case.script).graph
     sources = write_inputs(case, tmp / "in")
     results = []
+    import time
+
     for engine in ("local", "spark"):
+        t0 = time.monotonic()
         side = tmp / engine
         side.mkdir(parents=True, exist_ok=True)
         with store_url(case, tmp, postgres_url) as url:
             results.append(run_engine(engine, graph, case, sources, side, url))
+        if os.environ.get("FUZZ_TIMES"):
+            print(f"  {engine}: {time.monotonic() - t0:.1f}s", flush=True)
     return results[0], results[1]
 
 
@@ -267,7 +280,9 @@ def differences(case: Case, ref: Result, spk: Result) -> list[str]:
         order = case.ordered.get(s)
         if order is not None and _groups(a, order) != _groups(b, order):
             within = f" within each group of {order}" if order else ""
-            found.append(f"stream {s}: the same rows in another order{within}\n    reference: {a}\n    spark:     {b}")
+            found.append(
+                f"stream {s}: the same rows in another order{within}\n    reference: {a}\n    spark:     {b}"
+            )
     da, db = _dead(ref.dead), _dead(spk.dead)
     if da != db:
         found.append(

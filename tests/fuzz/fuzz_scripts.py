@@ -66,7 +66,13 @@ STORE_TABLES = {
         "ref",
         "CREATE TABLE ref (k integer, a integer, name varchar(20), w double precision)",
         ("k", "a", "name", "w"),
-        ((0, 10, "zero", 0.5), (1, 11, "one", 1.5), (1, 12, "uno", -2.0), (2, None, "two", None), (3, 13, None, 3.25)),
+        (
+            (0, 10, "zero", 0.5),
+            (1, 11, "one", 1.5),
+            (1, 12, "uno", -2.0),
+            (2, None, "two", None),
+            (3, 13, None, 3.25),
+        ),
     ),
     "log": StoreTable("log", "CREATE TABLE log (k bigint, v bigint)", ("k", "v")),
     "acc": StoreTable(
@@ -99,6 +105,7 @@ class Builder:
         self.tables: dict[str, StoreTable] = {}
         self.written: list[str] = []
         self.queries: set[str] = set()
+        self.read: set[str] = set()  # the streams some statement reads
         self.n = 0
         if store:
             self.decls.append(f"CREATE DATASTORE db TYPE {store}")
@@ -117,9 +124,10 @@ class Builder:
         except CompileError as err:
             raise GeneratorError(f"{err}\n--- script ---\n{text}") from None
 
-    def add(self, stmt: str, outputs: dict[str, list[str] | None]) -> None:
-        """Append an INSERT (or several, for a MultiFilter) and learn its outputs' schemas."""
+    def add(self, stmt: str, outputs: dict[str, list[str] | None], reads: list[str]) -> None:
+        """Append an INSERT reading `reads` and learn its outputs' schemas."""
         self.stmts.append(stmt)
+        self.read.update(reads)
         graph = self.compile()
         for name, order in outputs.items():
             self.streams[name] = stream_of(graph, name, order)
@@ -177,7 +185,9 @@ def map_statement(b: Builder) -> None:
     for _ in range(b.draw(st.integers(0 if items else 1, 3))):
         cat = b.draw(st.sampled_from(["int", "double", "decimal", "string", "bool", "timestamp"]))
         items.append(f"{expr(b.draw, cat, s.scope(), 3)} AS {b.fresh('c')}")
-    b.add(f"INSERT INTO {out} SELECT {', '.join(items)} FROM {s.name}{_where(b, s)}", {out: s.order})
+    b.add(
+        f"INSERT INTO {out} SELECT {', '.join(items)} FROM {s.name}{_where(b, s)}", {out: s.order}, [s.name]
+    )
 
 
 def filter_statement(b: Builder) -> None:
@@ -185,6 +195,7 @@ def filter_statement(b: Builder) -> None:
     outs = [b.fresh("f") for _ in range(b.draw(st.integers(1, 3)))]  # several: a MultiFilter
     for out in outs:
         b.stmts.append(f"INSERT INTO {out} SELECT * FROM {s.name} WHERE {expr(b.draw, BOOL, s.scope(), 2)}")
+    b.read.add(s.name)
     graph = b.compile()
     for out in outs:
         b.streams[out] = stream_of(graph, out, s.order)
@@ -202,7 +213,7 @@ def union_statement(b: Builder) -> bool:
     x, y = b.draw(st.sampled_from(pairs))
     out = b.fresh("u")
     order = [] if x.event_time and x.order == [] and y.order == [] else None
-    b.add(f"INSERT INTO {out} SELECT * FROM {x.name}, {y.name}", {out: order})
+    b.add(f"INSERT INTO {out} SELECT * FROM {x.name}, {y.name}", {out: order}, [x.name, y.name])
     return True
 
 
@@ -248,7 +259,11 @@ def aggregate_statement(b: Builder, into_table: bool = False) -> None:
     keys = ["k"] if "k" in s.names(INT) and b.draw(st.integers(0, 3)) > 0 else []
     items = list(keys)
     for agg, numeric in _aggregates(b, s):
-        extra = f" + {b.draw(st.sampled_from(['1', '0.5']))}" if numeric and b.draw(st.integers(0, 4)) == 0 else ""
+        extra = (
+            f" + {b.draw(st.sampled_from(['1', '0.5']))}"
+            if numeric and b.draw(st.integers(0, 4)) == 0
+            else ""
+        )
         items.append(f"{agg}{extra} AS {b.fresh('a')}")
     if kind == "time":
         items += [f"window_start() AS {b.fresh('ws')}", f"window_end() AS {b.fresh('we')}"]
@@ -258,10 +273,10 @@ def aggregate_statement(b: Builder, into_table: bool = False) -> None:
         having = f" HAVING count(*) > {b.draw(st.integers(0, 2))}"
     select = f"SELECT {', '.join(items)} FROM {s.name} WINDOW {window}{_where(b, s, 3)}{group}{having}"
     if into_table:
-        _materialize(b, select, keys)
+        _materialize(b, select, keys, s.name)
         return
     out = b.fresh("g")
-    b.add(f"INSERT INTO {out} {select}", {out: keys})
+    b.add(f"INSERT INTO {out} {select}", {out: keys}, [s.name])
 
 
 def join_statement(b: Builder) -> bool:
@@ -285,6 +300,7 @@ def join_statement(b: Builder) -> bool:
         f"INSERT INTO {out} SELECT {', '.join(items)} FROM {left.name} AS l WINDOW TIME SIZE {lsize} SECONDS, "
         f"{right.name} AS r WINDOW TIME SIZE {rsize} SECONDS WHERE {cond}",
         {out: None},
+        [left.name, right.name],
     )
     return True
 
@@ -314,6 +330,7 @@ def read_statement(b: Builder) -> bool:
     b.add(
         f"INSERT INTO {out} SELECT * FROM {s.name}{where} ON {outer}SQL {qname}, p, {', '.join(params + outs)}",
         {out: s.order},
+        [s.name],
     )
     return True
 
@@ -335,11 +352,12 @@ def write_statement(b: Builder) -> bool:
     b.add(
         f"INSERT INTO {out} SELECT * FROM {s.name}{_where(b, s, 3)} ON SQL {qname}, x, {', '.join(params + count)}",
         {out: s.order},
+        [s.name],
     )
     return True
 
 
-def _materialize(b: Builder, select: str, keys: list[str]) -> None:
+def _materialize(b: Builder, select: str, keys: list[str], source: str) -> None:
     shape = b.schema_of(select)
     table = b.fresh("t")
     cols = [f"{n} {_type_text(k, p, sc)}" for n, k, p, sc in shape.fields]
@@ -347,6 +365,7 @@ def _materialize(b: Builder, select: str, keys: list[str]) -> None:
     b.decls.append(f"CREATE TABLE {table} ({', '.join(cols)}{key}) IN db")
     b.written.append(table)
     b.stmts.append(f"INSERT INTO TABLE {table} {select}")
+    b.read.add(source)
     b.compile()
 
 
@@ -362,7 +381,7 @@ def table_statement(b: Builder) -> bool:
         return True
     s = _pick(b, lambda s: "k" in s.names(INT))
     items = ", ".join(n for n in s.names() if n != s.event_time or b.draw(st.booleans()))
-    _materialize(b, f"SELECT {items} FROM {s.name}{_where(b, s, 3)}", ["k"])
+    _materialize(b, f"SELECT {items} FROM {s.name}{_where(b, s, 3)}", ["k"], s.name)
     return True
 
 
@@ -382,13 +401,17 @@ STATEMENTS = {
 def cases(draw: Draw, stores: tuple[str | None, ...] = (None, "sqlite", "postgresql")) -> Case:
     """A whole case: script, inputs, store, and Spark's micro-batch size."""
     store = draw(st.sampled_from(stores))
-    b = Builder(draw, {"sqlite": "sqlite", "postgresql": "postgresql"}.get(store or "", None))
+    b = Builder(draw, {"sqlite": "sqlite", "postgresql": "postgresql"}.get(store or ""))
     fields = draw(st.lists(st.sampled_from(SOURCE_FIELDS), min_size=1, max_size=4, unique=True))
     timed = draw(st.integers(0, 4)) > 0
     b.source("s1", fields, timed)
     if draw(st.booleans()):
         same = draw(st.booleans())
-        other = fields if same else draw(st.lists(st.sampled_from(SOURCE_FIELDS), min_size=1, max_size=3, unique=True))
+        other = (
+            fields
+            if same
+            else draw(st.lists(st.sampled_from(SOURCE_FIELDS), min_size=1, max_size=3, unique=True))
+        )
         b.source("s2", other, timed if same else draw(st.booleans()))
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(sorted(STATEMENTS)))
@@ -399,7 +422,12 @@ def cases(draw: Draw, stores: tuple[str | None, ...] = (None, "sqlite", "postgre
     for s in (x for x in b.streams.values() if x.source):
         lines = records(draw, s.fields, s.event_time, draw(st.integers(0, 14)))
         inputs[s.name] = split(draw, lines)
-    sinks = [s.name for s in b.streams.values() if not s.source]
+    # Every stream no statement reads, and some of the others: each sink is a streaming query on
+    # Spark (stateless ones share one), the largest cost of a case.
+    read = b.read
+    sinks = [
+        s.name for s in b.streams.values() if not s.source and (s.name not in read or draw(st.booleans()))
+    ]
     ordered = {s.name: s.order for s in b.streams.values() if not s.source and s.order is not None}
     return Case(
         script=b.script(),
@@ -411,4 +439,5 @@ def cases(draw: Draw, stores: tuple[str | None, ...] = (None, "sqlite", "postgre
         max_files=draw(st.sampled_from([None, 1, 2])),
         ordered=ordered,
         mtimes=draw(st.sampled_from(["increasing", "equal", "reversed"])),
+        partitions=draw(st.sampled_from([1, 2])),
     )

@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as err:  # a generator or harness failure is a finding too
                 verdict = f"ERROR {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
             elapsed = time.monotonic() - started
-            print(f"[{elapsed / 60:5.1f} min] seed {current}: {tally.runs - before} cases, {verdict}", flush=True)
+            print(
+                f"[{elapsed / 60:5.1f} min] seed {current}: {tally.runs - before} cases, {verdict}",
+                flush=True,
+            )
             current += 1
     finally:
         postgres.stop()
