@@ -251,7 +251,7 @@ def _canon(row: Row, kinds: dict[str, str]) -> tuple[tuple[str, Any], ...]:
 
 def _dead(rows: list[Row]) -> Counter[tuple[Any, ...]]:
     keys = ("stage", "reason", "stream", "node", "line", "record", "source")
-    return Counter(tuple(r.get(k) for k in keys) + (_norm(r.get("event")),) for r in rows)
+    return Counter((*(r.get(k) for k in keys), _norm(r.get("event"))) for r in rows)
 
 
 def _show(counter: Counter[Any], limit: int = 8) -> str:

@@ -143,7 +143,7 @@ class Builder:
             cols += f", ts timestamp TIMESTAMP BY ts{self.draw(st.sampled_from(WATERMARKS))}"
         self.decls.append(f"CREATE STREAMSCHEMA {name} WITH k integer, {cols}")
         graph = compile_script(self.script(["INSERT INTO probe__ SELECT * FROM " + name])).graph
-        self.streams[name] = stream_of(graph, name, [] if timed else [])
+        self.streams[name] = stream_of(graph, name, [])  # a source's events keep their order
         self.streams[name].source = True
 
     def need_table(self, name: str) -> None:
@@ -153,8 +153,7 @@ class Builder:
 def stream_of(graph: g.Graph, name: str, order: list[str] | None) -> Stream:
     port = graph.streams[name]
     node = graph.node(port.node)
-    schema = node.schema if not isinstance(node, g.MultiFilter) else node.schema
-    fields = [(f.name, f.type.kind, f.type.precision, f.type.scale) for f in schema]
+    fields = [(f.name, f.type.kind, f.type.precision, f.type.scale) for f in node.schema]
     event_time = getattr(node, "event_time", None)
     return Stream(name, fields, event_time, isinstance(node, g.Source), order)
 
