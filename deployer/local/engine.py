@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from deployer.engine import RunRequest, RunSummary
+from deployer.engine import RunRequest, RunSummary, check_bindings
 from deployer.local.driver import run_local
 from stores.bindings import StoreBindings
 from stores.registry import StoreRegistry
 
 
 def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
+    check_bindings(req.graph, req.sources, req.sinks)
     registry = StoreRegistry(stores) if stores is not None else None
     try:
         stats = run_local(

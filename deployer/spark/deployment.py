@@ -28,6 +28,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from deployer import settings
 from deployer.connectors.redis_stream import is_redis_stream_uri
+from deployer.engine import check_bindings
 from deployer.spark.checkpoint import arrival_log, drop_interrupted_log_writes, query_dir
 from deployer.spark.dead_letters import dead_letter_dir, dead_letter_frame, dead_letter_writer
 from deployer.spark.graph import SparkGraph, filters_counted, named
@@ -92,8 +93,7 @@ class SparkDeployment:
             checkpoint = self._tmp.name
         self.checkpoint = Path(checkpoint)
         self.sources = {src.stream: self._source_uri(src, sources) for src in graph.sources()}
-        for s in sources:
-            _stream(graph, s)  # a binding for an unknown stream is a mistake worth reporting
+        check_bindings(graph, dict(sources), dict(sinks))  # a binding for an unknown stream is a mistake
         self.rejected: list[tuple[str, DataFrame]] = []
         frames = {src.stream: self._source(src, max_files_per_trigger) for src in graph.sources()}
         self.sg = SparkGraph(graph, frames, HANDLERS, stores, timed_sources={s for s, _ in self.rejected})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from deployer.spark.columns import col_name
@@ -36,7 +37,8 @@ def join(sg: SparkGraph, node: g.Join) -> None:
         # optimizer would reduce `a.k = b.k AND FALSE` (or a NULL pushed down from a later WHERE)
         # to FALSE, losing the equality a stream-stream join needs ("Stream-stream join without
         # equality predicate is not supported", found by the fuzzer).
-        keys, rest = [], []
+        keys: list[Column] = []
+        rest: list[Column] = []
         for part in ir.conjuncts(node.predicate):
             (keys if _cross_equality(part) else rest).append(ExprCompiler().compile(part))
         for k in keys:

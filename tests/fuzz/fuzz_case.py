@@ -65,35 +65,31 @@ class Case:
 def regression_source(case: Case, found: str) -> str:
     """A pytest module that runs `case` on both engines and asserts they agree: written by the
     fuzzer when it finds a divergence, ready to commit under tests/fuzz/ once the cause is fixed."""
-    body = pprint.pformat(asdict(case), width=100, sort_dicts=False)
-    return (
-        textwrap.dedent(
-            f'''\
-        """Found by the differential fuzzer (tests/fuzz): {_docstring(found)}"""
-
-        from __future__ import annotations
-
-        from typing import Any
-
-        import pytest
-        from fuzz_case import case_from_dict
-        from fuzz_harness import check_case
-
-        pytestmark = [pytest.mark.spark, pytest.mark.postgres]
-
-        CASE = case_from_dict(
-        '''
-        )
-        + textwrap.indent(body, "    ")
-        + textwrap.dedent(
-            f"""
-        )
-
-
-        def test_engines_agree_{case.digest}(spark: Any, postgres_url: str, tmp_path: Any) -> None:
-            check_case(CASE, spark, postgres_url, tmp_path)
-        """
-        )
+    body = textwrap.indent(pprint.pformat(asdict(case), width=100, sort_dicts=False), "    ")
+    return "\n".join(
+        [
+            f'"""Found by the differential fuzzer (tests/fuzz): {_docstring(found).rstrip()}',
+            '"""',
+            "",
+            "from __future__ import annotations",
+            "",
+            "from typing import Any",
+            "",
+            "import pytest",
+            "from fuzz_case import case_from_dict",
+            "from fuzz_harness import check_case",
+            "",
+            "pytestmark = [pytest.mark.spark, pytest.mark.postgres]",
+            "",
+            "CASE = case_from_dict(",
+            body,
+            ")",
+            "",
+            "",
+            f"def test_engines_agree_{case.digest}(spark: Any, postgres_url: str, tmp_path: Any) -> None:",
+            "    check_case(CASE, spark, postgres_url, tmp_path)",
+            "",
+        ]
     )
 
 

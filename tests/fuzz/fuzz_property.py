@@ -10,6 +10,8 @@ tests/fuzz/ (fuzz_case.regression_source).
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +50,8 @@ def engines_agree(
         out_dir.mkdir(parents=True, exist_ok=True)
         what = str(err).split("\n\n--- the case ---")[0]
         target.write_text(regression_source(case, f"seed {seed_value}.\n\n{what}\n"), encoding="utf-8")
+        # formatted as the project's code is, when ruff is there (the dev extra)
+        subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(target)], check=False, capture_output=True)
         if target not in tally.found:
             tally.found.append(target)
 

@@ -143,19 +143,20 @@ class Builder:
             cols += f", ts timestamp TIMESTAMP BY ts{self.draw(st.sampled_from(WATERMARKS))}"
         self.decls.append(f"CREATE STREAMSCHEMA {name} WITH k integer, {cols}")
         graph = compile_script(self.script(["INSERT INTO probe__ SELECT * FROM " + name])).graph
-        self.streams[name] = stream_of(graph, name, [])  # a source's events keep their order
-        self.streams[name].source = True
+        self.streams[name] = stream_of(graph, name, [], source=True)  # its events keep their order
 
     def need_table(self, name: str) -> None:
         self.tables.setdefault(name, STORE_TABLES[name])
 
 
-def stream_of(graph: g.Graph, name: str, order: list[str] | None) -> Stream:
+def stream_of(graph: g.Graph, name: str, order: list[str] | None, source: bool = False) -> Stream:
+    """What the compiled graph says of stream `name` (a statement's output unless `source`: a
+    SELECT * may compile to no node of its own, its stream then being its input's port)."""
     port = graph.streams[name]
     node = graph.node(port.node)
     fields = [(f.name, f.type.kind, f.type.precision, f.type.scale) for f in node.schema]
     event_time = getattr(node, "event_time", None)
-    return Stream(name, fields, event_time, isinstance(node, g.Source), order)
+    return Stream(name, fields, event_time, source, order)
 
 
 # ---- statements ----------------------------------------------------------------------------------------
