@@ -21,8 +21,9 @@ def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: in
     # A self-join (FROM s AS a ..., s AS b ...): the stream's own name would name both sides, so
     # on an aliased side only the alias does.
     common = lq & rq
+    aliases = {a.lower() for a in (left_item.alias, right_item.alias) if a}
     lq, rq = (lq - common if left_item.alias else lq), (rq - common if right_item.alias else rq)
-    if not lq or not rq or lq & rq:
+    if common & aliases or lq & rq:
         raise PlanError(
             "both sides of the join have the same name; give one an alias: FROM s AS a ..., s AS b ...",
             right_item.pos,

@@ -66,6 +66,7 @@ def regression_source(case: Case, found: str) -> str:
     """A pytest module that runs `case` on both engines and asserts they agree: written by the
     fuzzer when it finds a divergence, ready to commit under tests/fuzz/ once the cause is fixed."""
     body = textwrap.indent(pprint.pformat(asdict(case), width=100, sort_dicts=False), "    ")
+    pg = case.store == "postgresql"  # only then does the test need a PostgreSQL server
     return "\n".join(
         [
             f'"""Found by the differential fuzzer (tests/fuzz): {_docstring(found).rstrip()}',
@@ -79,15 +80,15 @@ def regression_source(case: Case, found: str) -> str:
             "from fuzz_case import case_from_dict",
             "from fuzz_harness import check_case",
             "",
-            "pytestmark = [pytest.mark.spark, pytest.mark.postgres]",
+            f"pytestmark = [pytest.mark.spark{', pytest.mark.postgres' if pg else ''}]",
             "",
             "CASE = case_from_dict(",
             body,
             ")",
             "",
             "",
-            f"def test_engines_agree_{case.digest}(spark: Any, postgres_url: str, tmp_path: Any) -> None:",
-            "    check_case(CASE, spark, postgres_url, tmp_path)",
+            f"def test_engines_agree_{case.digest}(spark: Any, {'postgres_url: str, ' if pg else ''}tmp_path: Any) -> None:",
+            f"    check_case(CASE, spark, {'postgres_url' if pg else 'None'}, tmp_path)",
             "",
         ]
     )

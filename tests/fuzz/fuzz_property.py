@@ -51,7 +51,9 @@ def engines_agree(
         what = str(err).split("\n\n--- the case ---")[0]
         target.write_text(regression_source(case, f"seed {seed_value}.\n\n{what}\n"), encoding="utf-8")
         # formatted as the project's code is, when ruff is there (the dev extra)
-        subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(target)], check=False, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "ruff", "format", "-q", str(target)], check=False, capture_output=True
+        )
         if target not in tally.found:
             tally.found.append(target)
 
