@@ -14,6 +14,7 @@ import json
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,9 +54,12 @@ def write_events(out: Path, stream: str, n: int, callers: int, days: int, seed: 
 
 
 def plans(url: str, callers: int, seed: int = 1) -> int:
-    """Create (or replace) `plans(idcaller PK, idplan, fee)` with one plan per caller."""
+    """Create (or replace) `plans(idcaller PK, idplan, fee)` with one plan per caller. The fee is
+    money: numeric(6, 2) in PostgreSQL, its exact text in SQLite (whose NUMERIC is a binary double),
+    read by the examples as decimal(6, 2)."""
     import sqlalchemy as sa
 
+    sqlite = url.startswith("sqlite:")
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
@@ -67,13 +71,13 @@ def plans(url: str, callers: int, seed: int = 1) -> int:
         meta,
         sa.Column("idcaller", sa.Integer, primary_key=True),
         sa.Column("idplan", sa.Integer, nullable=False),
-        sa.Column("fee", sa.Float, nullable=False),
+        sa.Column("fee", sa.Text if sqlite else sa.Numeric(6, 2), nullable=False),
     )
     rng = random.Random(seed)
-    rows = [
-        {"idcaller": c, "idplan": 1 + c % 4, "fee": round(rng.uniform(0.5, 2.0), 2)}
-        for c in range(1, callers + 1)
-    ]
+    rows: list[dict[str, object]] = []
+    for c in range(1, callers + 1):
+        fee = Decimal(f"{rng.uniform(0.5, 2.0):.2f}")
+        rows.append({"idcaller": c, "idplan": 1 + c % 4, "fee": str(fee) if sqlite else fee})
     with engine.begin() as conn:
         meta.drop_all(conn, checkfirst=True)
         meta.create_all(conn)

@@ -20,8 +20,8 @@ from operators.datatypes import (
     T_DOUBLE,
     T_TIMESTAMP,
     DataType,
-    wider_numeric,
 )
+from operators.decimals import avg_type, sum_type
 from operators.graph import WINDOW_START
 
 
@@ -34,13 +34,14 @@ def aggregate_type(func: str, arg: DataType | None, pos: ast.Pos) -> DataType:
     if not (arg.is_numeric or arg.is_null):
         raise TypeCheckError(f"{func}() needs a numeric argument, not {arg}", pos)
     if func == "avg":
-        return (
-            DataType(DECIMAL, precision=38, scale=max(arg.scale or 0, 6)) if arg.kind == DECIMAL else T_DOUBLE
-        )
-    # sum widens integers so that totals do not overflow, as SQL engines do
+        return avg_type(arg) if arg.kind == DECIMAL else T_DOUBLE
+    # sum widens integers so that totals do not overflow, as SQL engines do; a decimal's sum gets
+    # ten more integer digits (operators.decimals)
     if arg.kind in (INTEGER, BIGINT):
         return T_BIGINT
-    return wider_numeric(arg, arg)
+    if arg.kind == DECIMAL:
+        return sum_type(arg)
+    return T_DOUBLE if arg.kind == "double" else arg
 
 
 class AggregateChecker(Checker):

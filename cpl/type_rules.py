@@ -1,15 +1,28 @@
 """SQL typing rules that need no scope: type names → `DataType`, timestamp literals, casts of
-literals folded at compile time, and the scale of decimal arithmetic."""
+literals folded at compile time, and the types of arithmetic (decimals: operators.decimals)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
 
 from cpl import syntax_tree as ast
 from cpl.errors import TypeCheckError
 from operators import expr as ir
-from operators.datatypes import DECIMAL, DOUBLE, T_TIMESTAMP, TIMESTAMP, TYPE_ALIASES, DataType
+from operators.datatypes import (
+    BIGINT,
+    DECIMAL,
+    DOUBLE,
+    INTEGER,
+    NULL,
+    T_DOUBLE,
+    T_TIMESTAMP,
+    TIMESTAMP,
+    TYPE_ALIASES,
+    DataType,
+    wider_numeric,
+)
+from operators.decimals import arithmetic_type, operand_type, remainder_too_wide
+from operators.values import EvalError, cast_value
 
 
 def resolve_type(t: ast.TypeName) -> DataType:
@@ -43,18 +56,39 @@ def parse_timestamp(text: str) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _scale(t: DataType) -> int:
-    return (t.scale or 0) if t.kind == DECIMAL else 0
+def arithmetic_result(op: str, left: ir.Expr, right: ir.Expr, pos: ast.Pos) -> DataType:
+    """The type of `left op right` (both numbers or NULL): a double when either is one; integers
+    keep the wider kind, but `/` gives a double (7 / 2 = 3.5, as in Spark); with a decimal, the
+    decimal rules of operators.decimals (an integer operand counting as its `operand_type`)."""
+    kinds = {left.type.kind, right.type.kind}
+    if DOUBLE in kinds:
+        return T_DOUBLE
+    if DECIMAL not in kinds:
+        t = wider_numeric(left.type, right.type)
+        return T_DOUBLE if op == "/" and t.kind in (INTEGER, BIGINT) else t
+    if NULL in kinds:  # NULL op decimal: NULL, of the decimal's type
+        return left.type if left.type.kind == DECIMAL else right.type
+    a, b = operand_type(left), operand_type(right)
+    if op == "%" and remainder_too_wide(a, b):
+        raise TypeCheckError(
+            f"{a} % {b} cannot be computed exactly: its quotient may need more than 38 digits; "
+            "CAST an operand to a narrower decimal",
+            pos,
+        )
+    return arithmetic_type(op, a, b)
 
 
-def decimal_result(op: str, a: DataType, b: DataType, wide: DataType) -> DataType:
-    """Decimal result scales, as the evaluator computes them: a product keeps every digit
-    (s1 + s2), a quotient is rounded to at least 6 places, + - % keep the wider scale."""
-    if op == "*":
-        return DataType(DECIMAL, precision=38, scale=min(38, _scale(a) + _scale(b)))
-    if op == "/":
-        return DataType(DECIMAL, precision=38, scale=max(wide.scale or 0, 6))
-    return wide
+def numeric_view(exprs: list[ir.Expr]) -> list[DataType]:
+    """The types of values that may meet in one result (CASE branches, coalesce, greatest, ...):
+    beside a decimal (and no double), an integer literal counts as a decimal of its digits, so
+    that coalesce(price, 0) keeps the type of `price`."""
+    kinds = {e.type.kind for e in exprs}
+    if DECIMAL not in kinds or DOUBLE in kinds:
+        return [e.type for e in exprs]
+    return [
+        operand_type(e) if isinstance(e, ir.Lit) and e.type.kind in (INTEGER, BIGINT) else e.type
+        for e in exprs
+    ]
 
 
 def coerce_timestamp_literals(a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
@@ -79,13 +113,14 @@ def fold_cast(lit: ir.Lit, to: DataType) -> ir.Expr | None:
     v = lit.value
     try:
         if to.kind == DECIMAL and isinstance(v, str | int | float) and not isinstance(v, bool):
-            d = Decimal(str(v)).quantize(Decimal(1).scaleb(-(to.scale or 0)))
-            return ir.Lit(to, d)
+            # as CAST computes it at run time; a value that does not fit is left to fail there,
+            # for the events that evaluate it (as a CASE branch not taken does not)
+            return ir.Lit(to, cast_value(v, to))
         if to.kind == DOUBLE and isinstance(v, str | int | float) and not isinstance(v, bool):
             return ir.Lit(to, float(v))
         if to.kind == TIMESTAMP and isinstance(v, str):
             ts = parse_timestamp(v)
             return ir.Lit(to, ts) if ts is not None else None
-    except (InvalidOperation, ValueError):
+    except (EvalError, ValueError):
         return None
     return None

@@ -11,12 +11,17 @@ from __future__ import annotations
 from cpl import syntax_tree as ast
 from cpl.errors import TypeCheckError
 from cpl.scope import Scope
-from cpl.type_rules import coerce_timestamp_literals, decimal_result, fold_cast, parse_timestamp, resolve_type
+from cpl.type_rules import (
+    arithmetic_result,
+    coerce_timestamp_literals,
+    fold_cast,
+    numeric_view,
+    parse_timestamp,
+    resolve_type,
+)
 from operators import expr as ir
 from operators.datatypes import (
-    BIGINT,
     DECIMAL,
-    INTEGER,
     NUMERIC_KINDS,
     T_BIGINT,
     T_BOOLEAN,
@@ -28,8 +33,8 @@ from operators.datatypes import (
     TIMESTAMP,
     DataType,
     common_type,
-    wider_numeric,
 )
+from operators.decimals import integral_type, round_type
 from operators.functions import FunctionTypeError, lookup
 from operators.graph import WINDOW_END, WINDOW_START
 
@@ -116,12 +121,7 @@ class Checker:
                         + ("; use || to concatenate strings" if op == "+" and side.type.is_string else ""),
                         e.pos,
                     )
-            t = wider_numeric(left.type, right.type)
-            if op == "/" and t.kind in (INTEGER, BIGINT):
-                t = T_DOUBLE  # division is exact-ish, as in Spark: 7 / 2 = 3.5
-            elif t.kind == DECIMAL:
-                t = decimal_result(op, left.type, right.type, t)
-            return ir.Binary(t, op, left, right)
+            return ir.Binary(arithmetic_result(op, left, right, e.pos), op, left, right)
         assert op in _COMPARE, op
         left, right = coerce_timestamp_literals(left, right)
         if common_type(left.type, right.type) is None:
@@ -165,7 +165,6 @@ class Checker:
     def _case(self, e: ast.Case) -> ir.Expr:
         operand = self.check(e.operand) if e.operand is not None else None
         whens: list[tuple[ir.Expr, ir.Expr]] = []
-        result_type: DataType = T_NULL
         for cond_ast, value_ast in e.whens:
             if operand is not None:
                 value = self.check(cond_ast)
@@ -174,20 +173,17 @@ class Checker:
                 cond: ir.Expr = ir.Binary(T_BOOLEAN, "=", operand, value)
             else:
                 cond = self.check_bool(cond_ast, "a WHEN condition")
-            then = self.check(value_ast)
-            result_type = self._unify(result_type, then.type, value_ast)
-            whens.append((cond, then))
+            whens.append((cond, self.check(value_ast)))
         else_ = self.check(e.else_) if e.else_ is not None else None
-        if else_ is not None and e.else_ is not None:
-            result_type = self._unify(result_type, else_.type, e.else_)
+        results = [then for _, then in whens] + ([else_] if else_ is not None else [])
+        where = [value for _, value in e.whens] + ([e.else_] if e.else_ is not None else [])
+        result_type: DataType = T_NULL
+        for t, at in zip(numeric_view(results), where, strict=True):
+            c = common_type(result_type, t)
+            if c is None:
+                raise TypeCheckError(f"CASE branches have incompatible types {result_type} and {t}", _pos(at))
+            result_type = c
         return ir.Case(result_type, tuple(whens), else_)
-
-    @staticmethod
-    def _unify(a: DataType, b: DataType, where: ast.Expr) -> DataType:
-        c = common_type(a, b)
-        if c is None:
-            raise TypeCheckError(f"CASE branches have incompatible types {a} and {b}", _pos(where))
-        return c
 
     def _cast(self, e: ast.Cast) -> ir.Expr:
         arg = self.check(e.arg)
@@ -236,15 +232,18 @@ class Checker:
             )
         args = tuple(self.check(a) for a in e.args)
         try:
-            t = fn.result([a.type for a in args])
+            t = fn.result(numeric_view(list(args)))
         except FunctionTypeError as err:
             raise TypeCheckError(str(err), e.pos) from None
-        if fn.name == "round" and t.kind == DECIMAL:
+        if fn.name == "mod":  # the type of %, decimals included
+            t = arithmetic_result("%", args[0], args[1], e.pos)
+        elif fn.name == "round" and t.kind == DECIMAL:
             # round(decimal(p, s), d) has d places (0 without d); d must be a constant to type it
             if len(args) > 1 and not (isinstance(args[1], ir.Lit) and isinstance(args[1].value, int)):
                 raise TypeCheckError("round() of a decimal takes a constant number of digits", e.pos)
-            d = args[1].value if len(args) > 1 else 0  # type: ignore[attr-defined]
-            t = DataType(DECIMAL, precision=t.precision, scale=max(0, min(t.scale or 0, d)))
+            t = round_type(t, args[1].value if len(args) > 1 else 0)  # type: ignore[attr-defined]
+        elif fn.name in ("floor", "ceil") and args[0].type.kind == DECIMAL:
+            t = integral_type(args[0].type)
         return ir.Func(t, fn.name, args)
 
 

@@ -9,6 +9,8 @@ ones. What each function answers:
 - `can_fail`: whether evaluating an expression may fail for some event (its event is then
   dead-lettered, so every field of it must be kept);
 - `unfit_results`: which result fields of a ReadSQL may receive a value that does not fit them;
+- `can_overflow`: whether an aggregate's value may not fit its type (its window's row is then
+  dead-lettered);
 - `live_fields`: which fields of each port some consumer reads.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from operators import decimals
 from operators import expr as ir
 from operators import graph as g
 
@@ -55,21 +58,37 @@ _FAILING_FUNCTIONS: dict[str, Callable[[ir.Func], bool]] = {
     "power": lambda f: True,  # out of range or undefined
     "pow": lambda f: True,
     "mod": lambda f: True,  # division by zero
-    "floor": lambda f: f.args[0].type.kind == "double",  # NaN or infinity to bigint
+    "floor": lambda f: f.args[0].type.kind == "double",  # NaN, infinity or beyond bigint
     "ceil": lambda f: f.args[0].type.kind == "double",
     "ceiling": lambda f: f.args[0].type.kind == "double",
     "substring": lambda f: len(f.args) > 2,  # a negative length
     "substr": lambda f: len(f.args) > 2,
+    "abs": lambda f: f.type.kind in _INTEGER_KINDS,  # of the least integer
+    "round": lambda f: _round_may_overflow(f),
+    "from_epoch_millis": lambda f: True,  # beyond the years 1 to 9999
 }
+
+
+def _round_may_overflow(f: ir.Func) -> bool:
+    """round(x, d): 2147483647 to -1 digits does not fit an integer; a decimal's carry (99.5 to
+    100) fits its type but where that was cut to 38 digits."""
+    d = f.args[1] if len(f.args) > 1 else ir.Lit(f.type, 0)
+    if not (isinstance(d, ir.Lit) and isinstance(d.value, int)):
+        return f.type.kind in (*_INTEGER_KINDS, "decimal")
+    if f.type.kind in _INTEGER_KINDS:
+        return d.value < 0
+    return f.type.kind == "decimal" and decimals.round_may_overflow(f.args[0].type, d.value)
 
 
 def _fails_itself(e: ir.Expr) -> bool:
     """Whether `e`'s own operation may fail, its operands being values (their own failures aside)."""
     if isinstance(e, ir.Unary):
-        return e.op == "-" and e.type.kind in _INTEGER_KINDS  # overflow
+        return e.op == "neg" and e.type.kind in _INTEGER_KINDS  # overflow
     if isinstance(e, ir.Binary):
         if e.op in ("/", "%"):
             return True  # division by zero
+        if e.op in ("+", "-", "*") and e.type.kind == "decimal":  # overflow, beyond 38 digits only
+            return decimals.may_overflow(e.op, decimals.operand_type(e.left), decimals.operand_type(e.right))
         return e.op in ("+", "-", "*") and e.type.kind in _INTEGER_KINDS  # overflow
     if isinstance(e, ir.Cast):
         src, dst = e.arg.type.kind, e.type.kind
@@ -83,10 +102,10 @@ def _fails_itself(e: ir.Expr) -> bool:
 
 
 def can_fail(e: ir.Expr) -> bool:
-    """Whether evaluating `e` may fail for some event: division by zero, integer overflow, a CAST
-    that does not convert, a function outside its domain. Both engines dead-letter such an event
-    (the Spark translation records an error condition exactly for these operations; a test checks
-    that the two agree)."""
+    """Whether evaluating `e` may fail for some event: division by zero, integer or decimal
+    overflow, a CAST that does not convert, a function outside its domain. Both engines dead-letter
+    such an event (the Spark translation records an error condition exactly for these operations; a
+    test checks that the two agree)."""
     return any(_fails_itself(x) for x in ir.walk(e))
 
 
@@ -114,6 +133,23 @@ def unfit_results(node: g.ReadSQL) -> tuple[int, ...]:
             continue
         out.append(j)
     return tuple(out)
+
+
+# An aggregate that needs more events than this in one window to overflow is taken not to.
+_MAX_WINDOW_DIGITS = 9  # 10^9 events
+
+
+def can_overflow(agg: ir.Agg) -> bool:
+    """Whether `agg`'s value may not fit its type in a window of fewer than 10^9 events (its row
+    is then an error): a sum of bigints; a sum or average of decimal(p, s) for p > 28 (decimal(38, s)
+    holds the sum of 10^(38 - p) of them). A sum of integers takes 2^32 of them to leave the bigint
+    range. Past that the engines differ (docs/language.md, "Engines")."""
+    if agg.arg is None or agg.func not in ("sum", "avg"):
+        return False
+    t = agg.arg.type
+    if t.kind == "decimal":
+        return 38 - (t.precision or 38) < _MAX_WINDOW_DIGITS + 1
+    return agg.func == "sum" and t.kind == "bigint"
 
 
 # ---- live fields ---------------------------------------------------------------------------------
@@ -156,6 +192,8 @@ def _reads(node: g.Node, outs: list[Live]) -> Live:
         # A text argument may hold a NUL, which dead-letters its event on PostgreSQL; so does a
         # result value that does not fit its field.
         if any(can_fail(a) or a.type.is_string for a in node.args) or unfit_results(node):
+            return None
+        if any(f.type.kind == "decimal" for f in node.result_fields):
             return None
         width = len(node.input_schema)
         passed = outs[0] if outs[0] is None else frozenset(i for i in outs[0] if i < width)

@@ -85,18 +85,26 @@ def numeric_rank(t: DataType) -> int:
 
 
 def wider_numeric(a: DataType, b: DataType) -> DataType:
-    """The result type of arithmetic between two numeric types (SQL's usual promotion)."""
+    """The type two numbers are brought to when one value may be either (CASE, coalesce, greatest,
+    ...): the wider kind; for decimals one that holds the integer digits of both and as many places
+    as either has, as far as 38 digits allow (an integer counts as decimal(10, 0), a bigint as
+    decimal(20, 0)). Arithmetic has its own result types (operators.decimals)."""
     if a.is_null:
         return b
     if b.is_null:
         return a
     wide = a if numeric_rank(a) >= numeric_rank(b) else b
     if wide.kind == DECIMAL:
-        # decimal op decimal keeps a decimal; exact precision tracking is not worth it for a CEP
-        # language, so results get the widest declared scale and a generous precision.
-        scales = [t.scale or 0 for t in (a, b) if t.kind == DECIMAL]
-        return DataType(DECIMAL, precision=38, scale=max(scales))
+        integer = max(_integer_digits(a), _integer_digits(b))
+        scale = min(max(a.scale or 0, b.scale or 0), 38 - integer)
+        return DataType(DECIMAL, precision=min(integer + scale, 38), scale=scale)
     return DataType(wide.kind)
+
+
+def _integer_digits(t: DataType) -> int:
+    if t.kind == DECIMAL:
+        return (t.precision or 38) - (t.scale or 0)
+    return 10 if t.kind == INTEGER else 20
 
 
 def common_type(a: DataType, b: DataType) -> DataType | None:
@@ -164,7 +172,8 @@ class Schema:
         return "(" + ", ".join(str(f) for f in self.fields) + ")"
 
     def same_shape(self, other: Schema) -> bool:
-        """Union needs identical schemas up to name case and string lengths."""
+        """Union needs identical schemas up to name case and string lengths (a decimal's precision
+        and scale included: its values are written with its scale)."""
         if len(self) != len(other):
             return False
         for a, b in zip(self.fields, other.fields, strict=True):
@@ -173,6 +182,8 @@ class Schema:
             if common_type(a.type, b.type) is None or (
                 a.type.kind != b.type.kind and not (a.type.is_string and b.type.is_string)
             ):
+                return False
+            if a.type.kind == DECIMAL and a.type != b.type:
                 return False
         return True
 

@@ -8,6 +8,7 @@ internally as integer microseconds since the epoch, so window arithmetic is exac
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, InvalidOperation
@@ -98,6 +99,11 @@ def to_text(v: Any) -> str:
 # ---- numbers -----------------------------------------------------------------------------------------
 
 
+def overflow_reason(what: str, t: DataType) -> str:
+    """Why a value (`what`: an expression or an aggregate, as CPL) does not fit its type `t`."""
+    return f"{'decimal' if t.kind == DECIMAL else 'integer'} overflow: {what} is out of range for {t}"
+
+
 def check_int(v: int, kind: str) -> int:
     lo, hi = INT_RANGES[kind]
     if not lo <= v <= hi:
@@ -115,15 +121,17 @@ def quantize(d: Decimal, t: DataType) -> Decimal:
     precision = t.precision or 38
     if q.adjusted() >= precision - scale:
         raise EvalError(f"{d:f} is out of range for {t}")
-    return q
+    # No negative zero: Spark's decimals (java.math.BigDecimal) have none, and it would print.
+    return q.copy_abs() if q.is_zero() else q
 
 
 def widener(src: DataType, dst: DataType) -> Callable[[Any], Any] | None:
-    """How to turn a value of `src` into the wider numeric `dst` (None: nothing to do)."""
+    """How to turn a value of `src` into the wider numeric `dst` (None: nothing to do). A decimal
+    takes the scale of its new type (rounded half up where the common type has fewer places)."""
     if dst.kind == DOUBLE and src.kind in (INTEGER, BIGINT, DECIMAL):
         return float
-    if dst.kind == DECIMAL and src.kind in (INTEGER, BIGINT):
-        return Decimal
+    if dst.kind == DECIMAL and src.kind in (INTEGER, BIGINT, DECIMAL) and src != dst:
+        return lambda v: quantize(Decimal(v), dst)
     return None
 
 
@@ -175,23 +183,34 @@ def _to_double(v: Any, t: DataType) -> float:
     raise _bad(v, t)
 
 
+# A number as text, in the forms both Python's Decimal and Java's BigDecimal (Spark) read; around it
+# the characters Java's String.trim removes (those up to the space).
+DECIMAL_TEXT = re.compile(r"[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?")
+JAVA_BLANKS = "".join(map(chr, range(33)))
+
+
 def _to_decimal(v: Any, t: DataType) -> Decimal:
+    shown = to_text(v)
     if isinstance(v, bool):
         d = Decimal(int(v))
     elif isinstance(v, int | Decimal):
         d = Decimal(v)
     elif isinstance(v, float):
+        if not math.isfinite(v):
+            raise _bad(v, t)
         d = Decimal(repr(v))  # the shortest text of the double, not its binary expansion
     elif isinstance(v, str):
-        try:
-            d = Decimal(v.strip())
-        except InvalidOperation:
-            raise _bad(v, t) from None
+        shown = v.strip(JAVA_BLANKS)
+        if not DECIMAL_TEXT.fullmatch(shown):
+            raise _bad(v, t)
+        d = Decimal(shown)
     else:
         raise _bad(v, t)
-    if not d.is_finite():
-        raise _bad(v, t)
-    return quantize(d, t)
+    try:
+        return quantize(d, t)
+    except EvalError:
+        # the value as it was given, which both engines can show
+        raise EvalError(f"{shown} is out of range for {t}") from None
 
 
 def _to_bool(v: Any, t: DataType) -> bool:

@@ -7,6 +7,12 @@ without quotes. Any other name (it must have been double-quoted in CPL) is kept 
 
 An existing table is never altered: when its columns (names and types) or its primary key differ
 from the declaration, materialization is refused with both definitions in the message.
+
+A decimal(p, s) column is numeric(p, s) on PostgreSQL; on SQLite it is declared DECIMAL_TEXT(p, s),
+which SQLite gives TEXT affinity: the value's exact text is kept (stores/values.py writes it with
+its scale), where NUMERIC(p, s) would keep a binary double. (SQL that compares such a column as a
+number must CAST it.) A SQLite NUMERIC column is therefore not a decimal column of ours, and a table
+that has one is refused.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ def sa_type(t: DataType) -> sa.types.TypeEngine[Any]:
     if t.kind == DOUBLE:
         return sa.Double()
     if t.kind == DECIMAL:
-        return sa.Numeric(t.precision, t.scale)
+        return sa.Numeric(t.precision, t.scale).with_variant(DecimalText(t.precision, t.scale), "sqlite")
     if t.kind in (CHAR, VARCHAR):
         return sa.String(t.length)
     if t.kind == TIMESTAMP:
@@ -67,8 +73,27 @@ def sa_table(table: Table, metadata: sa.MetaData | None = None) -> sa.Table:
     return sa.Table(stored_name(table.name), metadata or sa.MetaData(), *args, **options)
 
 
+class DecimalText(sa.types.UserDefinedType[Any]):
+    """decimal(p, s) on SQLite: exact text, with TEXT affinity (see the module docstring)."""
+
+    cache_ok = True
+
+    def __init__(self, precision: int | None, scale: int | None) -> None:
+        self.precision = precision
+        self.scale = scale
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return f"DECIMAL_TEXT({self.precision}, {self.scale or 0})"
+
+
+_DECIMAL_TEXT = re.compile(r"DECIMAL_TEXT\((\d+), ?(\d+)\)\Z", re.IGNORECASE)
+
+
 def canonical_type(t: sa.types.TypeEngine[Any], dialect: str) -> str:
     """A comparable spelling of a column type, the same for a declared and a reflected column."""
+    t = t._variant_mapping.get(dialect, t)
+    if isinstance(t, DecimalText):
+        return f"decimal({t.precision}, {t.scale or 0})"
     if isinstance(t, sa.Boolean):
         return "boolean"
     if isinstance(t, sa.BigInteger):
@@ -84,9 +109,9 @@ def canonical_type(t: sa.types.TypeEngine[Any], dialect: str) -> str:
     if isinstance(t, sa.Float):
         return "double" if t.precision is None or t.precision > 24 else "real"
     if isinstance(t, sa.Numeric):
-        if t.precision is None:
-            return "decimal"
-        return f"decimal({t.precision}, {t.scale or 0})"
+        name = "decimal" if t.precision is None else f"decimal({t.precision}, {t.scale or 0})"
+        # on SQLite, a NUMERIC column keeps binary doubles: not our exact decimal
+        return f"{name} of NUMERIC affinity" if dialect == "sqlite" else name
     if isinstance(t, sa.CHAR):
         return f"char({t.length})" if t.length else "char"
     if isinstance(t, sa.Text):
@@ -127,9 +152,21 @@ def existing_shape(conn: sa.Connection, name: str) -> Shape | None:
     if not insp.has_table(name):
         return None
     dialect = conn.dialect.name
-    cols = tuple((c["name"], canonical_type(c["type"], dialect)) for c in insp.get_columns(name))
+    declared: dict[str, str] = {}
+    if dialect == "sqlite":  # a decimal column's declared type, which SQLAlchemy reflects as TEXT
+        found = conn.exec_driver_sql("SELECT name, type FROM pragma_table_info(?)", (name,))
+        declared = {str(n): str(t) for n, t in found.fetchall()}
+    cols = tuple(
+        (c["name"], _reflected(c["type"], declared.get(c["name"], ""), dialect))
+        for c in insp.get_columns(name)
+    )
     pk = tuple(insp.get_pk_constraint(name).get("constrained_columns") or ())
     return Shape(cols, pk)
+
+
+def _reflected(t: sa.types.TypeEngine[Any], declared: str, dialect: str) -> str:
+    m = _DECIMAL_TEXT.match(declared.strip())
+    return f"decimal({m.group(1)}, {m.group(2)})" if m else canonical_type(t, dialect)
 
 
 def schema_mismatch(t: sa.Table, have: Shape, want: Shape, store: str, url: object) -> StoreSchemaError:

@@ -6,9 +6,14 @@ needs them in a slightly different shape:
 - Postgres, batched reads: one array per parameter, whose element type is chosen from the Python
   values (see `pg_array_type`); psycopg binds the arrays.
 - SQLite: the stdlib driver has no Decimal and its datetime adapters are deprecated, so timestamps
-  become UTC text in the layout SQLAlchemy uses for DateTime on SQLite and Decimals become text
-  (which numeric column affinity turns back into a number).
-- Redis: every value is a string (`redis_text`).
+  become UTC text in the layout SQLAlchemy uses for DateTime on SQLite and Decimals become text in
+  plain notation. A table's decimal(p, s) column stores that text as it is (TEXT affinity,
+  stores/schema.py), exact, with its scale: SQLite's NUMERIC affinity would make a binary double of
+  it.
+- Redis: every value is a string (`redis_text`); a decimal in plain notation with its scale.
+
+Decimal columns of a table take every value rounded half up to their scale, and refuse a value that
+does not fit (`conform_decimals`), on SQLite and Redis as PostgreSQL's numeric(p, s) does.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ from operators.datatypes import (
     VARCHAR,
     DataType,
 )
+from operators.graph import Table
+from operators.values import EvalError, quantize, to_text
+
+Row = tuple[Any, ...]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -111,8 +120,39 @@ def sqlite_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return as_utc(value).strftime(SQLITE_TIMESTAMP)
     if isinstance(value, Decimal):
-        return str(value)
+        return format(value, "f")  # str() would write 1E-8
     return value
+
+
+def conform_decimals(
+    table: Table, columns: Sequence[str], rows: Sequence[Row]
+) -> tuple[list[Row], list[str | None]]:
+    """The rows with each number bound for a decimal(p, s) column as a Decimal of scale s (rounded
+    half up), and for each row why it is refused (a value that does not fit), None when it is not.
+    A value that does not fit is left as an exact Decimal: PostgreSQL refuses it itself."""
+    at = [
+        (i, c, f.type)
+        for i, c in enumerate(columns)
+        if (f := table.columns.get(c)) is not None and f.type.kind == DECIMAL
+    ]
+    errors: list[str | None] = [None] * len(rows)
+    if not at:
+        return list(rows), errors
+    out: list[Row] = []
+    for k, row in enumerate(rows):
+        values = list(row)
+        for i, name, t in at:
+            v = values[i]
+            if v is None or isinstance(v, bool) or not isinstance(v, int | float | Decimal):
+                continue
+            exact = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+            try:
+                values[i] = quantize(exact, t)
+            except (EvalError, ArithmeticError):
+                values[i] = exact
+                errors[k] = errors[k] or f"column {name}: {to_text(v)} is out of range for {t}"
+        out.append(tuple(values))
+    return out, errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,6 +167,8 @@ def redis_text(value: Any) -> str:
         return as_utc(value).isoformat()
     if isinstance(value, float):
         return repr(value)  # shortest text that reads back to the same double
+    if isinstance(value, Decimal):
+        return format(value, "f")  # plain, with its scale (str() would write 1E-8)
     return str(value)
 
 
@@ -169,21 +211,22 @@ def from_db(value: Any, t: DataType) -> Any:
                 else value
             )
         if t.kind == DECIMAL:
-            if isinstance(value, int | float | str) and not isinstance(value, bool):
-                return Decimal(str(value))
+            # to the declared scale; a value that does not fit is left as it is, for the caller's
+            # CAST (operators.values.cast_value) to report
+            if isinstance(value, int | float | str | Decimal) and not isinstance(value, bool):
+                return quantize(Decimal(str(value).strip()), t)
             return value
-    except (ValueError, ArithmeticError):
+    except (ValueError, ArithmeticError, EvalError):
         return value
     return value
 
 
 # The Python type each CPL type's values have when read from Postgres (timestamps are left out:
-# they may come naive and need `as_utc` one by one).
+# they may come naive and need `as_utc` one by one; decimals too: each takes the declared scale).
 _PY_TYPE: dict[str, type] = {
     INTEGER: int,
     BIGINT: int,
     DOUBLE: float,
-    DECIMAL: Decimal,
     CHAR: str,
     VARCHAR: str,
     BOOLEAN: bool,

@@ -6,10 +6,11 @@ calls, with no per-event dispatch on node types. Semantics:
 - NULL is None. AND/OR/NOT use three-valued logic (None is "unknown"); comparisons, arithmetic,
   `||`, LIKE and most functions give NULL when an operand is NULL. A predicate *holds* only when it
   evaluates to True (`holds`): NULL drops the event just like False.
-- `/` on integers gives a double (7 / 2 = 3.5); on decimals a decimal rounded half up to
-  max(result scale, 6) places; `%` takes the sign of the dividend. Division or modulo by zero, an
-  integer result outside its type's range, and a CAST of a value that does not convert raise
-  `EvalError`: the event goes to the dead-letter sink instead of silently becoming NULL.
+- `/` on integers gives a double (7 / 2 = 3.5); decimals compute as operators.decimals says, exactly
+  and rounded half up to their result type; `%` takes the sign of the dividend. Division or modulo
+  by zero, an integer or decimal result outside its type's range, and a CAST of a value that does
+  not convert raise `EvalError`: the event goes to the dead-letter sink instead of silently
+  becoming NULL.
 - LIKE: `%` any run, `_` one character, backslash escapes the next character; everything else,
   regex specials included, matches itself. The whole string must match.
 - IN: True if some item equals the value; otherwise NULL if the value or some item is NULL;
@@ -29,9 +30,10 @@ from functools import lru_cache
 from typing import Any
 
 from deployer.local.functions import compile_function, sql_mod
+from operators import decimals
 from operators import expr as ir
 from operators.datatypes import BIGINT, DECIMAL, DOUBLE, INTEGER, DataType, common_type
-from operators.values import DECIMAL_CONTEXT, EvalError, caster, check_int, to_text, widener
+from operators.values import EvalError, caster, check_int, to_text, widener
 
 Fn = Callable[[Any], Any]
 
@@ -89,25 +91,20 @@ def _or(a: Fn, b: Fn) -> Fn:
 # ---- arithmetic ------------------------------------------------------------------------------------
 
 
-def _divide(kind: str, scale: int) -> Callable[[Any, Any], Any]:
-    places = Decimal(1).scaleb(-max(scale, 6))
-
-    def div(a: Any, b: Any) -> Any:
-        if b == 0:
-            raise EvalError("division by zero")
-        if kind == DECIMAL:
-            q = DECIMAL_CONTEXT.divide(Decimal(a), Decimal(b))
-            return q.quantize(places, context=DECIMAL_CONTEXT)
-        return float(a) / float(b)
-
-    return div
+def _divide(a: Any, b: Any) -> Any:
+    if b == 0:
+        raise EvalError("division by zero")
+    return float(a) / float(b)
 
 
-_DECIMAL_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": DECIMAL_CONTEXT.add,
-    "-": DECIMAL_CONTEXT.subtract,
-    "*": DECIMAL_CONTEXT.multiply,
-}
+def _negate(v: Any, kind: str) -> Any:
+    if kind in (INTEGER, BIGINT):
+        return check_int(-v, kind)
+    if isinstance(v, Decimal):  # exact (unary minus would round to the context's 28 digits), no -0
+        return v if v.is_zero() else v.copy_negate()
+    return -v
+
+
 _PLAIN_OPS: dict[str, Callable[[Any, Any], Any]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq,
@@ -120,12 +117,12 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 
 
 def _arith_op(op: str, t: DataType) -> Callable[[Any, Any], Any]:
+    if t.kind == DECIMAL:
+        return decimals.arithmetic(op, t)
     if op == "/":
-        return _divide(t.kind, t.scale or 0)
+        return _divide
     if op == "%":
         return sql_mod
-    if t.kind == DECIMAL:
-        return _DECIMAL_OPS[op]
     base = _PLAIN_OPS[op]
     if t.kind in (INTEGER, BIGINT):
         kind = t.kind
@@ -140,6 +137,15 @@ def _arith_op(op: str, t: DataType) -> Callable[[Any, Any], Any]:
 
         return checked
     return base
+
+
+def _comparison_type(exprs: list[ir.Expr]) -> DataType | None:
+    """The type values are compared as: their common type; None for decimals and integers, which
+    are compared exactly, as they are (a common type of more than 38 digits would round them)."""
+    t = exprs[0].type
+    for x in exprs[1:]:
+        t = common_type(t, x.type) or t
+    return None if t.kind == DECIMAL else t
 
 
 def _strict2(op: Callable[[Any, Any], Any], a: Fn, b: Fn) -> Fn:
@@ -190,9 +196,11 @@ class _Compiler:
         fn: Fn = handler(e)
         return fn
 
-    def as_type(self, e: ir.Expr, t: DataType) -> Fn:
-        """`e` compiled and widened to the numeric type `t` when it is narrower."""
+    def as_type(self, e: ir.Expr, t: DataType | None) -> Fn:
+        """`e` compiled and widened to the numeric type `t` when it is narrower (None: as it is)."""
         f = self.compile(e)
+        if t is None:
+            return f
         w = widener(e.type, t)
         if w is None:
             return f
@@ -214,9 +222,7 @@ class _Compiler:
         if e.op == "not":
             return lambda r: _not3(f(r))
         kind = e.type.kind
-        if kind in (INTEGER, BIGINT):
-            return lambda r: None if (v := f(r)) is None else check_int(-v, kind)
-        return lambda r: None if (v := f(r)) is None else -v
+        return lambda r: None if (v := f(r)) is None else _negate(v, kind)
 
     def _binary(self, e: ir.Binary) -> Fn:
         if e.op == "and":
@@ -226,10 +232,12 @@ class _Compiler:
         if e.op == "||":
             return _strict2(lambda a, b: to_text(a) + to_text(b), self.compile(e.left), self.compile(e.right))
         if e.op in _COMPARE:
-            t = common_type(e.left.type, e.right.type) or e.left.type
+            t = _comparison_type([e.left, e.right])
             # Compare decimals with doubles as doubles, as SQL does (Python compares them exactly).
             return _strict2(_COMPARE[e.op], self.as_type(e.left, t), self.as_type(e.right, t))
         t = e.type
+        if t.kind == DECIMAL:  # the operands as they are: decimals.arithmetic computes exactly
+            return _strict2(_arith_op(e.op, t), self.compile(e.left), self.compile(e.right))
         return _strict2(_arith_op(e.op, t), self.as_type(e.left, t), self.as_type(e.right, t))
 
     def _isnull(self, e: ir.IsNull) -> Fn:
@@ -238,14 +246,8 @@ class _Compiler:
             return lambda r: f(r) is not None
         return lambda r: f(r) is None
 
-    def _common(self, exprs: list[ir.Expr]) -> DataType:
-        t = exprs[0].type
-        for x in exprs[1:]:
-            t = common_type(t, x.type) or t
-        return t
-
     def _inlist(self, e: ir.InList) -> Fn:
-        t = self._common([e.arg, *e.items])
+        t = _comparison_type([e.arg, *e.items])
         arg = self.as_type(e.arg, t)
         items = [self.as_type(x, t) for x in e.items]
         negated = e.negated
@@ -266,7 +268,7 @@ class _Compiler:
         return fn
 
     def _between(self, e: ir.Between) -> Fn:
-        t = self._common([e.arg, e.low, e.high])
+        t = _comparison_type([e.arg, e.low, e.high])
         ge = _strict2(operator.ge, self.as_type(e.arg, t), self.as_type(e.low, t))
         le = _strict2(operator.le, self.as_type(e.arg, t), self.as_type(e.high, t))
         both = _and(ge, le)

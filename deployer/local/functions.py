@@ -10,14 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
-from operators.datatypes import DataType
+from operators import decimals
+from operators.datatypes import BIGINT, DECIMAL, INTEGER, DataType
 from operators.functions import FUNCTION_ALIASES, FUNCTIONS
-from operators.values import DECIMAL_CONTEXT, EPOCH, EvalError, check_int, to_text, widener
+from operators.values import EPOCH, INT_RANGES, EvalError, check_int, to_text, widener
 
 Fn = Callable[[Any], Any]
+
+# Rounding exactly, whatever the digits (the result is checked against its type after).
+_WIDE = Context(prec=400, Emax=999_999, Emin=-999_999)
 
 
 def _strict(fn: Callable[..., Any], args: list[Fn]) -> Fn:
@@ -38,26 +42,53 @@ def _strict(fn: Callable[..., Any], args: list[Fn]) -> Fn:
     return many
 
 
-def _round(v: Any, digits: int = 0) -> Any:
-    # Half away from zero (SQL ROUND), not Python's half-to-even.
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return v
-        d = Decimal(repr(v)).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP, DECIMAL_CONTEXT)
-        return float(d)
-    q = Decimal(v).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP, DECIMAL_CONTEXT)
-    return int(q) if isinstance(v, int) else q
+def _round(t: DataType) -> Callable[..., Any]:
+    """round(v, d), half away from zero (SQL ROUND), not Python's half to even; of the result type
+    `t` (a decimal: operators.decimals.round_type; an integer keeps its type and can overflow)."""
+
+    def fn(v: Any, digits: int = 0) -> Any:
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return v
+            d = Decimal(repr(v)).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP, _WIDE)
+            return float(d)
+        q = Decimal(v).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP, _WIDE)
+        if isinstance(v, int):
+            return check_int(int(q), t.kind)
+        return decimals.rounded(q, t, lambda: f"round({to_text(v)}, {digits})")
+
+    return fn
 
 
-def _integral(rounding: str) -> Callable[[Any], int]:
-    def fn(v: Any) -> int:
-        if isinstance(v, float) and not math.isfinite(v):
-            raise EvalError(f"cannot convert {v} to bigint")
+def _integral(rounding: str, name: str) -> Callable[[Any], Any]:
+    """floor and ceil: a bigint of an integer or a double, a decimal of scale 0 of a decimal."""
+
+    def fn(v: Any) -> Any:
         if isinstance(v, int):
             return v
-        return check_int(
-            int(Decimal(repr(v) if isinstance(v, float) else v).to_integral_value(rounding)), "bigint"
-        )
+        if isinstance(v, Decimal):
+            d = v.to_integral_value(rounding, _WIDE).quantize(Decimal(1), context=_WIDE)
+            return d.copy_abs() if d.is_zero() else d  # ceil(-0.5) is 0, not -0
+        if not math.isfinite(v):
+            raise EvalError(f"cannot convert {to_text(v)} to bigint")
+        # of the double's exact value, as Spark's Math.floor (its shortest text may be another
+        # integer: -2^63 prints as -9.223372036854776e+18)
+        out = math.floor(v) if rounding == ROUND_FLOOR else math.ceil(v)
+        lo, hi = INT_RANGES[BIGINT]
+        if not lo <= out <= hi:
+            raise EvalError(f"integer overflow: {name}({to_text(v)}) is out of range for bigint")
+        return out
+
+    return fn
+
+
+def _abs(kind: str) -> Callable[[Any], Any]:
+    def fn(v: Any) -> Any:
+        if isinstance(v, Decimal):
+            return v.copy_abs()  # exact: abs() would round to the context's 28 digits
+        if kind in (INTEGER, BIGINT):
+            return check_int(abs(v), kind)  # abs of the least integer does not fit
+        return abs(v)
 
     return fn
 
@@ -82,8 +113,6 @@ def sql_mod(a: Any, b: Any) -> Any:
         raise EvalError("division by zero")
     if isinstance(a, float) or isinstance(b, float):
         return math.fmod(a, b)
-    if isinstance(a, Decimal) or isinstance(b, Decimal):
-        return Decimal(a) % Decimal(b)  # Decimal's % already keeps the dividend's sign
     r = abs(a) % abs(b)
     return r if a >= 0 else -r
 
@@ -144,10 +173,8 @@ def _concat(args: list[Fn]) -> Fn:
 
 
 _STRICT: dict[str, Callable[..., Any]] = {
-    "abs": abs,
-    "round": _round,
-    "floor": _integral(ROUND_FLOOR),
-    "ceil": _integral(ROUND_CEILING),
+    "floor": _integral(ROUND_FLOOR, "floor"),
+    "ceil": _integral(ROUND_CEILING, "ceil"),
     "sqrt": _sqrt,
     "power": _power,
     "mod": sql_mod,
@@ -166,6 +193,12 @@ _STRICT: dict[str, Callable[..., Any]] = {
     "from_epoch_millis": _from_epoch_millis,
 }
 
+# Functions whose meaning depends on their result type.
+_TYPED: dict[str, Callable[[DataType], Callable[..., Any]]] = {
+    "abs": lambda t: _abs(t.kind),
+    "round": _round,
+}
+
 _SPECIAL: dict[str, Callable[[list[Fn]], Fn]] = {
     "coalesce": _coalesce,
     "nullif": _nullif,
@@ -180,6 +213,8 @@ def compile_function(name: str, args: list[Fn], arg_types: list[DataType], resul
     key = FUNCTION_ALIASES.get(name.lower(), name.lower())
     if key not in FUNCTIONS:
         raise ValueError(f"function {name!r} is not in the catalogue")
+    if key == "mod" and result.kind == DECIMAL:  # as `%`: exact, of its own result type
+        return _strict(decimals.arithmetic("%", result), args)
     if key in ("coalesce", "nullif", "greatest", "least", "mod"):
         # Arguments of a common type: widen integers/decimals to the result's kind first, so that
         # greatest(1, 2.5) compares doubles and coalesce(int_field, 0.5) always gives a double.
@@ -190,4 +225,6 @@ def compile_function(name: str, args: list[Fn], arg_types: list[DataType], resul
         args = widened
     if key in _SPECIAL:
         return _SPECIAL[key](args)
+    if key in _TYPED:
+        return _strict(_TYPED[key](result), args)
     return _strict(_STRICT[key], args)

@@ -37,10 +37,11 @@ from typing import Any
 
 from deployer.local.evaluate import compile_expr, compile_predicate
 from deployer.local.runtime import EVAL_ERRORS, Event, Operator, Runtime
+from operators import decimals
 from operators import expr as ir
 from operators import graph as g
 from operators.datatypes import BIGINT, DECIMAL, DOUBLE, INTEGER
-from operators.values import DECIMAL_CONTEXT, check_int, from_micros, quantize
+from operators.values import INT_RANGES, EvalError, from_micros, overflow_reason
 
 Key = tuple[Any, ...]
 Values = tuple[Any, ...]  # one event's aggregate arguments (True for count(*))
@@ -85,27 +86,19 @@ class Aggregates:
             elif state[i] is None or v > state[i]:  # max
                 state[i] = v
 
-    def result(self, state: list[Any]) -> Values:
+    def result(self, state: list[Any]) -> tuple[Values, str | None]:
+        """The aggregate values of a window, and why it cannot be emitted: a sum or average that
+        does not fit its type is an error for the window's row (docs/language.md, "Aggregates"),
+        which is then dead-lettered with that aggregate NULL; the first such error is the reason."""
         out: list[Any] = []
+        error: str | None = None
         for agg, s in zip(self.aggs, state, strict=True):
-            t = agg.type
-            if agg.func == "avg":
-                total, n = s
-                if n == 0:
-                    out.append(None)
-                elif t.kind == DECIMAL:
-                    out.append(quantize(DECIMAL_CONTEXT.divide(Decimal(total), n), t))
-                else:
-                    out.append(float(total) / n)
-            elif agg.func == "sum" and s is not None:
-                if t.kind in (INTEGER, BIGINT):
-                    s = check_int(s, t.kind)
-                elif t.kind == DOUBLE:
-                    s = float(s)
-                out.append(s)
-            else:
-                out.append(s)
-        return tuple(out)
+            try:
+                out.append(_value(agg, s))
+            except EvalError as err:
+                out.append(None)
+                error = error or str(err)
+        return tuple(out), error
 
     def fold(self, events: list[Values]) -> list[Any]:
         state = self.new_state()
@@ -114,9 +107,33 @@ class Aggregates:
         return state
 
 
+def _value(agg: ir.Agg, s: Any) -> Any:
+    """One aggregate's value from its state (see `Aggregates`)."""
+    t = agg.type
+    if agg.func == "avg":
+        total, n = s
+        if n == 0:
+            return None
+        if t.kind == DECIMAL:
+            assert agg.arg is not None
+            return decimals.average(total, n, agg.arg.type, t, agg.to_cpl())
+        return float(total) / n
+    if agg.func != "sum" or s is None:
+        return s
+    if t.kind in (INTEGER, BIGINT):
+        lo, hi = INT_RANGES[t.kind]
+        if not lo <= s <= hi:
+            raise EvalError(overflow_reason(agg.to_cpl(), t))
+        return s
+    if t.kind == DECIMAL:
+        return decimals.rounded(s, t, agg.to_cpl)
+    return float(s) if t.kind == DOUBLE else s
+
+
 def _add(a: Any, b: Any) -> Any:
+    # Exact: a decimal total is checked against its type only at the end (`_value`).
     if isinstance(a, Decimal) or isinstance(b, Decimal):
-        return DECIMAL_CONTEXT.add(a, b)
+        return decimals.exact_sum(a, b)
     return a + b
 
 
@@ -281,9 +298,12 @@ class AggregateOp(Operator):
                     self._output(key, state)
 
     def _output(self, key: Key, state: list[Any], bounds: Event = ()) -> None:
-        row: Event = key
+        values, error = self.aggs.result(state)
+        row: Event = key + values + bounds
+        if error is not None:
+            self.fail(error, row)
+            return
         try:
-            row = key + self.aggs.result(state) + bounds
             if self.having is not None and not self.having(row):
                 self.rt.stats.count_filtered(self.node.id)
                 return

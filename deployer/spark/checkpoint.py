@@ -48,8 +48,11 @@ _TMP = f".{MANIFEST}.tmp"  # written first, then renamed over the manifest
 LOCK = ".cep-checkpoint.lock"  # held by the run using the directory; holds its process id
 # Bumped when a checkpoint of the earlier version cannot be resumed: a manifest of another format
 # is refused. 2: file sources read in arrival order (deployer.spark.file_source), and every stream
-# with event time passes the Sequencer, whose state Spark keeps in each query's checkpoint.
-FORMAT = 2
+# with event time passes the Sequencer, whose state Spark keeps in each query's checkpoint. 3: window
+# aggregates keep exact sums, checked for overflow (a TIME window's sum of bigints as two sums, of
+# integers with try_sum, of decimals in decimal(38, s); TUPLE and BATCH windows buffer the values
+# in their own type), and decimal aggregates have new types (operators.decimals).
+FORMAT = 3
 START_OVER = (
     "use a new --checkpoint directory to start over (the inputs are then read again from their beginning)"
 )

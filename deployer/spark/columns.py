@@ -54,7 +54,16 @@ def text(c: Column, t: DataType | None = None) -> Column:
     decimals in plain notation, doubles as Python prints them (`repr`)."""
     if t is not None and t.kind == "double":
         return double_text(c)
+    if t is not None and t.kind == "decimal":
+        return decimal_text(c, t)
     return c.cast("string")
+
+
+def decimal_text(c: Column, t: DataType) -> Column:
+    """A decimal in plain notation with its type's places, as Python's format(d, "f") writes the
+    reference's values: Spark's own text is Java's BigDecimal.toString, which writes 0.00000001 as
+    1E-8. format_number is exact for decimals (java.text.DecimalFormat of the BigDecimal)."""
+    return F.regexp_replace(F.format_number(c, t.scale or 0), ",", "")
 
 
 def double_text(c: Column) -> Column:

@@ -17,8 +17,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.spark.columns import Message, col_name, msg, quoted, spark_type, text
+from deployer.spark.decimal_columns import compare, decimal_arithmetic, exactly_comparable
 from deployer.spark.functions import translate_function
 from operators import expr as ir
+from operators.datatypes import common_type
+from operators.values import DECIMAL_TEXT
 
 # ISO 8601 as Python's datetime.fromisoformat reads it (after `Z` → +00:00), in the forms Spark
 # parses too: a date, optionally a time to the microsecond, optionally a zone offset.
@@ -26,6 +29,7 @@ _ISO_TIMESTAMP = (
     r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}"
     r"([T ][0-9]{2}(:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?)?([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)?)?\s*$"
 )
+_JAVA_BLANKS = r"^[\x00-\x20]+|[\x00-\x20]+$"  # what Java's String.trim removes
 _INT_RANGE = {"integer": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
 _WIDE = T.DecimalType(38, 0)
 
@@ -49,6 +53,26 @@ def like_pattern(pattern: str) -> str:
             out.append(c)
         i += 1
     return "".join(out)
+
+
+def _compared_as(exprs: list[ir.Expr]) -> str:
+    """How the reference compares these values: as doubles when their common type is double, as
+    they are (exactly) when it is a decimal; the kind of their common type."""
+    t = exprs[0].type
+    for x in exprs[1:]:
+        t = common_type(t, x.type) or t
+    return t.kind
+
+
+def _as(c: Column, kind: str) -> Column:
+    return c.cast("double") if kind == "double" else c
+
+
+def _compare(op: str, a: Column, x: ir.Expr, b: Column, y: ir.Expr, kind: str) -> Column:
+    """`a op b` of a BETWEEN or IN whose values are compared as `kind` (`_compared_as`)."""
+    if kind == "decimal" and exactly_comparable(x.type, y.type):
+        return compare(op, a, x.type, b, y.type)
+    return {">=": a >= b, "<=": a <= b, "=": a == b}[op]
 
 
 class ExprCompiler:
@@ -118,6 +142,8 @@ class ExprCompiler:
         if op == "||":
             return F.concat(text(left, e.left.type), text(right, e.right.type))
         if op in ("=", "<>", "<", "<=", ">", ">="):
+            if exactly_comparable(e.left.type, e.right.type):
+                return compare(op, left, e.left.type, right, e.right.type)
             return {
                 "=": left.__eq__,
                 "<>": left.__ne__,
@@ -126,6 +152,8 @@ class ExprCompiler:
                 ">": left.__gt__,
                 ">=": left.__ge__,
             }[op](right)
+        if e.type.kind == "decimal":
+            return decimal_arithmetic(op, e.left, e.right, left, right, e, self._error)
         t = spark_type(e.type)
         lc, rc = left.cast(t), right.cast(t)
         if op in ("+", "-", "*"):
@@ -150,18 +178,30 @@ class ExprCompiler:
         return arg.isNotNull() if e.negated else arg.isNull()
 
     def _inlist(self, e: ir.InList) -> Column:
-        arg = self.compile(e.arg)
-        result = arg.isin(*[self._under(arg.isNotNull(), i) for i in e.items])
+        kind = _compared_as([e.arg, *e.items])
+        arg = _as(self.compile(e.arg), kind)
+        items = [_as(self._under(arg.isNotNull(), i), kind) for i in e.items]
+        if kind == "decimal":
+            # Exactly, as the reference compares: Spark's IN would bring every item to one decimal
+            # type of at most 38 digits, rounding some. `x IN (a, b)` is `x = a OR x = b` in SQL's
+            # three-valued logic.
+            tests = [_compare("=", arg, e.arg, item, x, kind) for item, x in zip(items, e.items, strict=True)]
+            result = tests[0]
+            for test in tests[1:]:
+                result = result | test
+        else:
+            result = arg.isin(*items)
         return ~result if e.negated else result
 
     def _between(self, e: ir.Between) -> Column:
-        arg = self.compile(e.arg)
-        low = self._under(arg.isNotNull(), e.low)
-        ge = arg >= low
+        kind = _compared_as([e.arg, e.low, e.high])
+        arg = _as(self.compile(e.arg), kind)
+        low = _as(self._under(arg.isNotNull(), e.low), kind)
+        ge = _compare(">=", arg, e.arg, low, e.low, kind)
         # BETWEEN is `arg >= low AND arg <= high` under three-valued logic: high is not evaluated
         # when the first comparison is FALSE (or when arg is NULL).
-        high = self._under(arg.isNotNull() & F.coalesce(ge, F.lit(True)), e.high)
-        result = ge & (arg <= high)
+        high = _as(self._under(arg.isNotNull() & F.coalesce(ge, F.lit(True)), e.high), kind)
+        result = ge & _compare("<=", arg, e.arg, high, e.high, kind)
         return ~result if e.negated else result
 
     def _like(self, e: ir.Like) -> Column:
@@ -208,6 +248,10 @@ class ExprCompiler:
         failed = arg.isNotNull() & cast.isNull()
         shown = quoted(arg) if src.is_string else text(arg, src)
         if k in _INT_RANGE and src.kind in ("integer", "bigint", "decimal", "double"):
+            if src.kind == "double" and k == "bigint":
+                # Spark lets 2^63 through as the largest bigint (its bound, as a double, is 2^63)
+                cast = F.when(arg < F.lit(2.0**63), cast)
+                failed = arg.isNotNull() & cast.isNull()
             finite = (
                 ~F.isnan(arg) & (F.abs(arg) != F.lit(float("inf"))) if src.kind == "double" else F.lit(True)
             )
@@ -218,12 +262,22 @@ class ExprCompiler:
             self._error(failed & digits, msg("cannot cast ", F.trim(arg), f" to {dst}: out of range"))
             self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         elif k == "decimal":
-            # A value that is a number but does not fit decimal(p, s) is out of range.
-            wide = arg.try_cast(T.DecimalType(38, dst.scale or 0)) if src.kind != "double" else arg
-            numeric = wide.isNotNull()
-            if src.kind == "double":
-                numeric = numeric & ~F.isnan(arg) & (F.abs(arg) != F.lit(float("inf")))
-            self._error(failed & numeric, msg(F.trim(text(arg, src)), f" is out of range for {dst}"))
+            # A value that is a number but does not fit decimal(p, s) is out of range; text is a
+            # number in the forms the reference reads (operators.values.DECIMAL_TEXT), trimmed as
+            # Java trims (Spark alone would take e.g. other scripts' digits).
+            if src.is_string:
+                value = F.regexp_replace(arg, _JAVA_BLANKS, "")
+                numeric = value.rlike(f"^{DECIMAL_TEXT.pattern}$")
+                cast = F.when(numeric, value.try_cast(t))
+                failed = arg.isNotNull() & cast.isNull()
+            else:
+                value = text(arg, src)
+                numeric = (
+                    ~F.isnan(arg) & (F.abs(arg) != F.lit(float("inf")))
+                    if src.kind == "double"
+                    else F.lit(True)
+                )
+            self._error(failed & numeric, msg(value, f" is out of range for {dst}"))
             self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         elif k == "timestamp" and src.is_string:
             # Only the ISO 8601 forms the reference accepts (Spark alone would take '2026' or

@@ -9,21 +9,21 @@ dead-letters the event); operators.analysis.can_fail lists the same functions as
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.spark.columns import Message, msg, spark_type, text
+from deployer.spark.decimal_columns import decimal_arithmetic
 from operators import expr as ir
+from operators.decimals import round_may_overflow
 
 Error = Callable[[Column, Message], None]
 Translation = Callable[[ir.Func, list[Column], T.DataType, Error], Column]
 
 # Functions that take their arguments as they are and cannot fail.
 _SIMPLE: dict[str, Callable[..., Column]] = {
-    "abs": F.abs,
     "lower": F.lower,
     "upper": F.upper,
     "trim": F.trim,
@@ -62,18 +62,59 @@ def _nullif(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Colu
     return F.when(a.isNotNull() & b.isNotNull() & (a == b), F.lit(None).cast(t)).otherwise(a)
 
 
+_INT_RANGE = {"integer": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
+_WIDE = T.DecimalType(38, 0)
+
+
+def _overflow(wide: Column, kind: str) -> Message:
+    """The reference's message for an integer result out of its type's range (`wide`: exact)."""
+    return msg("integer overflow: ", wide.cast("string"), f" is out of range for {kind}")
+
+
+def _abs(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Column:
+    x, kind = args[0], e.args[0].type.kind
+    if kind not in _INT_RANGE:
+        return F.abs(x).cast(t)
+    # Spark's abs of the least integer is itself (it wraps); the reference's does not fit.
+    out = F.when(x < F.lit(0), F.try_subtract(F.lit(0).cast(t), x.cast(t))).otherwise(x.cast(t))
+    error(x.isNotNull() & out.isNull(), _overflow(-x.cast(_WIDE), kind))
+    return out
+
+
 def _floor_ceil(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Column:
     x, kind = args[0], e.args[0].type.kind
+    name = _name(e)
     if kind in ("integer", "bigint"):
         return x.cast(t)
     if kind == "double":
-        error(~_finite(x), msg("cannot convert ", text(x, e.args[0].type), " to bigint"))
-    return (F.floor(x) if _name(e) == "floor" else F.ceil(x)).cast(t)
+        shown = text(x, e.args[0].type)
+        error(~_finite(x), msg("cannot convert ", shown, " to bigint"))
+        # Spark's floor and ceil of a double clamp to the bigint range; the reference's overflow.
+        beyond = _finite(x) & ((x >= F.lit(2.0**63)) | (x < F.lit(-(2.0**63))))
+        error(beyond, msg(f"integer overflow: {name}(", shown, ") is out of range for bigint"))
+    # of a decimal: decimal(p - s + 1, 0) in Spark as in operators.decimals, which always fits
+    return (F.floor(x) if name == "floor" else F.ceil(x)).cast(t)
 
 
 def _round(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Column:
-    digits: Any = 0 if len(args) == 1 else _int_literal(e.args[1])
-    return F.round(args[0], digits).cast(t)
+    digits = 0 if len(args) == 1 else _int_literal(e.args[1])
+    x, kind = args[0], e.args[0].type.kind
+    if kind in _INT_RANGE:
+        if digits >= 0:
+            return x.cast(t)
+        # exactly, as a decimal (Spark rounds an integer in its own type and wraps around)
+        wide = F.round(x.cast(T.DecimalType(20, 0)), digits)
+        out = wide.try_cast(t)
+        error(x.isNotNull() & out.isNull(), _overflow(wide, kind))
+        return out
+    out = F.round(x, digits)
+    if kind == "decimal" and round_may_overflow(e.args[0].type, digits):
+        # Spark's type is operators.decimals.round_type: NULL only on overflow
+        shown = msg("round(", text(x, e.args[0].type), f", {digits})")
+        error(
+            x.isNotNull() & out.isNull(), msg("decimal overflow: ", shown, f" is out of range for {e.type}")
+        )
+    return out.cast(t)
 
 
 def _int_literal(e: ir.Expr) -> int:
@@ -98,6 +139,8 @@ def _power(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Colum
 
 
 def _mod(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Column:
+    if e.type.kind == "decimal":
+        return decimal_arithmetic("%", e.args[0], e.args[1], args[0], args[1], e, error)
     a, b = (x.cast(t) for x in args)
     zero = _all_set(args) & (b == F.lit(0))
     error(zero, "division by zero")
@@ -112,10 +155,24 @@ def _substring(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> C
     if len(args) > 2:
         length = args[2]
         error(_all_set(args) & (length < F.lit(0)), "negative substring length not allowed")
-        count = F.greatest(start + length - lo, F.lit(0))
+        # in bigint: start + length can pass the integer range, where Spark would wrap around
+        end = start.cast("bigint") + length.cast("bigint")
+        count = F.least(F.greatest(end - lo, F.lit(0)), F.lit(2**31 - 1)).cast("int")
     else:
         count = F.lit(2**31 - 1)
     return F.when(_all_set(args), s.substr(lo, count))
+
+
+# The milliseconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z: the reference's timestamps
+# (Python's datetime) hold no others, and Spark's fails the batch beyond its own range.
+_MILLIS = (-62135596800000, 253402300799999)
+
+
+def _from_epoch_millis(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Column:
+    ms = args[0].cast("bigint")
+    beyond = (ms < F.lit(_MILLIS[0])) | (ms > F.lit(_MILLIS[1]))
+    error(beyond, msg("from_epoch_millis(", ms.cast("string"), ") is out of the timestamp range"))
+    return F.when(~beyond, F.timestamp_millis(ms))
 
 
 def _concat(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Column:
@@ -137,7 +194,8 @@ _TRANSLATIONS: dict[str, Translation] = {
     "substring": _substring,
     "concat": _concat,
     "epoch_millis": lambda e, args, t, error: F.unix_millis(args[0]),
-    "from_epoch_millis": lambda e, args, t, error: F.timestamp_millis(args[0]),
+    "from_epoch_millis": _from_epoch_millis,
+    "abs": _abs,
 }
 
 

@@ -17,7 +17,8 @@ runs of a deployment):
 its translation found the same failure points), and `cep explain --queries` and the golden tests
 (tests/spark/golden/*.queries) print them. Failure points follow the translation: an operator has
 one where an expression it evaluates can fail (operators.analysis.can_fail), an Aggregate one for
-its input (keys, arguments, BATCH conditions) and one for its rows (HAVING, projections), a ReadSQL
+its input (keys, arguments, BATCH conditions) and one for its rows (an aggregate that can overflow,
+HAVING, projections), a ReadSQL
 one more for text parameters bound for PostgreSQL (a NUL is refused there) and one for result values
 that may not fit their fields (operators.analysis.unfit_results), an UpdateSQL one for the
 statements the database refuses.
@@ -29,8 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from deployer.spark.state_layout import bucketed
+from operators import expr as ir
 from operators import graph as g
-from operators.analysis import ancestors, can_fail, stateless_upstream, unfit_results
+from operators.analysis import ancestors, can_fail, can_overflow, stateless_upstream, unfit_results
 from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
@@ -114,8 +116,9 @@ def failure_points(
         read = [k.expr for k in node.keys] + [a.expr for a in node.aggs]
         read += [c for c in (node.window.start, node.window.stop) if c is not None]
         rows = [p.expr for p in node.projections] + ([node.having] if node.having is not None else [])
+        overflow = any(isinstance(a.expr, ir.Agg) and can_overflow(a.expr) for a in node.aggs)
         return ([before] if any(map(can_fail, read)) else []) + (
-            [(False, False)] if any(map(can_fail, rows)) else []
+            [(False, False)] if overflow or any(map(can_fail, rows)) else []
         )
     if isinstance(node, g.Join):
         exprs = [node.predicate, *(p.expr for p in node.projections)]

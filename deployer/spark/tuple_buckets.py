@@ -40,8 +40,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from deployer.spark.aggregate_rows import AGG_ERR
 from deployer.spark.arrow_batches import coalesced, packed, unpacked
-from deployer.spark.reduce import reduce_windows
+from deployer.spark.reduce import AggSpec, reduce_windows
 from deployer.spark.state_layout import BUCKETS
 
 # Events per packing step (deployer.spark.arrow_batches.coalesced): fewer, larger blobs per bucket.
@@ -71,14 +72,14 @@ class BucketedTuple(StatefulProcessor):
         self,
         size: int,
         advance: int,
-        aggs: list[tuple[str, str | None, int | None]],
+        aggs: list[AggSpec],
         buf_schema: T.StructType,
         out_columns: list[str],
         input_columns: list[str],
     ):
         self.size = size
         self.advance = advance
-        self.aggs = aggs  # (function, value column or None for count(*), unused scale)
+        self.aggs = aggs
         self.value_columns = [f.name for f in buf_schema.fields if f.name != "__seq"]
         self.integral = {
             f.name: not isinstance(f.dataType, T.DoubleType | T.FloatType) for f in buf_schema.fields
@@ -234,17 +235,21 @@ class BucketedTuple(StatefulProcessor):
         for name in self.out_columns:
             if name.startswith("_k"):
                 out[name] = new.column(name).take(take).to_pylist()
-        for j, (func, column, _scale) in enumerate(self.aggs):
-            if column is None:
+        errors = np.full(total, None, dtype=object)
+        for j, spec in enumerate(self.aggs):
+            if spec.column is None:
                 out[f"_a{j}"] = np.full(total, self.size, dtype=np.int64)
                 continue
-            values, valid = columns[column]
-            vals, null = reduce_windows(func, values[idx], valid[idx])
+            values, valid = columns[spec.column]
+            vals, null, failed = reduce_windows(spec, values[idx], valid[idx])
             if null.any():
                 vals = vals.astype(object)
                 vals[null] = None
             out[f"_a{j}"] = vals
+            unset = np.array([e is None for e in errors], dtype=bool)
+            errors[failed & unset] = spec.reason  # the first aggregate's that overflowed
         out["__seq"] = seq[idx[:, -1]]
+        out[AGG_ERR] = errors
         return pd.DataFrame({c: out[c] for c in self.out_columns}, copy=False)
 
     def close(self) -> None:
@@ -271,7 +276,7 @@ def bucketed_tuple_aggregate(
     prepared: DataFrame,
     size: int,
     advance: int,
-    aggs: list[tuple[str, str | None, int | None]],
+    aggs: list[AggSpec],
     buf_schema: T.StructType,
     out_schema: T.StructType,
 ) -> DataFrame:

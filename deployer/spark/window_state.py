@@ -12,12 +12,15 @@ bucket of groups, many groups per Python call; this module's per-group path take
 
 Order: the events of one micro-batch are taken in the reference executor's order: event time,
 then arrival position (`__seq`; for a Union, input by input), or arrival alone on a stream
-without event time. Across micro-batches, a later batch's events come after an earlier one's:
-the reference executor instead holds events back until the watermark passes them and so sorts
-across chunks of input too. For input in event-time order per source, split into batches at the
-same instants for every source, the two agree; out-of-order input across micro-batches is where
-they differ, by design (waiting for the watermark would also leave the events after the final
-watermark unprocessed at the end of a bounded input, where the reference processes them all).
+without event time. Across micro-batches, a later batch's events come after an earlier one's.
+Every stream with event time passes the Sequencer first (deployer.spark.sequencer), which releases
+its events in event-time order, micro-batch after micro-batch, holding back those the stream's
+watermark has not passed, as the reference does: so a window over one stream, however out of order
+its input and wherever the micro-batches cut it, takes its events in the reference's order. One case
+remains where the two differ (docs/language.md, "Engines"): a merge (Union) of several streams with
+event time, when a micro-batch releases more of one stream than of another (their files are read in
+different micro-batches): the other stream's earlier events then come in a later batch, after them,
+where the reference merges the streams by event time, waiting for the least of their watermarks.
 
 Each output row carries, as its `__seq`, the order key of the event that completed its window,
 so that a sink can write results in the order the reference executor emits them.
@@ -36,11 +39,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from deployer.spark.aggregate_rows import finish_aggregate
+from deployer.spark.aggregate_rows import AGG_ERR, finish_aggregate
 from deployer.spark.columns import col_name, spark_type
 from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, order_key
-from deployer.spark.reduce import reduce_windows
+from deployer.spark.reduce import AggSpec, agg_spec, reduce_windows
 from deployer.spark.state_layout import bucketed
 from deployer.spark.tuple_buckets import bucketed_tuple_aggregate
 from operators import expr as ir
@@ -91,7 +94,7 @@ class WindowProcessor(StatefulProcessor):
         kind: str,
         size: int,
         advance: int,
-        aggs: list[tuple[str, str | None, int | None]],
+        aggs: list[AggSpec],
         buf_schema: T.StructType,
         out_columns: list[str],
         input_columns: list[str],
@@ -99,7 +102,7 @@ class WindowProcessor(StatefulProcessor):
         self.kind = kind
         self.size = size
         self.advance = advance
-        self.aggs = aggs  # (function, value column or None for count(*), decimal avg scale)
+        self.aggs = aggs
         self.buf_schema = buf_schema
         self.value_columns = [f.name for f in buf_schema.fields]
         self.out_columns = out_columns
@@ -223,25 +226,33 @@ class WindowProcessor(StatefulProcessor):
             if name.startswith("_k"):
                 k = new[name].iloc[0]
                 out[name] = [None if pd.isna(k) else k] * n_win
-        for j, (func, column, scale) in enumerate(self.aggs):
-            if column is None:
+        errors: list[str | None] = [None] * n_win
+        for j, spec in enumerate(self.aggs):
+            if spec.column is None:
                 out[f"_a{j}"] = [m.shape[1] for m in mats for _ in range(m.shape[0])]
                 continue
-            series = events[column]
+            series = events[spec.column]
             valid_all = series.notna().to_numpy()
             if series.dtype.kind in "iuf":
                 values_all = series.fillna(0).to_numpy()
             else:
                 values_all = series.astype(object).to_numpy()
             results: list[Any] = []
+            failed: list[bool] = []
             for idx in mats:
-                vals, null = reduce_windows(func, values_all[idx], valid_all[idx], scale)
+                vals, null, bad = reduce_windows(spec, values_all[idx], valid_all[idx])
                 results.extend(None if z else v for v, z in zip(vals.tolist(), null.tolist(), strict=True))
+                failed.extend(bad.tolist())
             out[f"_a{j}"] = results
+            errors = [
+                e if e is not None or not f else spec.reason for e, f in zip(errors, failed, strict=True)
+            ]
+        out[AGG_ERR] = errors
         # The order key of the event that completed each window: the output's place in the order.
         seqs = events["__seq"].to_numpy(dtype=object)
         out["__seq"] = [seqs[i] for m in mats for i in m[:, -1]]
-        return pd.DataFrame({c: out[c] for c in self.out_columns})
+        # as Python objects: a column of big integers and NULLs would otherwise become floats
+        return pd.DataFrame({c: pd.Series(out[c], dtype=object) for c in self.out_columns})
 
     def close(self) -> None:
         pass
@@ -257,7 +268,7 @@ class _Buffered:
     values: list[Column]
     value_fields: list[T.StructField]
     extra: list[Column]
-    aggs: list[tuple[str, str | None, int | None]]  # (function, value column or None, decimal avg scale)
+    aggs: list[AggSpec]
     micros: set[int]  # aggregates computed over epoch microseconds (min/max of a timestamp)
 
 
@@ -268,9 +279,10 @@ def _buffered(c: ExprCompiler, node: g.Aggregate) -> _Buffered:
         agg = a.expr
         assert isinstance(agg, ir.Agg)
         if agg.arg is None:
-            b.aggs.append(("count", None, None))
+            b.aggs.append(agg_spec(agg, None))
             continue
-        t = spark_type(agg.type) if agg.func in ("sum", "avg") else spark_type(agg.arg.type)
+        # values in the argument's type: sums and averages are computed exactly in Python (reduce.py)
+        t = spark_type(agg.arg.type)
         value = c.compile(agg.arg).cast(t)
         if isinstance(t, T.TimestampType):
             # min/max of a timestamp: as epoch microseconds, exact and independent of the Python
@@ -279,8 +291,7 @@ def _buffered(c: ExprCompiler, node: g.Aggregate) -> _Buffered:
             b.micros.add(j)
         b.values.append(value.alias(f"_v{j}"))
         b.value_fields.append(T.StructField(f"_v{j}", t))
-        scale = agg.type.scale if agg.func == "avg" and agg.type.kind == "decimal" else None
-        b.aggs.append((agg.func, f"_v{j}", scale))
+        b.aggs.append(agg_spec(agg, f"_v{j}"))
     if node.window.kind == "batch":
         assert node.window.start is not None and node.window.stop is not None
         b.extra = [c.compile(node.window.start).alias("__start"), c.compile(node.window.stop).alias("__stop")]
@@ -306,6 +317,7 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
             for j, a in enumerate(node.aggs)
         ],
         T.StructField(SEQ, T.StringType()),
+        T.StructField(AGG_ERR, T.StringType()),
     ]
     out_schema = T.StructType(out_fields)
     # Events are processed in the order key: event time, then arrival (see the module docstring).
@@ -349,5 +361,6 @@ def _finish(sg: SparkGraph, node: g.Aggregate, result: DataFrame, micros: set[in
             for j in range(len(node.aggs))
         ],
         F.col(SEQ),
+        F.col(AGG_ERR),
     )
     return finish_aggregate(sg, node, row)

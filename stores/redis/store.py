@@ -9,7 +9,8 @@ Each row is a hash under `<table>:<key>`:
 - without one, rows append: `<key>` is a sequence number taken from the counter at key `<table>`
   (INCRBY once per chunk of rows, inside the batch's MULTI/EXEC).
 
-Fields hold strings (`values.redis_text`: ISO 8601 UTC timestamps, Decimal as text, "true"/"false");
+Fields hold strings (`values.redis_text`: ISO 8601 UTC timestamps, decimals in plain notation with
+their column's scale, "true"/"false"; a decimal that does not fit its column refuses the row);
 a None value removes the field (HDEL), so an upsert never leaves a stale value behind. The table's
 TTL is set on every row written (PEXPIRE), and on the append counter. A call's writes are one
 MULTI/EXEC of server-side scripts fed with pre-packed commands (stores/redis/bulk.py). A row with a
@@ -34,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import redis
 
+from operators.datatypes import DECIMAL
 from operators.graph import SqlQuery, Table
 from stores import arrow, ledger
 from stores.api import LedgerKey, MaterializeResult, UpdateResult
@@ -42,7 +44,7 @@ from stores.redis import bulk as redis_bulk
 from stores.retry import RetryPolicy, call_with_retries
 from stores.schema import stored_name
 from stores.urls import StoreURL
-from stores.values import redis_text
+from stores.values import conform_decimals, redis_text
 
 Row = tuple[Any, ...]
 MAX_CONNECTIONS = 4
@@ -167,13 +169,17 @@ class RedisStore:
         fields, pk = self._fields(table, columns)
         if not rows:
             return MaterializeResult([])
-        errors: list[str | None] = [None] * len(rows)
+        # decimals to their column's scale; one that does not fit is refused, as Postgres does
+        rows, errors = conform_decimals(table, columns, rows)
+        errors = [None if e is None else str(self._refuse(f"table {table.name}: {e}")) for e in errors]
         keys: list[str | None] = [None] * len(rows)
         if pk:
             pk_at = [fields.index(k) for k in pk]
             prefix = encode_part(stored_name(table.name)) + ":"
             for i, r in enumerate(rows):
                 values = [r[j] for j in pk_at]
+                if errors[i] is not None:
+                    continue
                 if any(v is None for v in values):
                     errors[i] = str(self._refuse(f"table {table.name}: NULL in primary key {pk}"))
                 elif len(values) == 1 and type(values[0]) is int:
@@ -200,6 +206,9 @@ class RedisStore:
         n = data.num_rows
         if not n:
             return MaterializeResult([])
+        if any((f := table.columns.get(c)) is not None and f.type.kind == DECIMAL for c in columns):
+            # decimals are checked against their column's type value by value (conform_decimals)
+            return self.materialize(table, columns, arrow.rows(data), ledger_key=ledger_key)
         keys: pa.Array | None = None
         if pk:
             key = data.column(fields.index(pk[0])).combine_chunks() if len(pk) == 1 else None

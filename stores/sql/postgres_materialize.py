@@ -26,7 +26,7 @@ from stores.schema import declared_shape, existing_shape, schema_mismatch
 from stores.sql import postgres_copy as pg_bulk
 from stores.sql.base import MaterializePlan, Row, isolate, materialize_plan
 from stores.sql.postgres_connection import PgConnections, event_failure, ledger_conflict
-from stores.values import pg_value
+from stores.values import conform_decimals, pg_value
 
 _CLAIM_BATCH = f"INSERT INTO {ledger.TABLE} (deployment, operator, key, affected) VALUES (%s, %s, %s, %s)"
 _CLAIM_BATCH_NEW = _CLAIM_BATCH + " ON CONFLICT DO NOTHING RETURNING key"
@@ -48,6 +48,9 @@ class PgMaterializer:
         plan = self._plan(table, columns)
         if not rows:
             return MaterializeResult([])
+        # numbers for a numeric column as Decimals of its scale (psycopg would not send a float
+        # there); the server refuses those that do not fit, row by row
+        rows, _ = conform_decimals(table, columns, rows)
         values = _driver_rows(plan, rows)
         bp = self._bulk_plan(plan)
         return self._write(

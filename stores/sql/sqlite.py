@@ -31,7 +31,7 @@ from stores.errors import StoreError, StoreQueryError
 from stores.schema import declared_shape, existing_shape, schema_mismatch, stored_name
 from stores.sql.base import MaterializePlan, Row, materialize_plan
 from stores.urls import StoreURL
-from stores.values import from_db, normalize_row, sqlite_value
+from stores.values import conform_decimals, from_db, normalize_row, sqlite_value
 
 
 class SqliteBackend:
@@ -167,18 +167,22 @@ class SqliteBackend:
         n = len(rows)
         if not n:
             return MaterializeResult([])
+        # decimals to their column's scale; one that does not fit is refused, as Postgres does
+        rows, errors = conform_decimals(table, columns, rows)
+        for k, e in enumerate(errors):
+            if e is not None:
+                errors[k] = str(self._error(ValueError(e), f"table {table.name}"))
         values = [tuple(sqlite_value(r[i]) for i in plan.order) for r in rows]
         entry = ledger.batch_entry(ledger_key) if ledger_key is not None else None
         if entry is not None:
             self._ensure_ledger()
         # A single INTEGER PRIMARY KEY is SQLite's rowid, which turns a NULL into a fresh number
         # instead of refusing it: refuse such rows here, as Postgres does.
-        errors: list[str | None] = [None] * n
         pk = {c.name for c in plan.table.primary_key.columns}
         pk_at = [(i, stored_name(c)) for i, c in enumerate(columns) if stored_name(c) in pk]
         for k, r in enumerate(rows):
             nulls = [name for i, name in pk_at if r[i] is None]
-            if nulls:
+            if nulls and errors[k] is None:
                 errors[k] = str(
                     self._error(
                         ValueError(f"NULL in primary key column(s) {', '.join(nulls)}"), f"table {table.name}"

@@ -250,7 +250,7 @@ def test_timestamp_functions() -> None:
 
 
 def test_every_catalogue_function_has_an_implementation() -> None:
-    from deployer.local.functions import _SPECIAL, _STRICT
+    from deployer.local.functions import _SPECIAL, _STRICT, _TYPED
     from operators.functions import FUNCTIONS
 
-    assert set(FUNCTIONS) == set(_STRICT) | set(_SPECIAL)
+    assert set(FUNCTIONS) == set(_STRICT) | set(_SPECIAL) | set(_TYPED)

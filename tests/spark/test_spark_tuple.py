@@ -15,15 +15,17 @@ import pytest
 from pyspark.sql import types as T
 
 from deployer.spark.arrow_batches import packed, unpacked
+from deployer.spark.reduce import AggSpec
 from deployer.spark.tuple_buckets import BucketedTuple, loaded, stored_state
+from operators.datatypes import T_BIGINT, T_DOUBLE
 
-AGGS: list[tuple[str, str | None, int | None]] = [
-    ("sum", "_v0", None),
-    ("count", "_v0", None),
-    ("min", "_v1", None),
-    ("max", "_v0", None),
-    ("avg", "_v1", None),
-    ("count", None, None),
+AGGS: list[AggSpec] = [
+    AggSpec("sum", "_v0", T_BIGINT, T_BIGINT, "sum(v0)"),
+    AggSpec("count", "_v0", T_BIGINT, T_BIGINT, "count(v0)"),
+    AggSpec("min", "_v1", T_DOUBLE, T_DOUBLE, "min(v1)"),
+    AggSpec("max", "_v0", T_BIGINT, T_BIGINT, "max(v0)"),
+    AggSpec("avg", "_v1", T_DOUBLE, T_DOUBLE, "avg(v1)"),
+    AggSpec("count", None, T_BIGINT, None, "count(*)"),
 ]
 BUF = T.StructType(
     [
@@ -33,6 +35,7 @@ BUF = T.StructType(
     ]
 )
 OUT = ["_k0", *[f"_a{j}" for j in range(len(AGGS))], "__seq"]
+ERR = "__aggerr"  # why a window's row is an error (an aggregate overflowed): none here
 
 Event = tuple[int | None, int | None, float | None, str]  # key, v0, v1, seq
 
@@ -86,7 +89,7 @@ def table(events: list[Event]) -> pa.Table:
 
 
 def run(events: list[Event], cuts: list[int], size: int, advance: int) -> Counter[tuple[Any, ...]]:
-    proc = BucketedTuple(size, advance, AGGS, BUF, OUT, ["__bucket", "__events"])
+    proc = BucketedTuple(size, advance, AGGS, BUF, [*OUT, ERR], ["__bucket", "__events"])
     state = None
     out: Counter[tuple[Any, ...]] = Counter()
     for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
@@ -99,6 +102,7 @@ def run(events: list[Event], cuts: list[int], size: int, advance: int) -> Counte
         state = loaded(stored_state(kept)) if kept is not None else None
         if result is not None:
             for r in result.to_dict("records"):
+                assert r[ERR] is None
                 out[_row(*[None if isinstance(r[c], float) and math.isnan(r[c]) else r[c] for c in OUT])] += 1
     return out
 
