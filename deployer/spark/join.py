@@ -84,9 +84,18 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     if c.errors:
         joined = joined.filter(pred)
     joined = joined.select(*cols, F.concat(F.col(SEQ), F.lit("|"), F.col("__rseq")).alias(SEQ))
-    sg.ports[g.Port(node.id)] = joined.select(
-        *[F.col(f"_o{i}").alias(col_name(i)) for i in range(len(cols))], SEQ
-    )
+    # Spark keeps the watermark's mark on both inputs' time columns; only the output's event time
+    # may carry it, or a join (or window) over this join's output fails with
+    # MULTIPLE_EVENT_TIME_COLUMNS (found by the fuzzer: a join of a join's output). A timestamp
+    # computed from the column carries none (an alias would keep it, whatever its metadata says).
+    timed = node.schema.position(node.event_time) if node.event_time else None
+    outs = []
+    for i, f in enumerate(node.schema):
+        c = F.col(f"_o{i}")
+        if i != timed and f.type.kind == "timestamp":
+            c = F.timestamp_micros(F.unix_micros(c))
+        outs.append(c.alias(col_name(i)))
+    sg.ports[g.Port(node.id)] = joined.select(*outs, SEQ)
 
 
 def _cross_equality(e: ir.Expr) -> bool:
