@@ -91,10 +91,10 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     timed = node.schema.position(node.event_time) if node.event_time else None
     outs = []
     for i, f in enumerate(node.schema):
-        c = F.col(f"_o{i}")
+        out = F.col(f"_o{i}")
         if i != timed and f.type.kind == "timestamp":
-            c = F.timestamp_micros(F.unix_micros(c))
-        outs.append(c.alias(col_name(i)))
+            out = F.timestamp_micros(F.unix_micros(out))
+        outs.append(out.alias(col_name(i)))
     sg.ports[g.Port(node.id)] = joined.select(*outs, SEQ)
 
 

@@ -34,5 +34,5 @@ def test_two_sides_with_one_name_are_refused(sides: str) -> None:
 
 
 def test_the_stream_name_of_an_aliased_self_join_names_no_side() -> None:
-    with pytest.raises(CompileError, match="s.v"):
+    with pytest.raises(CompileError, match=r"s\.v"):
         compile_script(SCHEMA + f"INSERT INTO pairs SELECT s.v AS v FROM s AS a {WINDOW}, s AS b {WINDOW};")
