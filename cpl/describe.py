@@ -11,7 +11,8 @@ the result columns are varchar, as without bound stores, and a warning at the CR
 why: nothing fails later because of it, since every value has a varchar form (operators.results).
 With RETURNS the store is asked too, for two things only: a column count that differs from the
 declaration is an error, and a column the store vouches for with the declared type spares the
-engines the per-value check (operators.analysis.unfit_results).
+engines the per-value check, a value that does not fit it stopping the run as a changed column type
+(operators.analysis.vouched_results).
 """
 
 from __future__ import annotations

@@ -18,6 +18,19 @@ from operators import graph as g
 from stores.bindings import StoreBindings
 
 
+def one_line(text: str) -> str:
+    """A message of several lines as one (a data store's may have several: a table not as declared
+    shows both definitions, a refused connection adds the driver's hint): a run that stops says why
+    in one `error:` line, the same on both engines."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+class RunFailed(RuntimeError):
+    """A run stopped by an error that is not about one event (docs/guarantees.md, "Data store
+    errors"): the message says what failed (a data store's error names the store, its URL redacted)
+    and what running again does. `cep run` prints it as one `error:` line and exits 1."""
+
+
 @dataclass(frozen=True)
 class RunRequest:
     graph: g.Graph

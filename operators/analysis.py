@@ -8,7 +8,9 @@ ones. What each function answers:
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
 - `can_fail`: whether evaluating an expression may fail for some event (its event is then
   dead-lettered, so every field of it must be kept);
-- `unfit_results`: which result fields of a ReadSQL may receive a value that does not fit them;
+- `unfit_results`: which result fields of a ReadSQL may receive a value that does not fit them,
+  which dead-letters its event; `vouched_results`: those its store vouched for, where such a value
+  stops the run (the column's type changed since the script was compiled);
 - `can_overflow`: whether an aggregate's value may not fit its type (its window's row is then
   dead-lettered);
 - `live_fields`: which fields of each port some consumer reads.
@@ -119,20 +121,29 @@ def unfit_results(node: g.ReadSQL) -> tuple[int, ...]:
     returns values of that type, as PostgreSQL's int4 for integer) with the field's very type.
     RETURNS alone vouches for nothing: SQLite keeps any value in any column, and a declaration may
     be wrong."""
+    vouched = vouched_results(node)
+    return tuple(
+        j
+        for j, f in enumerate(node.result_fields)
+        if not (f.type.kind == "varchar" and f.type.length is None) and j not in vouched
+    )
+
+
+def vouched_results(node: g.ReadSQL) -> dict[int, str]:
+    """The result fields of `node` whose column the store described as exact with the field's very
+    type (its driver returns only such values: PostgreSQL's int4 read as integer), each with the
+    database's type it was described as. A value that does not fit one of them is not the event's
+    fault: the column's type has changed since the script was compiled, and both engines stop the
+    run saying so (operators.results.TypeChanged). The engines skip the per-value check for them
+    where they can (operators.results.convert_column's fast path)."""
     described = node.query.described
-    out = []
-    for j, f in enumerate(node.result_fields):
-        if f.type.kind == "varchar" and f.type.length is None:
-            continue
-        if (
-            described is not None
-            and j < len(described)
-            and described[j].exact
-            and described[j].type == f.type
-        ):
-            continue
-        out.append(j)
-    return tuple(out)
+    if described is None:
+        return {}
+    return {
+        j: described[j].source
+        for j, f in enumerate(node.result_fields)
+        if j < len(described) and described[j].exact and described[j].type == f.type
+    }
 
 
 # An aggregate that needs more events than this in one window to overflow is taken not to.
@@ -188,16 +199,10 @@ def _reads(node: g.Node, outs: list[Live]) -> Live:
         return _union([_columns(preds), *outs])
     if isinstance(node, g.Union):
         return outs[0]
-    if isinstance(node, g.ReadSQL):
-        # A text argument may hold a NUL, which dead-letters its event on PostgreSQL; so does a
-        # result value that does not fit its field.
-        if any(can_fail(a) or a.type.is_string for a in node.args) or unfit_results(node):
-            return None
-        if any(f.type.kind == "decimal" for f in node.result_fields):
-            return None
-        width = len(node.input_schema)
-        passed = outs[0] if outs[0] is None else frozenset(i for i in outs[0] if i < width)
-        return _union([_columns(list(node.args)), passed])
+    # A ReadSQL may dead-letter any event, whole: its store may refuse the event's read (a bad
+    # cast, a NUL in text for PostgreSQL) or return a value that does not fit; so every field of its
+    # input is live (the Spark translation still leaves the unread ones behind on the way to its
+    # consumers: deployer.spark.sql.read_sql), as for every operator not listed here.
     return None
 
 

@@ -57,7 +57,8 @@ class ResultColumn:
     type: DataType  # the CPL type its values are read as
     source: str  # the database's own type, e.g. "int4", "numeric(10,2)", "INTEGER"; "" when it has none
     # Every value the store's driver returns for it is a value of `type` (PostgreSQL's int4 read as
-    # integer), so reading it can never dead-letter an event: engines then skip the per-value check.
+    # integer), so reading it can never dead-letter an event: one that does not fit means the column's
+    # type changed since, and stops the run (operators.analysis.vouched_results).
     exact: bool = False
 
 

@@ -239,7 +239,9 @@ class ReadSQL(Node):
     The output is the input's fields followed by `result_fields`. With `outer`, an event whose
     query returns no row is emitted once with NULL result fields. Each result value becomes a value
     of its field's type by `operators.results`; an event with a value that does not fit is
-    dead-lettered instead (`operators.analysis.unfit_results` says which fields may not fit).
+    dead-lettered instead (`operators.analysis.unfit_results` says which fields may not fit), as is
+    an event whose read the store refuses for its data; a store error of any other kind stops the run
+    (docs/guarantees.md, "Data store errors").
     """
 
     input_schema: Schema

@@ -9,7 +9,15 @@ result rows goes on), with a reason that names the query, the column and the val
 
 The reference executor converts row by row (`result_row`), the Spark translation column by column
 inside its Arrow batches (`convert_column`); both call `convert`, so they accept and refuse the same
-values with the same words. The rules (docs/language.md, "SQL queries") follow those of an input
+values with the same words.
+
+Two cases are not about one event's value, and stop the run instead on both engines (raising
+`TypeChanged`, which they report as the store's error): a value that does not fit a column the
+store *vouched* for when the script was compiled (described as exact, e.g. PostgreSQL's int4 read as
+integer: its driver returns nothing else) means that the column's type has changed in the database
+since, and every later value of it may be wrong the same way: the script must be compiled again.
+A query that returns another number of columns than ON SQL names (possible only when the store did
+not describe it) dead-letters each event with result rows (`column_count_reason`). The rules (docs/language.md, "SQL queries") follow those of an input
 record's fields (deployer/connectors/records.py) where a driver's value is like a record's:
 
 - integer, bigint: an int (not a boolean), an integral float or decimal, the text of an integer;
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -44,6 +52,17 @@ SHOWN_CHARS = 100
 
 class Unfit(EvalError):
     """A result value that is not a value of its field's type; the message says why."""
+
+
+class TypeChanged(Exception):
+    """A value that does not fit a column its store vouched for: the column's type has changed since
+    the script was compiled. Not about one event: the engines stop the run with this message."""
+
+
+# Column index → the database's type the store described it as (e.g. "int4"), for the columns the
+# store vouched for (operators.analysis.vouched_results).
+Vouched = Mapping[int, str]
+_NONE_VOUCHED: Vouched = {}
 
 
 def text_of(v: Any) -> str:
@@ -188,17 +207,42 @@ def reason(query: str, column: str, err: Exception) -> str:
     return f"query {query}, column '{column}': {err}"
 
 
+def column_count_reason(query: str, got: int, named: int) -> str:
+    """The dead-letter reason of an event whose query returned rows of `got` columns where ON SQL
+    names `named` (stores.api.columns_of gives it on Spark, the reference executor per row)."""
+    return f"query '{query}' returned {got} column(s) but ON SQL names {named}"
+
+
+def changed_type(query: str, column: str, err: Exception, described: str) -> TypeChanged:
+    """The stop of a run whose vouched-for column returned a value that does not fit."""
+    return TypeChanged(
+        f"{reason(query, column, err)}, but the data store described that column as {described} when "
+        "the script was compiled: its type has changed since. Compile and run the script again"
+    )
+
+
 def result_row(
-    query: str, names: Sequence[str], types: Sequence[DataType], row: Sequence[Any]
+    query: str,
+    names: Sequence[str],
+    types: Sequence[DataType],
+    row: Sequence[Any],
+    vouched: Vouched = _NONE_VOUCHED,
 ) -> tuple[Any, ...]:
     """One result row as values of the fields' types; EvalError with the reason of its first
-    column (from the left) whose value does not fit."""
-    out = []
-    for v, name, t in zip(row, names, types, strict=True):
+    column (from the left) whose value does not fit, or TypeChanged for its first such column
+    among the `vouched` ones, which comes first: the row is not the event's fault then."""
+    out: list[Any] = []
+    first: tuple[str, Unfit] | None = None
+    for j, (v, name, t) in enumerate(zip(row, names, types, strict=True)):
         try:
             out.append(convert(v, t))
         except Unfit as err:
-            raise EvalError(reason(query, name, err)) from None
+            if j in vouched:
+                raise changed_type(query, name, err, vouched[j]) from None
+            first = first or (name, err)
+            out.append(None)
+    if first is not None:
+        raise EvalError(reason(query, *first))
     return tuple(out)
 
 
@@ -237,27 +281,45 @@ def convert_column(values: list[Any], t: DataType) -> tuple[list[Any], dict[int,
 
 
 def result_columns(
-    query: str, names: Sequence[str], types: Sequence[DataType], event: list[int], columns: list[list[Any]]
+    query: str,
+    names: Sequence[str],
+    types: Sequence[DataType],
+    event: list[int],
+    columns: list[list[Any]],
+    refused: Mapping[int, str] | None = None,
+    vouched: Vouched = _NONE_VOUCHED,
 ) -> tuple[list[int], list[list[Any]], list[str | None]]:
     """`result_row` for a batch's result rows given column by column (row i belongs to event
     `event[i]`): the columns converted, with the rows of an event that has a value that does not
     fit replaced by one row of NULLs that carries the reason (the last rows, one per such event),
     as `(event, columns, reasons)`. The reason is the one `result_row` gives: that of the event's
-    first row, in the query's order, with such a value, and of its first such column."""
+    first row, in the query's order, with such a value, and of its first such column.
+
+    `refused`: events the store refused (event → reason), which have no rows: each gets its row of
+    NULLs and reason too. A value that does not fit a `vouched` column raises TypeChanged for the
+    first one, by row then column: the one the reference executor, event by event, stops at."""
     converted: list[list[Any]] = []
     first: dict[int, tuple[int, int, Unfit]] = {}  # event → (row, column, why) of its first misfit
+    stale: tuple[int, int, Unfit] | None = None  # the first misfit in a vouched column
     for j, (values, t) in enumerate(zip(columns, types, strict=True)):
         values, bad = convert_column(values, t)
         converted.append(values)
         for i, err in bad.items():
+            if j in vouched:
+                stale = min(stale, (i, j, err), key=lambda x: x[:2]) if stale else (i, j, err)
+                continue
             e = event[i]
             if e not in first or (i, j) < first[e][:2]:
                 first[e] = (i, j, err)
-    if not first:
+    if stale is not None:
+        raise changed_type(query, names[stale[1]], stale[2], vouched[stale[1]])
+    reasons_of = {e: reason(query, names[j], err) for e, (_, j, err) in first.items()}
+    reasons_of.update(refused or {})
+    if not reasons_of:
         return event, converted, [None] * len(event)
-    kept = [i for i, e in enumerate(event) if e not in first]
-    failed = sorted(first)
+    kept = [i for i, e in enumerate(event) if e not in reasons_of]
+    failed = sorted(reasons_of)
     reasons: list[str | None] = [None] * len(kept)
-    reasons += [reason(query, names[first[e][1]], first[e][2]) for e in failed]
+    reasons += [reasons_of[e] for e in failed]
     out = [[values[i] for i in kept] + [None] * len(failed) for values in converted]
     return [event[i] for i in kept] + failed, out, reasons

@@ -14,16 +14,20 @@ them a call simply executes, as the reference executor needs.
 A statement that fails for one event (a constraint, a bad cast: the event's own data) does not fail
 the others: the results say which events failed and why, and the caller dead-letters them. Errors
 that are not about one event (bad SQL, a missing table, the server gone after the retries) are
-raised as `StoreError`s, and nothing of the call took effect.
+raised as `StoreError`s, and nothing of the call took effect: the engines stop the run with them.
+`read` of one event raises its event's error too, marked `about_event` (stores/errors.py);
+`read_columns`, the batched read, reports such events in `ReadColumns.errors` (`split_reads`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from operators.graph import SqlQuery, Table
+from operators.results import column_count_reason
+from stores.errors import StoreError
 
 Row = tuple[Any, ...]
 # (deployment, operator id, Spark batch id): one Materialize batch of one deployment.
@@ -55,10 +59,15 @@ class ReadColumns:
     and, within an event, in the query's order. `columns[j][i]` is the j-th result value of row i,
     coerced to the query's RETURNS types as `read` does. With `outer`, an event without result rows
     has one row of Nones.
+
+    `errors`: the events that have no rows because the store refused them (event → the reason, as
+    `str` of its StoreError): a read that failed because of that event's data (`about_event`), or
+    result rows with another number of columns than the `width` asked for (the ON SQL names).
     """
 
     event: list[int]
     columns: list[list[Any]]
+    errors: dict[int, str] = field(default_factory=dict)
 
 
 def rows_of(columns: Sequence[Sequence[Any]], n: int) -> list[Row]:
@@ -66,20 +75,70 @@ def rows_of(columns: Sequence[Sequence[Any]], n: int) -> list[Row]:
     return list(zip(*columns, strict=True)) if columns else [()] * n
 
 
-def columns_of(results: Sequence[Sequence[Row]], width: int, outer: bool) -> ReadColumns:
-    """`read`'s per-event result lists as `ReadColumns` of `width` columns (short rows padded)."""
+def columns_of(results: Sequence[Sequence[Row]], query: SqlQuery, width: int, outer: bool) -> ReadColumns:
+    """`read`'s per-event result lists as `ReadColumns` of `width` columns. An event whose rows have
+    another number of columns is refused, with the reason the reference executor gives it
+    (operators.results.column_count_reason): its rows are not cut or padded into a shape they do
+    not have. An event without rows has none to check, and with `outer` gets its row of Nones."""
     event: list[int] = []
     columns: list[list[Any]] = [[] for _ in range(width)]
+    errors: dict[int, str] = {}
     for e, found in enumerate(results):
         if not found:
             if not outer:
                 continue
             found = [(None,) * width]
+        bad = next((len(row) for row in found if len(row) != width), None)
+        if bad is not None:
+            errors[e] = column_count_reason(query.name, bad, width)
+            continue
         for row in found:
             event.append(e)
             for j in range(width):
-                columns[j].append(row[j] if j < len(row) else None)
-    return ReadColumns(event, columns)
+                columns[j].append(row[j])
+    return ReadColumns(event, columns, errors)
+
+
+def split_reads(n: int, width: int, attempt: Callable[[int, int], ReadColumns]) -> ReadColumns:
+    """A batched read of events 0..n-1 with the events the store refuses for their own data left
+    out and reported, so that one bad event does not fail its batch (the reference executor reads
+    one event at a time and dead-letters just that one).
+
+    `attempt(lo, hi)` reads events lo..hi-1 (its result counts them from 0). A StoreError that is
+    about one event (`about_event`: a bad cast, a division by zero in the query...) fails the whole
+    batched query; the range is then split in halves, each read on its own, down to the single
+    events that fail: about 2·f·log2(n) reads for f such events, and nothing more when none fails.
+    Reads change nothing, so a failed attempt leaves nothing to undo. Any other StoreError is raised.
+    """
+    parts: list[tuple[int, ReadColumns]] = []
+    errors: dict[int, str] = {}
+
+    def run(lo: int, hi: int) -> None:
+        try:
+            parts.append((lo, attempt(lo, hi)))
+            return
+        except StoreError as e:
+            if not e.about_event:
+                raise
+            if hi - lo == 1:
+                errors[lo] = str(e)
+                return
+        mid = (lo + hi) // 2
+        run(lo, mid)
+        run(mid, hi)
+
+    if n:
+        run(0, n)
+    if len(parts) == 1 and not errors:
+        return parts[0][1]  # the usual case: the batch read whole
+    event: list[int] = []
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    for lo, part in parts:  # in event order: the halves are read left to right
+        event += [lo + e for e in part.event]
+        for j, values in enumerate(part.columns):
+            columns[j] += values
+        errors.update({lo + e: why for e, why in part.errors.items()})
+    return ReadColumns(event, columns, dict(sorted(errors.items())))
 
 
 @dataclass(frozen=True)

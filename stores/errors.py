@@ -3,6 +3,13 @@
 Every message names the store and shows its URL in redacted form only: credentials never appear in
 logs, plans or errors. Database messages are passed through `scrub` as well, in case a driver ever
 echoes part of a connection string back.
+
+Each error says whether it is about one event (`about_event`): caused by that event's own data (a
+constraint, a bad cast, a value the database refuses; stores/sql/base.py lists the SQLSTATE
+classes), so that the engines dead-letter the event and go on. Any other error (a missing table,
+SQL the database refuses, the store unreachable after the retries, a table or result column that
+no longer matches the script) is about the statement or the store: both engines stop the run with
+it (docs/guarantees.md, "Data store errors").
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ class StoreError(Exception):
         sqlstate: str | None = None,
         transient: bool = False,
         maybe_applied: bool = False,
+        about_event: bool = False,
     ) -> None:
         self.store = store
         self.url = url  # always the redacted form
@@ -32,6 +40,8 @@ class StoreError(Exception):
         # flight, so it may have committed; only an idempotent (or ledgered) write may then be retried.
         self.transient = transient
         self.maybe_applied = maybe_applied
+        # Caused by one event's data: the event is dead-lettered, the others go on. Never transient.
+        self.about_event = about_event and not transient
         self.detail = message
         where = ""
         if store is not None:

@@ -20,7 +20,15 @@ import pyarrow as pa
 
 from operators.graph import SqlQuery, Table
 from stores import arrow
-from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
+from stores.api import (
+    LedgerKey,
+    MaterializeResult,
+    ReadColumns,
+    UpdateResult,
+    columns_of,
+    rows_of,
+    split_reads,
+)
 from stores.bindings import StoreBindings
 from stores.cache import ReadCache
 from stores.errors import StoreConfigError
@@ -116,7 +124,10 @@ class StoreRegistry:
         if not query.cache_rows and isinstance(store, SqlStore):
             return store.read_columns(query, columns, n, width=width, outer=outer)
         rows = rows_of(columns, n)
-        return columns_of(self.read(query, rows), width, outer)
+        # the events the store refuses are left out and reported, as the store's own path does
+        return split_reads(
+            n, width, lambda lo, hi: columns_of(self.read(query, rows[lo:hi]), query, width, outer)
+        )
 
     def update(
         self,

@@ -83,4 +83,5 @@ def _gave_up(e: StoreError, attempts: int, elapsed: float) -> StoreError:
         sqlstate=e.sqlstate,
         transient=e.transient,
         maybe_applied=e.maybe_applied,
+        about_event=e.about_event,
     )

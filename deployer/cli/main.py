@@ -27,7 +27,7 @@ from cpl.compiler import Compiled
 from cpl.errors import CompileError
 from deployer.cli import service as service_cli
 from deployer.cli.common import friendly, pairs, read_script
-from deployer.engine import RunRequest
+from deployer.engine import RunFailed, RunRequest
 from deployer.runner import compile_bound, run_script
 from deployer.spark.checkpoint import CheckpointRefused
 from deployer.spark.queries import describe, plan_queries
@@ -148,7 +148,7 @@ _pairs = pairs
     metavar="N",
     help="Spark: read at most N new files of a file: source per micro-batch (default: all).",
 )
-@friendly(CheckpointRefused)  # the user's to fix: no --debug hint
+@friendly(CheckpointRefused, RunFailed)  # the user's to fix: no --debug hint
 def run(
     script: str,
     engine: str,

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from deployer.engine import RunRequest, RunSummary, check_bindings
+from deployer.engine import RunFailed, RunRequest, RunSummary, check_bindings, one_line
 from deployer.local.driver import run_local
 from stores.bindings import StoreBindings
+from stores.errors import StoreError
 from stores.registry import StoreRegistry
+
+# What a stopped run says after the store's error: the local engine keeps no checkpoint (its sinks,
+# dead letters and the stores keep what the events before the error did).
+RERUN = (
+    "; the run stopped there: the local engine keeps no checkpoint, so once this is fixed, running "
+    "it again reads its input from the beginning"
+)
 
 
 def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
@@ -17,6 +25,10 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
         stats = run_local(
             req.graph, req.sources, req.sinks, registry, req.dead_letter, until_idle=req.until_idle
         )
+    except StoreError as err:
+        # Not about one event (those are dead-lettered): the run stops with the store's message,
+        # already redacted, as the Spark engine's does (deployer.spark.deployment).
+        raise RunFailed(f"{one_line(str(err))}{RERUN}") from err
     finally:
         if registry is not None:
             registry.close()

@@ -43,7 +43,6 @@ from deployer.local.windows import AggregateOp
 from operators import graph as g
 from operators.datatypes import TIMESTAMP
 from operators.values import format_timestamp_iso, from_micros, to_micros
-from stores.errors import StoreError
 
 
 class SourceOp(Operator):
@@ -162,9 +161,6 @@ class LocalExecutor:
             raise ValueError(
                 f"the graph uses data stores (node {needs[0].id}, line {needs[0].line}); pass `stores`"
             )
-        # A store failure on one event dead-letters that event (stores.errors: every message is
-        # already redacted); anything else is a bug and stops the run.
-        self.store_errors: tuple[type[BaseException], ...] = (StoreError,)
         self.ops: dict[str, Operator] = {n.id: self._make(n) for n in graph.nodes}
         for n in graph.nodes:
             for i, port in enumerate(n.inputs):

@@ -6,6 +6,12 @@ Streams with event time carry events in event-time order (ties in arrival order)
 it (e.g. Aggregate output) carry them in emission order and no watermarks.
 
 `Runtime` is what operators need from the executor: dead-lettering, counters, stores, stream taps.
+
+Data store errors (stores/errors.py): one about the event's own data (a read raising it marked
+`about_event`, or an UpdateResult or MaterializeResult reporting it) dead-letters the event; any
+other one (a missing table, SQL the database refuses, the store unreachable after the retries, a
+result column whose type changed since the script was compiled) propagates and stops the run, as it
+stops the Spark query.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from typing import Any, Protocol
 from deployer.local.evaluate import compile_expr, compile_predicate
 from deployer.local.events import RunStats
 from operators import graph as g
-from operators.results import result_row
+from operators.analysis import vouched_results
+from operators.results import TypeChanged, column_count_reason, result_row
 from operators.values import EvalError
+from stores.errors import StoreError, StoreSchemaError
 
 Event = tuple[Any, ...]
 
@@ -28,10 +36,17 @@ Event = tuple[Any, ...]
 EVAL_ERRORS: tuple[type[BaseException], ...] = (EvalError, ArithmeticError)
 
 
+def per_event(err: StoreError) -> StoreError:
+    """`err` when it is about one event's data (a read of that event refused: it dead-letters the
+    event); else it is raised, to stop the run."""
+    if not err.about_event:
+        raise err
+    return err
+
+
 class Runtime(Protocol):
     stats: RunStats
     stores: Any  # the data stores (stores.api.Stores), when the graph uses any
-    store_errors: tuple[type[BaseException], ...]
 
     def record(self, stream: str, event: Event) -> None: ...
 
@@ -248,11 +263,9 @@ class MaterializeOp(Operator):
         self.columns = node.input_schema.names
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
-        try:
-            result = self.stores.materialize(self.node.table, columns=self.columns, rows=[event])
-        except self.rt.store_errors as err:
-            self.fail(err, event)
-            return
+        # A row the store refuses comes back in the result; an error it raises is not one it could
+        # pin on the row (Spark's batch fails on it too): it stops the run.
+        result = self.stores.materialize(self.node.table, columns=self.columns, rows=[event])
         # A MaterializeResult (stores/api.py) says whether the store refused the row.
         errors = getattr(result, "errors", None)
         if errors and errors[0] is not None:
@@ -272,15 +285,31 @@ class ReadSQLOp(Operator):
         self.args = [compile_expr(a) for a in node.args]
         self.names = [f.name for f in node.result_fields]
         self.types = [f.type for f in node.result_fields]
+        self.vouched = vouched_results(node)
         self.nulls = (None,) * len(node.result_fields)
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
         try:
             params = tuple(f(event) for f in self.args)
             rows = self.stores.read(self.node.query, [params])[0]
-            out = [event + self._typed(row) for row in rows]
-        except (*EVAL_ERRORS, *self.rt.store_errors) as err:
+        except EVAL_ERRORS as err:
             self.fail(err, event)
+            return
+        except StoreError as err:
+            self.fail(per_event(err), event)
+            return
+        # Every row is converted before the event is dead-lettered for one: a value that does not
+        # fit a column the store vouched for stops the run wherever it is (as on Spark, which sees
+        # the event's rows at once).
+        out: list[Event] = []
+        failure: BaseException | None = None
+        for row in rows:
+            try:
+                out.append(event + self._typed(row))
+            except EVAL_ERRORS as err:
+                failure = failure or err
+        if failure is not None:
+            self.fail(failure, event)
             return
         if not out and self.node.outer:
             out = [event + self.nulls]
@@ -290,11 +319,13 @@ class ReadSQLOp(Operator):
     def _typed(self, row: tuple[Any, ...]) -> Event:
         # The store returns driver values; each becomes a value of its field's type, or the event
         # is dead-lettered (operators.results: the rule the Spark translation applies too).
+        query = self.node.query
         if len(row) != len(self.types):
-            raise EvalError(
-                f"query '{self.node.query.name}' returned {len(row)} column(s) but ON SQL names {len(self.types)}"
-            )
-        return result_row(self.node.query.name, self.names, self.types, row)
+            raise EvalError(column_count_reason(query.name, len(row), len(self.types)))
+        try:
+            return result_row(query.name, self.names, self.types, row, self.vouched)
+        except TypeChanged as err:
+            raise StoreSchemaError(str(err), store=query.store) from None
 
 
 class UpdateSQLOp(Operator):
@@ -314,10 +345,12 @@ class UpdateSQLOp(Operator):
     def event(self, i: int, event: Event, ts: int | None) -> None:
         try:
             params = tuple(f(event) for f in self.args)
-            result = self.stores.update(self.node.query, [params])
-        except (*EVAL_ERRORS, *self.rt.store_errors) as err:
+        except EVAL_ERRORS as err:
             self.fail(err, event)
             return
+        # An event the database refuses comes back in the result (stores.api.UpdateResult); an error
+        # the store raises is not one it could pin on the event, and stops the run, as on Spark.
+        result = self.stores.update(self.node.query, [params])
         # An UpdateResult (stores/api.py); a plain list of counts from a simple test double.
         errors = getattr(result, "errors", None)
         if errors and errors[0] is not None:

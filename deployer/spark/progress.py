@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from deployer.engine import one_line
 from deployer.spark.metrics import BatchCounts, batch_counts
 from deployer.spark.shared import Report
 
@@ -73,8 +74,14 @@ class QueryFailed(RuntimeError):
         self.detail = detail
 
 
-# The line that says what went wrong, in the Python traceback Spark wraps an error of a batch in.
-_STORE_ERROR = re.compile(r"^stores\.errors\.\w+: (.+)$", re.MULTILINE)
+# The line that says what went wrong, in the Python traceback Spark wraps an error of a batch in. A
+# data store's message may go on over more lines (a table that is not as declared shows both
+# definitions): they are kept, up to the blank line, SQLSTATE, JVM frame or next traceback that ends
+# it, and joined into one line, as the reference executor's stop joins them (deployer.engine.one_line).
+_STORE_ERROR = re.compile(
+    r"^stores\.errors\.\w+: (.+(?:\n(?![ \t]*$| SQLSTATE: |stores\.errors\.|\tat |\s*File \"|Traceback |During handling|The above |=== ).*)*)",
+    re.MULTILINE,
+)
 _PYTHON_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
@@ -85,7 +92,7 @@ def root_cause(text: str) -> str:
         found = pattern.findall(text)
         if found:
             last = found[-1]
-            return last if isinstance(last, str) else f"{last[0]}: {last[1]}"
+            return one_line(last) if isinstance(last, str) else f"{last[0]}: {last[1]}"
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 

@@ -18,10 +18,11 @@ its translation found the same failure points), and `cep explain --queries` and 
 (tests/spark/golden/*.queries) print them. Failure points follow the translation: an operator has
 one where an expression it evaluates can fail (operators.analysis.can_fail), an Aggregate one for
 its input (keys, arguments, BATCH conditions) and one for its rows (an aggregate that can overflow,
-HAVING, projections), a ReadSQL
-one more for text parameters bound for PostgreSQL (a NUL is refused there) and one for result values
-that may not fit their fields (operators.analysis.unfit_results), an UpdateSQL one for the
-statements the database refuses.
+HAVING, projections), a ReadSQL one more for text parameters bound for PostgreSQL (a NUL is refused
+there) and one for the events whose read the database refuses for their data, whose rows have
+another number of columns than ON SQL names, or whose result values do not fit their fields (any
+SELECT may meet one of these: a cast in its text, a table that holds other values than described),
+an UpdateSQL one for the statements the database refuses.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from deployer.spark.state_layout import bucketed
 from operators import expr as ir
 from operators import graph as g
-from operators.analysis import ancestors, can_fail, can_overflow, stateless_upstream, unfit_results
+from operators.analysis import ancestors, can_fail, can_overflow, stateless_upstream
 from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
@@ -127,8 +128,8 @@ def failure_points(
         nul = store_kinds.get(node.query.store.lower()) == "postgresql" and any(
             a.type.is_string for a in node.args
         )
-        unfit = [(False, False)] if unfit_results(node) else []  # a result value that does not fit
-        return ([before] if nul or any(map(can_fail, node.args)) else []) + unfit
+        # and always one for the events the store refuses or whose results do not fit (deployer.spark.sql)
+        return ([before] if nul or any(map(can_fail, node.args)) else []) + [(False, False)]
     if isinstance(node, g.UpdateSQL):
         return ([before] if any(map(can_fail, node.args)) else []) + [(False, False)]
     return []

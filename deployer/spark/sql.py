@@ -21,9 +21,13 @@ first one's entries for the same event ids and skip its own writes.
 
 Per-event failures: an UpdateSQL event the database refuses (a constraint, a bad cast) is split off
 into a dead letter with the database's (redacted) message; a Materialize row likewise, written by
-the `dead_letter` writer given to `materialize_writer` (stderr without one). A ReadSQL event with a
-result value that does not fit its field (operators.results) comes out of Python as one row with
-the reason, split off into a dead letter with the whole event, as the reference executor does.
+the `dead_letter` writer given to `materialize_writer` (stderr without one). A ReadSQL event whose
+read the database refuses for its data (the store splits the batch around it: stores.api.split_reads),
+whose rows have another number of columns than ON SQL names, or with a result value that does not
+fit its field (operators.results) comes out of Python as one row with the reason, split off into a
+dead letter with the whole event, as the reference executor does. Any other store error (a missing
+table, SQL the database refuses, the store unreachable after the retries, a column whose type changed
+since the script was compiled) fails the task, and the query stops with it (docs/guarantees.md).
 """
 
 from __future__ import annotations
@@ -46,25 +50,23 @@ from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
-from operators.analysis import unfit_results
-from operators.results import result_columns
+from operators.analysis import vouched_results
+from operators.results import TypeChanged, Vouched, result_columns
 from stores import ledger
 from stores.api import ReadColumns
+from stores.errors import StoreSchemaError
 from stores.sql.postgres_read import NUL_IN_TEXT
 
 _STORES: dict[int, Any] = {}
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
-READ_ERR = "__readerr"  # ReadSQL: why a result value does not fit its field, NULL when all fit
+READ_ERR = "__readerr"  # ReadSQL: why the event is dead-lettered (store or result value), else NULL
 # Events per ReadSQL query on Spark (see deployer.spark.arrow_batches.coalesced): in the sql bench, 50,000 and 100,000 read
 # faster than Spark's 10,000 and about alike; above that the gain stops.
 READ_BATCH_ROWS = 100_000
 
 
-def _with_args(
-    sg: SparkGraph, node: g.ReadSQL | g.UpdateSQL, keep: list[int] | None = None
-) -> tuple[DataFrame, int]:
-    """The node's input with its arguments as `__p0`, `__p1`, ...; only the fields in `keep` (all
-    by default) of the event go on."""
+def _with_args(sg: SparkGraph, node: g.ReadSQL | g.UpdateSQL) -> tuple[DataFrame, int]:
+    """The node's input with its arguments as `__p0`, `__p1`, ..., and its width."""
     df = sg.input(node)
     c = ExprCompiler()
     compiled = [c.compile(a).cast(spark_type(a.type)) for a in node.args]
@@ -75,8 +77,7 @@ def _with_args(
         errors += _unsendable(sg, node, compiled)
     # an argument that fails (e.g. division by zero) dead-letters its event, as in the reference
     df = sg.split_errors(node, df, errors, width, on_input=True)
-    kept = range(width) if keep is None else keep
-    return df.select(*[col_name(i) for i in kept], SEQ, *args), width
+    return df.select(*[col_name(i) for i in range(width)], SEQ, *args), width
 
 
 def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tuple[Column, str]]:
@@ -97,19 +98,44 @@ def _unsendable(sg: SparkGraph, node: g.ReadSQL, args: list[Column]) -> list[tup
 
 
 def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
-    config = bound(sg)
-    # A result value that does not fit its field dead-letters its event, whole: then every field
-    # crosses to Python. Otherwise only the event fields read downstream cross to Python and back;
-    # the others come back as NULLs.
-    unfit = bool(unfit_results(node))
-    live = None if unfit else sg.live(g.Port(node.id))
-    keep = [i for i in range(len(node.input_schema)) if live is None or i in live]
-    df, width = _with_args(sg, node, keep)
+    # Any event may be dead-lettered, whole (its read refused for its data, a result value that does
+    # not fit): the dead letters come from a read that carries every field of the event. The
+    # results go on from one where only the event fields read downstream cross to Python and back
+    # (the others come back as NULLs no consumer reads). The two are in different queries (the
+    # dead letters have one of their own: deployer.spark.queries), so each read runs once per query.
+    df, width = _with_args(sg, node)
+    live = sg.live(g.Port(node.id))
+    keep = [i for i in range(width) if live is None or i in live]
     fields = carried(list(struct_of(node.schema).fields), df)
-    out_fields = [*(fields[i] for i in keep), *fields[width:], T.StructField(SEQ, T.StringType())]
-    if unfit:
-        out_fields.append(T.StructField(READ_ERR, T.StringType()))
-    out = T.StructType(out_fields)
+    whole = _read(sg, node, df, list(range(width)), fields)
+    err = F.col(READ_ERR)
+    ok = sg.split_errors(node, whole, [(err.isNotNull(), err)], width).drop(READ_ERR)
+    if len(keep) == width:
+        return ok
+    done = _read(sg, node, df, keep, fields).filter(err.isNull()).drop(READ_ERR)
+    return done.select(
+        *[
+            F.col(f.name) if i in keep or i >= width else F.lit(None).cast(f.dataType).alias(f.name)
+            for i, f in enumerate(fields)
+        ],
+        SEQ,
+    )
+
+
+def _read(
+    sg: SparkGraph, node: g.ReadSQL, df: DataFrame, keep: list[int], fields: list[T.StructField]
+) -> DataFrame:
+    """The read of `df`'s events (of `_with_args`) with the event fields in `keep`: each result row
+    is those fields, the result values, SEQ and READ_ERR (one row of NULL results per event to
+    dead-letter, with the reason)."""
+    config = bound(sg)
+    width = len(node.input_schema)
+    out_fields = [
+        *(fields[i] for i in keep),
+        *fields[width:],
+        T.StructField(SEQ, T.StringType()),
+        T.StructField(READ_ERR, T.StringType()),
+    ]
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out_fields]
     )
@@ -120,6 +146,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     event_cols = [col_name(i) for i in keep]
     counters = _cache_counters(sg, df, query)
     chunk = READ_BATCH_ROWS
+    vouched = vouched_results(node)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Vectorised around the one store call per batch: the event's own columns are gathered
@@ -133,49 +160,36 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
                 after = stores.cache_stats().get(query.name, {})
                 for acc, what in zip(counters, ("hits", "misses", "loads"), strict=True):
                     acc.add(after.get(what, 0) - before.get(what, 0))
-            yield _read_rows(node, batch.select([*event_cols, SEQ]), found, arrow_schema, unfit)
+            yield _read_rows(node, batch.select([*event_cols, SEQ]), found, arrow_schema, vouched)
 
-    done = df.mapInArrow(run, out)
-    if unfit:
-        err = F.col(READ_ERR)
-        return sg.split_errors(node, done, [(err.isNotNull(), err)], width).drop(READ_ERR)
-    if len(keep) == width:
-        return done
-    return done.select(
-        *[
-            F.col(f.name) if i in keep or i >= width else F.lit(None).cast(f.dataType).alias(f.name)
-            for i, f in enumerate(fields)
-        ],
-        SEQ,
+    return df.select(*event_cols, SEQ, *[f"__p{i}" for i in range(n_args)]).mapInArrow(
+        run, T.StructType(out_fields)
     )
 
 
 def _read_rows(
-    node: g.ReadSQL, events: pa.RecordBatch, found: ReadColumns, schema: pa.Schema, unfit: bool
+    node: g.ReadSQL, events: pa.RecordBatch, found: ReadColumns, schema: pa.Schema, vouched: Vouched
 ) -> pa.RecordBatch:
     """The output of one store call: each result row is its event's columns (and `SEQ`, last in
     `events`) followed by its values, as their fields' types (operators.results, as the reference
-    executor gives them); with `unfit`, an event with a value that does not fit is one row of NULL
-    results with the reason (READ_ERR), for the dead letter."""
+    executor gives them); an event the store refused, or with a value that does not fit, is one
+    row of NULL results with the reason (READ_ERR), for the dead letter. A value that does not fit a
+    column the store vouched for stops the query, as it stops the reference executor."""
     names = [f.name for f in node.result_fields]
     types = [f.type for f in node.result_fields]
-    rows, columns, reasons = result_columns(node.query.name, names, types, found.event, found.columns)
+    try:
+        rows, columns, reasons = result_columns(
+            node.query.name, names, types, found.event, found.columns, found.errors, vouched
+        )
+    except TypeChanged as err:
+        raise StoreSchemaError(str(err), store=node.query.store) from None
     event = np.asarray(rows, dtype=np.int64)
     taken = events.take(pa.array(event))
     n_kept = events.num_columns - 1
     arrays = [taken.column(i) for i in range(n_kept)]
     arrays += [pa.array(v, type=schema.field(n_kept + j).type) for j, v in enumerate(columns)]
     arrays.append(pc.binary_join_element_wise(taken.column(n_kept), _nth(event), ""))
-    if unfit:
-        arrays.append(pa.array(reasons, type=pa.string()))
-    elif any(r is not None for r in reasons):
-        # operators.analysis.unfit_results said none could be: the store described the columns as
-        # always fitting when the script was compiled, and no longer returns what it described
-        why = next(r for r in reasons if r is not None)
-        raise RuntimeError(
-            f"{why}; data store {node.query.store} described that column as holding only such values when "
-            "the script was compiled: has its type changed since? Compile and run the script again"
-        )
+    arrays.append(pa.array(reasons, type=pa.string()))
     return pa.RecordBatch.from_arrays(
         [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema, strict=True)],
         schema=schema,

@@ -192,9 +192,9 @@ class PgConnections:
     def scrub(self, text: str) -> str:
         return scrub(text, [self.url.password])
 
-    def query_error(self, message: str) -> StoreQueryError:
+    def query_error(self, message: str, *, about_event: bool = False) -> StoreQueryError:
         """A StoreQueryError of this store (name and redacted URL)."""
-        return StoreQueryError(message, store=self.name, url=self.url.redacted())
+        return StoreQueryError(message, store=self.name, url=self.url.redacted(), about_event=about_event)
 
     def error(self, e: Exception, what: str, in_flight: bool = False) -> StoreError:
         """A driver error as a StoreError. `in_flight`: a write had been sent when it happened."""
@@ -213,7 +213,7 @@ class PgConnections:
         if sqlstate is not None and (sqlstate in _TRANSIENT_STATES or sqlstate.startswith("08")):
             cls = StoreQueryError if sqlstate.startswith("40") else StoreConnectError
             return cls(message, store=store, url=url, sqlstate=sqlstate, transient=True)
-        return StoreQueryError(message, store=store, url=url, sqlstate=sqlstate)
+        return StoreQueryError(message, store=store, url=url, sqlstate=sqlstate, about_event=event_failure(e))
 
     def event_error(self, what: str) -> Callable[[Exception], str | None]:
         """For `base.isolate`: the message of an error caused by one event's data, else None."""

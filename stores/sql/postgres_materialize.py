@@ -85,7 +85,7 @@ class PgMaterializer:
         fast: Callable[[psycopg.Connection[Any]], None],
         rows: Callable[[], list[Row]],
     ) -> MaterializeResult:
-        what = f"materializing {n} row(s) into {plan.table.name}"
+        what = f"materializing into {plan.table.name}"  # no row count: the same on both engines
         if ledger_key is None:
             return self.db.run(
                 what,

@@ -26,7 +26,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from operators.graph import SqlQuery
-from stores.api import ReadColumns
+from stores.api import ReadColumns, columns_of, rows_of
 from stores.errors import StoreError
 from stores.sql.base import Row
 from stores.sql.lateral import SelectText, describe_statements, lateral_query, select_text
@@ -80,17 +80,19 @@ class PgReader:
         # One column at a time with itemgetter, not zip(*rows): zip makes an iterator per row, and
         # 10,000 short-lived container objects per batch set off the garbage collector's full
         # collections (a visible share of the read when profiled in a Spark worker).
+        got = len(rows[0]) - 1 - (1 if st.ordered else 0)
+        if got != width:
+            # Rows of another shape than ON SQL names (a query the store did not describe): each
+            # event with rows is refused (stores.api.columns_of). With `outer`, the server's NULL
+            # row of an event without rows looks like a real one, so the events' rows are read again
+            # one list per event; a script in this state refuses every event that has rows anyway.
+            return columns_of(self.read(query, rows_of(columns, n)), query, width, outer)
         transposed = [list(map(itemgetter(j), rows)) for j in range(len(rows[0]))]
-        got = len(transposed) - 1 - (1 if st.ordered else 0)
         types = query.result_types
         typed = types if types is not None and len(types) == got else None
-        out: list[list[Any]] = []
-        for j in range(width):
-            if j >= got:  # the query returned fewer columns than the operator reads: NULLs
-                out.append([None] * len(rows))
-                continue
-            values = transposed[1 + j]
-            out.append(coerce_column(values, typed[j] if typed is not None else None))
+        out = [
+            coerce_column(transposed[1 + j], typed[j] if typed is not None else None) for j in range(width)
+        ]
         return ReadColumns(list(map((-1).__add__, transposed[0])), out)
 
     def _read_rows(
@@ -113,7 +115,9 @@ class PgReader:
             return cur.fetchall()
 
         try:
-            rows = self.db.run(f"query {query.name} (batch of {n})", body, write=False)
+            # No batch size in the message: the same error reads the same on both engines, whatever
+            # the batches (the reference executor reads one event at a time).
+            rows = self.db.run(f"query {query.name}", body, write=False)
         except StoreError:
             self._types = {k: v for k, v in self._types.items() if k[0] != st.text}  # may be stale
             raise
@@ -133,7 +137,9 @@ class PgReader:
             if t is None and any("\x00" in v for v in values if v is not None):
                 # psycopg refuses the whole batch for it; Spark finds these events beforehand
                 # (deployer.spark.sql._unsendable), so this is the reference executor's one event
-                raise self.db.query_error(f"query {query.name}, parameter {i + 1}: {NUL_IN_TEXT}")
+                raise self.db.query_error(
+                    f"query {query.name}, parameter {i + 1}: {NUL_IN_TEXT}", about_event=True
+                )
             types.append(t)
             arrays.append(pg_array_literal(values) if t == "bigint" else values)
         return types, arrays

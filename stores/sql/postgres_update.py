@@ -74,7 +74,7 @@ class PgUpdater:
             return UpdateResult([], [])
         text = to_driver_placeholders(query.text, "pyformat")
         rows = [tuple(pg_value(v) for v in p) for p in params]
-        what = f"query {query.name} (batch of {len(params)})"
+        what = f"query {query.name}"  # no batch size: the same on both engines, whatever the batches
         if event_ids is None or scope is None:
             return self.db.run(
                 what, lambda conn: self._update_plain(conn, query, text, rows), write=True, verify=True

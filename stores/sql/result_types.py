@@ -15,8 +15,10 @@ PostgreSQL describes each column of a prepared statement by a type OID and a mod
 | anything else (uuid, json, interval, arrays, ...) | varchar: the value as text (operators.results) | yes |
 
 "Exact" columns only ever hold values of their CPL type (psycopg returns an int for an int4, within
-its range), so reading them can never dead-letter an event and the engines skip the per-value check
-for them (operators.analysis.unfit_results).
+its range), so reading them can never dead-letter an event, and the engines skip the per-value work
+for them where the values show it (operators.results.convert_column). A value that does not fit one
+means that the column's type changed since the script was compiled: both engines stop the run and
+say to compile it again (operators.analysis.vouched_results).
 
 SQLite keeps the declared type of a column as written (`PRAGMA table_info` of a view over the query:
 `sqlite_column`) and stores values by the affinity that type has, which decides the CPL type; the

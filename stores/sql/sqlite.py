@@ -71,7 +71,13 @@ class SqliteBackend:
         if isinstance(e, sa.exc.DBAPIError) and e.orig is not None:
             e = e.orig
         code = getattr(e, "sqlite_errorname", None)
-        return StoreQueryError(f"{what}: {e}", store=self.name, url=self.url.redacted(), sqlstate=code)
+        return StoreQueryError(
+            f"{what}: {e}",
+            store=self.name,
+            url=self.url.redacted(),
+            sqlstate=code,
+            about_event=_is_event_error(e),
+        )
 
     @contextlib.contextmanager
     def _deadline(self, conn: sa.Connection) -> Iterator[None]:
@@ -104,7 +110,7 @@ class SqliteBackend:
                         ]
                     out.append(rows)
         except Exception as e:
-            raise self._error(e, f"query {query.name} (batch of {len(params)})") from e
+            raise self._error(e, f"query {query.name}") from e
         return out
 
     def update(
@@ -120,7 +126,7 @@ class SqliteBackend:
         counts: list[int | None] = [None] * n
         errors: list[str | None] = [None] * n
         replayed = 0
-        what = f"query {query.name} (batch of {n})"
+        what = f"query {query.name}"  # no batch size: the same on both engines, whatever the batches
         try:
             with self._lock, self.engine().begin() as conn, self._deadline(conn):
                 done: dict[str, tuple[int | None, str | None]] = {}
@@ -188,7 +194,7 @@ class SqliteBackend:
                         ValueError(f"NULL in primary key column(s) {', '.join(nulls)}"), f"table {table.name}"
                     )
                 )
-        what = f"materializing {n} row(s) into {table.name}"
+        what = f"materializing into {table.name}"  # no row count: the same on both engines
         try:
             if not any(errors):
                 # Fast path: all rows in one executemany. If a row fails, the rows before it stay

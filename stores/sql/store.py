@@ -32,7 +32,15 @@ import pyarrow as pa
 
 from operators.graph import SqlQuery, Table
 from stores import arrow, ledger
-from stores.api import LedgerKey, MaterializeResult, ReadColumns, UpdateResult, columns_of, rows_of
+from stores.api import (
+    LedgerKey,
+    MaterializeResult,
+    ReadColumns,
+    UpdateResult,
+    columns_of,
+    rows_of,
+    split_reads,
+)
 from stores.errors import StoreError, StoreQueryError
 from stores.retry import RetryPolicy, call_with_retries
 from stores.sql.base import DEFAULT_STATEMENT_TIMEOUT_MS, Row, SqlBackend
@@ -78,7 +86,9 @@ class SqlStore:
     def read_columns(
         self, query: SqlQuery, columns: Sequence[Sequence[Any]], n: int, *, width: int, outer: bool = False
     ) -> ReadColumns:
-        """`read` for a batch given column by column (`n` events), the result column by column.
+        """`read` for a batch given column by column (`n` events), the result column by column; the
+        events the store refuses for their own data are left out and reported (`split_reads`), as
+        are those whose rows have another number of columns than `width`.
 
         Postgres has a path of its own that makes no Python object per row; other backends answer
         from `read`.
@@ -90,12 +100,18 @@ class SqlStore:
                 f"query {query.name} takes {query.param_count} parameter(s) for each of {n} events"
             )
         fast = getattr(self._backend, "read_columns", None)
-        if fast is None:
-            rows = rows_of(columns, n)
-            return columns_of(self.read(query, rows), width, outer)
-        return call_with_retries(
-            lambda: fast(query, columns, n, width=width, outer=outer), idempotent=True, policy=self.retry
-        )
+
+        def attempt(lo: int, hi: int) -> ReadColumns:
+            part = [c[lo:hi] for c in columns] if (lo, hi) != (0, n) else columns
+            if fast is None:
+                return columns_of(self.read(query, rows_of(part, hi - lo)), query, width, outer)
+            return call_with_retries(
+                lambda: fast(query, part, hi - lo, width=width, outer=outer),
+                idempotent=True,
+                policy=self.retry,
+            )
+
+        return split_reads(n, width, attempt)
 
     def update(
         self,

@@ -114,7 +114,7 @@ def test_locked_tables_time_out_clearly_and_pools_stay_bounded(
 
     # 1. The UpdateSQL's target is locked: its statement times out and rolls back, whole.
     line, took = locked_run("accounts")
-    assert "query charge (batch of " in line, line
+    assert "query charge: canceling statement" in line, line  # no batch size: the same on both engines
     assert took < 150, f"the run took {took:.0f} s to give up"
     assert rows(pg_db, "SELECT sum(spent), sum(calls) FROM accounts") == [(0, 0)]
 

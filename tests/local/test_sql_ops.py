@@ -34,7 +34,8 @@ INSERT INTO TABLE calls SELECT idcaller, duration FROM cdr;
 
 
 class FakeStores:
-    """plans: idcaller → rows; charge counts one affected row per known caller; caller 666 fails."""
+    """plans: idcaller → rows; charge counts one affected row per known caller. Reading caller 13
+    fails for that event's data (a bad cast, say); caller 666 fails as a missing table does."""
 
     def __init__(self) -> None:
         self.plans: dict[Any, list[tuple[Any, ...]]] = {1: [(10, 2.5)], 2: [(20, 1.0), (21, 3.0)]}
@@ -42,6 +43,10 @@ class FakeStores:
         self.rows: dict[str, list[tuple[Sequence[str], tuple[Any, ...]]]] = {}
 
     def read(self, query: SqlQuery, params: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+        if any(p[0] == 13 for p in params):
+            raise StoreQueryError(
+                "invalid input syntax for type integer", store=query.store, about_event=True
+            )
         if any(p[0] == 666 for p in params):
             raise StoreQueryError("no such table: plans", store=query.store)
         return [list(self.plans.get(p[0], [])) for p in params]
@@ -82,12 +87,24 @@ def test_materialize_writes_each_event_with_its_columns() -> None:
     assert fake.rows["calls"] == [(("idcaller", "duration"), (1, 60)), (("idcaller", "duration"), (3, 5))]
 
 
-def test_store_error_dead_letters_the_event() -> None:
-    ex, _ = run_fake([(666, 1), (1, 60)])
+def test_a_store_error_about_the_event_dead_letters_it() -> None:
+    ex, _ = run_fake([(13, 1), (1, 60)])
     assert ex.outputs["withplan"] == [(1, 60, 10, 2.5)]
-    assert [(d.stage, d.event) for d in ex.dead_letters] == [("ReadSQL", (666, 1)), ("ReadSQL", (666, 1))]
-    assert "no such table: plans" in ex.dead_letters[0].reason
+    assert [(d.stage, d.event) for d in ex.dead_letters] == [("ReadSQL", (13, 1)), ("ReadSQL", (13, 1))]
+    assert ex.dead_letters[0].reason == "store crm: invalid input syntax for type integer"
     assert ex.stats.dead_lettered == {"ReadSQL": 2}
+
+
+def test_a_store_error_not_about_the_event_stops_the_run() -> None:
+    """A missing table is no event's fault: dead-lettering every event for it would empty the run
+    into its dead letters; the run stops with the store's error, as the Spark query does."""
+    fake = FakeStores()
+    ex = LocalExecutor(compile_script(SCRIPT).graph, fake)
+    ex.push("cdr", (1, 60))
+    with pytest.raises(StoreQueryError, match="store crm: no such table: plans"):
+        ex.push("cdr", (666, 1))
+    assert ex.dead_letters == []
+    assert ex.outputs["withplan"] == [(1, 60, 10, 2.5)]  # what came before stays done
 
 
 def test_a_graph_with_stores_needs_them() -> None:
@@ -138,21 +155,40 @@ def test_against_sqlite(sqlite_registry: Any) -> None:
     assert ex.dead_letters == []
 
 
-def test_sqlite_error_is_a_dead_letter(tmp_path: Path) -> None:
+MISSING = {
+    # each statement meets a table that is not there (or not as declared): no event's fault
+    "ReadSQL": "INSERT INTO o SELECT idcaller, p.fee FROM cdr ON SQL plan_of, p, idcaller, idplan, fee;",
+    "UpdateSQL": "INSERT INTO o SELECT idcaller, c.n FROM cdr ON SQL charge, c, duration, idcaller, n;",
+    "Materialize": "INSERT INTO TABLE calls SELECT idcaller, duration FROM cdr;",
+}
+
+
+@pytest.mark.parametrize("stage", sorted(MISSING))
+def test_a_sqlite_error_not_about_the_event_stops_the_run(tmp_path: Path, stage: str) -> None:
+    """ReadSQL and UpdateSQL against missing tables, Materialize into a table that exists with other
+    columns: every event would fail alike, so the run stops with the store's error (its URL shown
+    redacted) instead of dead-lettering each one."""
     from stores.bindings import StoreBindings
+    from stores.errors import StoreError
     from stores.registry import StoreRegistry
     from stores.urls import parse_store_url
 
-    graph = compile_script(SCRIPT).graph  # the database has no plans table
-    url = parse_store_url(f"sqlite:///{tmp_path / 'empty.db'}")
-    reg = StoreRegistry(StoreBindings({"crm": url}, graph.stores))
+    db = tmp_path / "crm.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE calls (idcaller integer PRIMARY KEY, other text)")
+    conn.close()
+    head = SCRIPT[: SCRIPT.index("INSERT INTO withplan")]
+    graph = compile_script(head + MISSING[stage]).graph
+    reg = StoreRegistry(StoreBindings({"crm": parse_store_url(f"sqlite:///{db}")}, graph.stores))
     try:
         ex = LocalExecutor(graph, reg)
-        ex.run({"cdr": [(1, 60)]})
+        with pytest.raises(StoreError) as info:
+            ex.run({"cdr": [(1, 60), (2, 30)]})
     finally:
         reg.close()
-    assert {d.stage for d in ex.dead_letters} == {"ReadSQL"}
-    assert ex.stats.dead_lettered == {"ReadSQL": 2}
+    assert str(info.value).startswith(f"store crm (sqlite:///{db}): ")
+    assert ("table calls already exists" if stage == "Materialize" else "no such table") in str(info.value)
+    assert ex.dead_letters == []
 
 
 # ---- the same against a real PostgreSQL ------------------------------------------------------------------
@@ -194,3 +230,37 @@ def test_against_postgres(pg_db: str) -> None:
             (3, 5),
         ]
     assert ex.dead_letters == []
+
+
+def test_cep_run_local_stops_with_one_error_line(tmp_path: Path) -> None:
+    """`cep run --engine local` with a table missing: one `error:` line with the store's message
+    (URL redacted) and what running again does, no traceback, exit code 1, and no dead letters."""
+    from click.testing import CliRunner
+
+    from deployer.cli.main import cli
+
+    script = tmp_path / "s.cpl"
+    script.write_text(
+        "CREATE STREAMSCHEMA calls WITH k integer, idcaller integer;\n"
+        "CREATE DATASTORE crm TYPE postgresql;\n"
+        "CREATE SQLQUERY plan_of ON crm AS 'SELECT idplan FROM plans WHERE idcaller = ?' RETURNS (idplan integer);\n"
+        "INSERT INTO withplan SELECT k, p.idplan FROM calls ON SQL plan_of, p, idcaller, idplan;\n"
+    )
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"k": 1, "idcaller": 1}\n{"k": 2, "idcaller": 2}\n')
+    db = tmp_path / "crm.sqlite3"
+    sqlite3.connect(db).close()
+    dead = tmp_path / "dead"
+    args = ["run", str(script), "--engine", "local", "--source", f"calls=file:{tmp_path / 'in'}"]
+    args += ["--sink", f"withplan=file:{tmp_path / 'out'}", "--store", f"crm=sqlite:///{db}"]
+    args += ["--dead-letter", f"file:{dead}", "--until-idle"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: store crm (sqlite:///{db}): query plan_of: no such table: plans; the run stopped there: "
+        "the local engine keeps no checkpoint, so once this is fixed, running it again reads its input "
+        "from the beginning"
+    ]
+    assert "Traceback" not in result.output and "done (local)" not in result.output
+    assert not dead.exists() or all(not p.read_text() for p in dead.iterdir())

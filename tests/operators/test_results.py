@@ -11,7 +11,15 @@ from uuid import UUID
 import pytest
 
 from operators.datatypes import T_BIGINT, T_BOOLEAN, T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, DataType
-from operators.results import Unfit, convert, convert_column, result_columns, result_row
+from operators.results import (
+    TypeChanged,
+    Unfit,
+    column_count_reason,
+    convert,
+    convert_column,
+    result_columns,
+    result_row,
+)
 from operators.values import EvalError
 from stores.sql.result_types import pg_column, sqlite_type
 
@@ -111,6 +119,44 @@ def test_columns_leave_one_row_per_failed_event_with_the_reason_of_its_first_mis
         with pytest.raises(EvalError, match=want):
             for i in [i for i, x in enumerate(event) if x == e]:
                 result_row("q", ["n", "s"], [T_INTEGER, V4], [columns[0][i], columns[1][i]])
+
+
+def test_events_the_store_refused_get_their_row_and_reason_in_event_order() -> None:
+    # event 1 has no rows: the store refused its read; event 3 does not fit
+    rows, out, reasons = result_columns(
+        "q", ["n"], [T_INTEGER], [0, 2, 3], [[1, 2, "x"]], refused={1: "store crm: division by zero"}
+    )
+    assert rows == [0, 2, 1, 3] and out == [[1, 2, None, None]]
+    assert reasons == [
+        None,
+        None,
+        "store crm: division by zero",
+        "query q, column 'n': 'x' is not an integer",
+    ]
+
+
+def test_a_value_that_does_not_fit_a_vouched_column_stops_with_the_same_words_on_both_paths() -> None:
+    """Column 1 (`m`) was described as int4 (vouched); a text there means the column's type changed:
+    TypeChanged, not a dead letter, even after another column's misfit in the same row, and the
+    first such value by row then column, as the reference executor meets them row by row."""
+    types, names, vouched = [T_INTEGER, T_INTEGER], ["n", "m"], {1: "int4"}
+    want = (
+        "query q, column 'm': 'abc' is not an integer, but the data store described that column as int4 "
+        "when the script was compiled: its type has changed since. Compile and run the script again"
+    )
+    with pytest.raises(TypeChanged) as by_row:
+        result_row("q", names, types, ("x", "abc"), vouched)
+    with pytest.raises(TypeChanged) as by_column:
+        result_columns("q", names, types, [0, 1, 1], [["x", 1, 2], [7, "abc", "def"]], vouched=vouched)
+    assert str(by_row.value) == str(by_column.value) == want
+    # a value that fits is read as ever, and a misfit elsewhere still dead-letters its event
+    assert result_row("q", names, types, ("1", "2"), vouched) == (1, 2)
+    with pytest.raises(EvalError, match="column 'n'"):
+        result_row("q", names, types, ("x", 2), vouched)
+
+
+def test_the_reason_for_another_number_of_columns() -> None:
+    assert column_count_reason("plan_of", 1, 2) == "query 'plan_of' returned 1 column(s) but ON SQL names 2"
 
 
 def test_a_column_already_of_its_type_is_returned_as_it_is() -> None:

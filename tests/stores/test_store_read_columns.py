@@ -12,7 +12,7 @@ import pytest
 from store_helpers import Backend, query
 
 from operators.datatypes import T_DOUBLE, T_INTEGER, T_STRING, T_TIMESTAMP, Field, Schema
-from stores.api import ReadColumns, columns_of
+from stores.api import ReadColumns, columns_of, split_reads
 from stores.errors import StoreError
 
 SETUP = (
@@ -61,7 +61,9 @@ CASES: list[tuple[str, str, Any, list[tuple[Any, ...]], int]] = [
         [(1,), (2,)],
         1,
     ),
-    ("fewer columns than read", "SELECT idplan FROM plans WHERE idcaller = ?", None, [(1,), (3,)], 2),
+    # rows of another shape than ON SQL names: each event with rows is refused, with its reason
+    ("fewer columns than read", "SELECT idplan FROM plans WHERE idcaller = ?", None, [(1,), (3,), (9,)], 2),
+    ("more columns than read", "SELECT idplan, fee FROM plans WHERE idcaller = ?", None, [(9,), (1,)], 1),
 ]
 
 
@@ -78,7 +80,7 @@ def test_read_columns_equals_read(sql_backend: Backend, case: Any, outer: bool) 
     _, text, returns, params, width = case
     sql_backend.execute(*SETUP)
     q = query(text, returns=returns)
-    expected = columns_of(sql_backend.store.read(q, params), width, outer)
+    expected = columns_of(sql_backend.store.read(q, params), q, width, outer)
     columns = [list(c) for c in zip(*params, strict=True)] if params and params[0] else []
     got = sql_backend.store.read_columns(q, columns, len(params), width=width, outer=outer)
     assert len(got.columns) == width
@@ -86,10 +88,22 @@ def test_read_columns_equals_read(sql_backend: Backend, case: Any, outer: bool) 
         assert got == expected
     else:
         assert sorted_within_events(got) == sorted_within_events(expected)
-    # the events come in order, and an outer read has a row for every event
+    # the events come in order, and an outer read has a row for every event it does not refuse
     assert got.event == sorted(got.event)
     if outer:
-        assert set(got.event) == set(range(len(params)))
+        assert set(got.event) | set(got.errors) == set(range(len(params)))
+
+
+@pytest.mark.parametrize("outer", [False, True], ids=["inner", "outer"])
+def test_rows_of_another_width_refuse_their_events(sql_backend: Backend, outer: bool) -> None:
+    """The reason is the reference executor's for such a row; an event without rows has no row to
+    refuse, and with OUTER keeps its row of NULLs (on Postgres, whose server adds that row, too)."""
+    sql_backend.execute(*SETUP)
+    q = query("SELECT idplan FROM plans WHERE idcaller = ?", name="plan_of")
+    got = sql_backend.store.read_columns(q, [[1, 9, 2]], 3, width=2, outer=outer)
+    why = "query 'plan_of' returned 1 column(s) but ON SQL names 2"
+    assert got.errors == {0: why, 2: why}
+    assert (got.event, got.columns) == (([1], [[None], [None]]) if outer else ([], [[], []]))
 
 
 @pytest.mark.postgres
@@ -127,3 +141,44 @@ def test_bad_arguments_are_refused(sql_backend: Backend) -> None:
         sql_backend.store.read_columns(q, [[1], [2]], 1, width=1)
     with pytest.raises(StoreError, match="not a SELECT"):
         sql_backend.store.read_columns(query("DELETE FROM plans WHERE idcaller = ?"), [[1]], 1, width=0)
+
+
+@pytest.mark.postgres
+def test_an_event_whose_read_the_database_refuses_is_left_out(pg_backend: Backend) -> None:
+    """`100 / ?` fails with division_by_zero (SQLSTATE 22012, a data exception: about the event) for
+    the events with 0; the batched query fails whole, and the store reads halves of the batch until
+    it has found them. They are reported with the message a read of that event alone raises, which
+    is what the reference executor dead-letters it with; the other events are read."""
+    q = query("SELECT 100 / ? AS v", name="share")
+    got = pg_backend.store.read_columns(q, [[4, 0, None, 5, 0]], 5, width=1)
+    with pytest.raises(StoreError) as alone:
+        pg_backend.store.read(q, [(0,)])
+    assert alone.value.about_event and "query share: division by zero" in str(alone.value)
+    assert (got.event, got.columns) == ([0, 2, 3], [[25, None, 20]])
+    assert got.errors == {1: str(alone.value), 4: str(alone.value)}
+
+
+@pytest.mark.parametrize("text", ["SELECT v FROM missing WHERE k = ?", "SELEC 1 WHERE 1 = ?"])
+def test_an_error_not_about_one_event_fails_the_batched_read(sql_backend: Backend, text: str) -> None:
+    """A missing table or SQL the database refuses is no event's fault: the read raises, whole."""
+    with pytest.raises(StoreError) as info:
+        sql_backend.store.read_columns(query(text), [[1, 2]], 2, width=1)
+    assert not info.value.about_event
+
+
+def test_split_reads_reads_halves_down_to_the_refused_events() -> None:
+    """Without a store: events 2 and 5 of 8 fail, every other one reads as its number; the batch
+    is read in halves (ranges that hold neither are read whole), the result in event order."""
+    calls: list[tuple[int, int]] = []
+
+    def attempt(lo: int, hi: int) -> ReadColumns:
+        calls.append((lo, hi))
+        if any(e in (2, 5) for e in range(lo, hi)):
+            raise StoreError("bad value", store="crm", about_event=True)
+        return ReadColumns(list(range(hi - lo)), [[10 * e for e in range(lo, hi)]])
+
+    got = split_reads(8, 1, attempt)
+    assert got.event == [0, 1, 3, 4, 6, 7] and got.columns == [[0, 10, 30, 40, 60, 70]]
+    assert got.errors == {2: "store crm: bad value", 5: "store crm: bad value"}
+    assert calls == [(0, 8), (0, 4), (0, 2), (2, 4), (2, 3), (3, 4), (4, 8), (4, 6), (4, 5), (5, 6), (6, 8)]
+    assert split_reads(0, 1, attempt) == ReadColumns([], [[]])
