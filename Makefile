@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 
-.PHONY: venv test lint fmt demo demo-pg
+.PHONY: venv test lint fmt demo demo-pg fuzz
 
 venv: $(VENV)/.installed
 
@@ -49,3 +49,11 @@ demo-pg: venv
 	rm -rf $(DEMO_PG)
 	$(VENV)/bin/python bench/cdr.py events $(DEMO_PG)/in --events 20000 --days 3
 	$(VENV)/bin/python examples/with_servers.py $(DEMO_PG)
+
+# A soak run of the differential fuzzer (docs/fuzzing.md): random scripts and inputs on both engines,
+# a divergence shrunk and written to fuzz-found/ as a regression test. SEED: the first seed;
+# MINUTES: how long.
+SEED ?= 1
+MINUTES ?= 30
+fuzz: venv
+	$(VENV)/bin/python tests/fuzz/soak.py --seed $(SEED) --minutes $(MINUTES)

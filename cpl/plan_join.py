@@ -18,7 +18,12 @@ def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: in
     left_item, right_item = sel.sources
     left, right = streams
     lq, rq = qualifiers(left_item), qualifiers(right_item)
-    if lq & rq:
+    # A self-join (FROM s AS a ..., s AS b ...): the stream's own name would name both sides, so
+    # on an aliased side only the alias does.
+    common = lq & rq
+    aliases = {a.lower() for a in (left_item.alias, right_item.alias) if a}
+    lq, rq = (lq - common if left_item.alias else lq), (rq - common if right_item.alias else rq)
+    if common & aliases or lq & rq:
         raise PlanError(
             "both sides of the join have the same name; give one an alias: FROM s AS a ..., s AS b ...",
             right_item.pos,

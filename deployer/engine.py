@@ -61,6 +61,22 @@ class RunSummary:
     filtered: int | None = 0  # events dropped by a WHERE (Filter/MultiFilter); None: not counted
 
 
+def check_bindings(graph: g.Graph, sources: dict[str, str], sinks: dict[str, str]) -> None:
+    """Refuse a `--source` for a stream that is not a source of the script, or a `--sink` for a stream
+    it does not have: the same ValueError whichever engine runs it (names are case-insensitive)."""
+    declared = [s.stream for s in graph.sources()]
+    for stream in sources:
+        if stream.lower() not in {d.lower() for d in declared}:
+            raise ValueError(
+                f"source '{stream}': the script has no source stream of that name ({', '.join(declared)})"
+            )
+    for stream in sinks:
+        if stream.lower() not in {s.lower() for s in graph.streams}:
+            raise ValueError(
+                f"sink '{stream}': the script has no stream of that name ({', '.join(graph.streams)})"
+            )
+
+
 class Engine(Protocol):
     """Runs a request whose data stores are bound (`stores`: the bindings, None without stores)."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import sys
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -20,6 +19,7 @@ import pytest
 import redis
 from psycopg import sql
 from servers import ServerHandle, start_postgres, start_redis
+from sessions import make_spark_session
 
 # Every JVM the tests start (the session below, each `cep run` subprocess and the standalone
 # cluster's master and worker) compiles with C1 only: the tests' Spark jobs are small and short, and
@@ -108,32 +108,7 @@ def redis_db(redis_url: str) -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    # Executors' Python workers must use this interpreter (the venv), not whatever `python3` is.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    from deployer.spark.session import SESSION_CONF, python_worker_conf
-
-    builder = SparkSession.builder
-    # as `cep run` has them: what every deployment needs of its session, and the Python workers
-    for key, value in {**SESSION_CONF, **python_worker_conf("local[2]")}.items():
-        builder = builder.config(key, value)
-    session = (
-        builder.master("local[2]")
-        .appName("paascep-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        # Keep spark-warehouse/ and metastore_db/ out of the working tree.
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
-        .config("spark.log.level", "ERROR")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = make_spark_session(tmp_path_factory.mktemp("spark-warehouse"))
     yield session
     session.stop()
 

@@ -40,6 +40,7 @@ from typing import Any
 from deployer.connectors.files import LineWriter, file_dir, list_files, read_file, read_json_lines
 from deployer.connectors.records import RawRecord, converted, event_json, json_value
 from deployer.connectors.redis_stream import RedisStreamInput, RedisStreamWriter
+from deployer.engine import check_bindings
 from deployer.local.events import DeadLetter, RunStats
 from deployer.local.executor import LocalExecutor
 from operators import graph as g
@@ -100,9 +101,7 @@ class _Outputs:
         streams = {s.lower(): s for s in graph.streams}
         first_dir: Path | None = None
         for stream, uri in sinks.items():
-            name = streams.get(stream.lower())
-            if name is None:
-                raise ValueError(f"sink '{stream}': the script has no stream of that name")
+            name = streams[stream.lower()]  # run_local checked it (check_bindings)
             self.names[name] = graph.stream_schema(name).names
             if uri == "console":
                 self.writers[name] = LineWriter(None, sys.stdout)
@@ -165,14 +164,11 @@ def run_local(
     stop: threading.Event | None = None,
 ) -> RunStats:
     """Run `graph` over its inputs; return the run's counters (see the module docstring)."""
+    check_bindings(graph, dict(sources), dict(sinks))
     declared = {s.stream.lower(): s for s in graph.sources()}
-    inputs: list[_Input | RedisStreamInput] = []
-    for stream, uri in sources.items():
-        src = declared.get(stream.lower())
-        if src is None:
-            known = ", ".join(s.stream for s in graph.sources())
-            raise ValueError(f"source '{stream}': the script has no source stream of that name ({known})")
-        inputs.append(_input(src.stream, uri))
+    inputs: list[_Input | RedisStreamInput] = [
+        _input(declared[s.lower()].stream, uri) for s, uri in sources.items()
+    ]
     outputs = _Outputs(graph, sinks, dead_letter, _run_id())
     ex = LocalExecutor(graph, stores, on_output=outputs.output, on_dead_letter=outputs.dead_letter)
     given = {i.stream.lower() for i in inputs}

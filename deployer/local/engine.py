@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deployer.engine import RunFailed, RunRequest, RunSummary, one_line
+from deployer.engine import RunFailed, RunRequest, RunSummary, check_bindings, one_line
 from deployer.local.driver import run_local
 from stores.bindings import StoreBindings
 from stores.errors import StoreError
@@ -19,6 +19,7 @@ RERUN = (
 
 
 def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
+    check_bindings(req.graph, req.sources, req.sinks)
     registry = StoreRegistry(stores) if stores is not None else None
     try:
         stats = run_local(

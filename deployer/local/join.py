@@ -9,9 +9,12 @@ match only while l.ts + Sl > T and a kept right event r only while r.ts + Sr > T
 evicted before matching, and everything kept then lies in the time range. So every pair is
 considered exactly once, when the later of its two events (in merged order) is processed.
 
-Output event time, when the join projects the left time field, is l.ts, which can be up to Sr
-behind the merged time; outputs are therefore re-sorted and released below (merge limit - Sr),
-which keeps the output stream in event-time order with a valid watermark.
+Output event time, when the join projects the left time field, is l.ts, which can be up to Sl
+behind the merged time (a later right event r pairs with l while l.ts > r.ts - Sl); outputs are
+therefore re-sorted and released below (merge limit - Sl), which is the output's watermark: it
+keeps the output stream in event-time order, and a TIME window over it fires only once no later
+pair can fall into it — at the end of the input too (the least final watermark of the inputs,
+less Sl), as Spark's watermark propagation through a join has it.
 """
 
 from __future__ import annotations
@@ -60,7 +63,10 @@ class JoinOp(Operator):
             while self.pending:
                 ts, _, out = heapq.heappop(self.pending)
                 self.emit(out, ts)
-            self.emit_end(self.merge.final)
+            final = self.merge.final
+            self.emit_end(
+                final - self.sizes[0] if isinstance(final, int) and self.time_pos is not None else final
+            )
 
     def _drain(self) -> None:
         for side, ts, event in self.merge.release():
@@ -68,8 +74,8 @@ class JoinOp(Operator):
         limit = self.merge.limit()
         if self.time_pos is None or not isinstance(limit, int):
             return
-        # Future outputs pair a future event (time >= limit) with a kept one: l.ts > limit - Sr.
-        out_wm = limit - self.sizes[1]
+        # Future outputs pair a future event (time >= limit) with a kept one: l.ts > limit - Sl.
+        out_wm = limit - self.sizes[0]
         while self.pending and self.pending[0][0] < out_wm:
             ts, _, out = heapq.heappop(self.pending)
             self.emit(out, ts)

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from deployer import settings
+from deployer.engine import check_bindings
 from deployer.spark.checkpoint import drop_interrupted_log_writes, query_dir
 from deployer.spark.dead_letters import dead_letter_dir, dead_letter_frame, dead_letter_writer
 from deployer.spark.graph import SparkGraph, filters_counted
@@ -34,7 +36,15 @@ from deployer.spark.handlers import HANDLERS
 from deployer.spark.inputs import read_inputs
 from deployer.spark.interrupt import interruptible
 from deployer.spark.materialize import materialize_writer, table_rows
-from deployer.spark.progress import QueryFailed, SparkRunStats, Tally, root_cause
+from deployer.spark.progress import (
+    RESTARTS,
+    QueryFailed,
+    SparkRunStats,
+    Tally,
+    is_transient,
+    progress_line,
+    root_cause,
+)
 from deployer.spark.queries import (
     DEAD_LETTERS,
     SHARED_QUERY,
@@ -91,8 +101,7 @@ class SparkDeployment:
             checkpoint = self._tmp.name
         self.checkpoint = Path(checkpoint)
         self.sources = {src.stream: self._source_uri(src, sources) for src in graph.sources()}
-        for s in sources:
-            _stream(graph, s)  # a binding for an unknown stream is a mistake worth reporting
+        check_bindings(graph, dict(sources), dict(sinks))  # a binding for an unknown stream is a mistake
         inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger)
         self.rejected = inputs.rejected  # (stream, its dead letters) of the sources that reject records
         self.sg = SparkGraph(
@@ -110,6 +119,8 @@ class SparkDeployment:
         # back to the JVM within its timeout fails the query).
         self.max_concurrent = settings.current().max_queries or max(2, spark.sparkContext.defaultParallelism)
         self._pending: list[tuple[DataFrame, str, Writer]] = []
+        self._launched: dict[str, tuple[DataFrame, str, Writer]] = {}  # query name -> how it started
+        self._restarts: Counter[str] = Counter()  # query name -> restarts after a transient failure
         # rows the writers wrote (they run in this process); "applied": rows stored into tables
         self.written = {"out": 0, "dead": 0, "applied": 0}
         self.tally = Tally(f"{name}:{SHARED_QUERY}")
@@ -134,6 +145,7 @@ class SparkDeployment:
             not self.until_idle or sum(1 for q in self.queries if q.isActive) < self.max_concurrent
         ):
             df, name, writer = self._pending.pop(0)
+            self._launched[f"{self.name}:{name}"] = (df, name, writer)
             w = df.writeStream.queryName(f"{self.name}:{name}").foreachBatch(self._gated(writer))
             w = w.option("checkpointLocation", str(self.checkpoint / query_dir(name)))
             w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
@@ -303,21 +315,33 @@ class SparkDeployment:
                 print("stopping: letting the micro-batches in progress finish", file=out)
                 self.stop_between_batches()
                 return True
-            self._raise_failures()
+            self._raise_failures(out)
             self._launch()
             time.sleep(0.1)
             if time.monotonic() - last >= progress_every:
                 last = time.monotonic()
                 self.tally.absorb(self.queries)
                 print(self.progress_line(), file=out)
-        self._raise_failures()
+        self._raise_failures(out)
+        if self._pending:  # a query started again after its last check
+            return self._drive(progress_every, out, stop)
         return False
 
-    def _raise_failures(self) -> None:
-        for q in self.queries:
+    def _raise_failures(self, out: Any) -> None:
+        """Raise the first query's failure; a transient one (progress.is_transient) starts the query
+        again from its checkpoint instead, which replays its unfinished batch, a few times."""
+        for q in list(self.queries):
             exc = q.exception()
-            if exc is not None:
-                raise self._failed(q.name, exc)
+            if exc is None:
+                continue
+            if is_transient(str(exc)) and self._restarts[q.name] < RESTARTS and not self._stopping.is_set():
+                self._restarts[q.name] += 1
+                self.tally.absorb([q])
+                self.queries.remove(q)
+                self._pending.insert(0, self._launched[q.name])
+                print(f"query {q.name}: {root_cause(str(exc))}; starting it again", file=out)
+                continue
+            raise self._failed(q.name, exc)
 
     def absorb_progress(self) -> None:
         """Take the counts of the batches each query has reported since the last call."""
@@ -334,18 +358,7 @@ class SparkDeployment:
         return err
 
     def progress_line(self) -> str:
-        parts = []
-        for q in self.queries:
-            p = q.lastProgress
-            if not p:
-                continue
-            parts.append(
-                f"{q.name.split(':', 1)[1]}: batch {p['batchId']}, "
-                f"in {p.get('inputRowsPerSecond', 0.0):.0f}/s, processed {p.get('processedRowsPerSecond', 0.0):.0f}/s"
-            )
-        for name, (hits, misses, loads) in sorted(self.sg.cache_counters.items()):
-            parts.append(f"cache {name}: {hits.value} hits, {misses.value} misses, {loads.value} loads")
-        return "progress: " + ("; ".join(parts) if parts else "starting")
+        return progress_line(self.queries, self.sg.cache_counters)
 
     def stop_between_batches(self, timeout: float | None = None) -> None:
         """Let the micro-batch each query is writing finish, and begin no other: then stop the

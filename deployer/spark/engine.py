@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from deployer.engine import RunRequest, RunSummary, stop_requests
+from deployer.engine import RunRequest, RunSummary, check_bindings, stop_requests
 from deployer.spark.checkpoint import CheckpointGuard
 from deployer.spark.deployment import SparkDeployment
 from deployer.spark.session import spark_session, stop_session
@@ -21,6 +21,7 @@ from stores.bindings import StoreBindings
 
 
 def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
+    check_bindings(req.graph, req.sources, req.sinks)
     guard = None
     if req.checkpoint is not None:
         guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)

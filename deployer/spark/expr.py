@@ -292,4 +292,20 @@ class ExprCompiler:
     # ---- functions: the reference executor's `deployer.local.functions` --------------------------
 
     def _func(self, e: ir.Func) -> Column:
-        return translate_function(e, [self.compile(a) for a in e.args], self._error)
+        if e.name.lower() != "coalesce":
+            return translate_function(e, [self.compile(a) for a in e.args], self._error)
+        # coalesce(a, b, ...) is CASE WHEN a IS NOT NULL THEN a WHEN b ...: an argument is evaluated
+        # only while the ones before it are NULL, so only then can it fail (found by the fuzzer:
+        # `coalesce(mod(k, 10), mod(k, k))` dead-lettered k = 0 on Spark alone).
+        args: list[Column] = []
+        for a in e.args:
+            before = [x.isNull() for x in args]
+            args.append(self._under(_all(before), a) if before else self.compile(a))
+        return translate_function(e, args, self._error)
+
+
+def _all(conds: list[Column]) -> Column:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out

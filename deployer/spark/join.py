@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from deployer.spark.columns import col_name
@@ -31,9 +32,7 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     cond = (lt > rt - sl) & (lt < rt + sr)
     keyed = any(_cross_equality(p) for p in ir.conjuncts(node.predicate))
     if not c.errors:
-        # NULL and FALSE both reject a pair; left as it is, Spark finds the equality conjuncts
-        # (a.k = b.k) and uses them as join keys.
-        cond = cond & pred
+        cond = cond & _keyed_condition(node)
     else:
         # A pair whose predicate fails must still meet, to be dead-lettered as the reference does.
         # That includes pairs whose key equality is NULL (the reference goes on to evaluate the
@@ -69,9 +68,45 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     if c.errors:
         joined = joined.filter(pred)
     joined = joined.select(*cols, F.concat(F.col(SEQ), F.lit("|"), F.col("__rseq")).alias(SEQ))
-    sg.ports[g.Port(node.id)] = joined.select(
-        *[F.col(f"_o{i}").alias(col_name(i)) for i in range(len(cols))], SEQ
-    )
+    sg.ports[g.Port(node.id)] = joined.select(*_outputs(node), SEQ)
+
+
+def _keyed_condition(node: g.Join) -> Column:
+    """The WHERE of a join whose conjuncts cannot fail. NULL and FALSE both reject a pair; Spark finds
+    the equality conjuncts (a.k = b.k) and uses them as join keys. The other conjuncts are kept from
+    folding into a constant: Spark's optimizer would reduce `a.k = b.k AND FALSE` (or a NULL pushed
+    down from a later WHERE) to FALSE, losing the equality a stream-stream join needs
+    ("Stream-stream join without equality predicate is not supported", found by the fuzzer)."""
+    cond = F.lit(True)
+    rest: list[Column] = []
+    for part in ir.conjuncts(node.predicate):
+        if _cross_equality(part):
+            cond = cond & ExprCompiler().compile(part)
+        else:
+            rest.append(ExprCompiler().compile(part))
+    if rest:
+        residual = rest[0]
+        for r in rest[1:]:
+            residual = residual & r
+        never = (F.col(SEQ) < F.col("__rseq")) & (F.col(SEQ) > F.col("__rseq"))
+        cond = cond & (residual | never)
+    return cond
+
+
+def _outputs(node: g.Join) -> list[Column]:
+    """The projected columns `_o<i>` named as the output's fields. Spark keeps the watermark's mark on
+    both inputs' time columns; only the output's event time may carry it, or a join (or window)
+    over this join's output fails with MULTIPLE_EVENT_TIME_COLUMNS (found by the fuzzer: a join of
+    a join's output). A timestamp computed from the column carries none (an alias would keep it,
+    whatever its metadata says)."""
+    timed = node.schema.position(node.event_time) if node.event_time else None
+    outs = []
+    for i, f in enumerate(node.schema):
+        out = F.col(f"_o{i}")
+        if i != timed and f.type.kind == "timestamp":
+            out = F.timestamp_micros(F.unix_micros(out))
+        outs.append(out.alias(col_name(i)))
+    return outs
 
 
 def _cross_equality(e: ir.Expr) -> bool:

@@ -35,6 +35,37 @@ class SparkRunStats:
     late: int = 0  # rows the stateful operators dropped behind the watermark (the most any query did)
 
 
+# Failures that say nothing of a query's data or script: a Python worker that did not connect back
+# to the JVM in time (Spark waits 10 s for one, which a loaded machine can exceed when a worker
+# starts). The query is started again from its checkpoint, which replays its unfinished batch, up to
+# RESTARTS times in a run (deployer.spark.deployment); any other failure ends the run.
+TRANSIENT = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+RESTARTS = 3
+
+
+def is_transient(text: str) -> bool:
+    return any(t in text for t in TRANSIENT)
+
+
+def progress_line(queries: list[Any], cache_counters: dict[str, Any]) -> str:
+    """The line a run prints now and then: each query's last batch and rates, the read caches."""
+    parts = []
+    for q in queries:
+        p = q.lastProgress
+        if not p:
+            continue
+        parts.append(
+            f"{q.name.split(':', 1)[1]}: batch {p['batchId']}, "
+            f"in {p.get('inputRowsPerSecond', 0.0):.0f}/s, processed {p.get('processedRowsPerSecond', 0.0):.0f}/s"
+        )
+    for name, (hits, misses, loads) in sorted(cache_counters.items()):
+        parts.append(f"cache {name}: {hits.value} hits, {misses.value} misses, {loads.value} loads")
+    return "progress: " + ("; ".join(parts) if parts else "starting")
+
+
 class QueryFailed(RuntimeError):
     """A streaming query stopped with an error: the message is its root cause, `detail` all of it."""
 

@@ -89,6 +89,12 @@ def observed(obs: Any) -> dict[str, Any] | None:
     jo = getattr(obs, "_jo", None)
     if jo is None or not jo.future().isCompleted():
         return None
+    if jo.getRow().length() == 0:
+        # The action ran, but its plan held no observation: Spark's optimizer removes one above an
+        # empty relation (a micro-batch with no events, or all of them filtered out before it) and
+        # then completes the Observation with an empty Row, which pyspark cannot convert (the
+        # `toPyRow` assertion that failed the whole query). Nothing was observed: nothing counted.
+        return {}
     return dict(obs.get)
 
 
@@ -128,8 +134,8 @@ def shared_writer(
             report(
                 batch_id,
                 Report(
-                    {node: int(m["rows"] or 0) for node, m in dropped.items() if m is not None},
-                    sum(int(m["rows"] or 0) for m in counts if m is not None),
+                    {node: int(m.get("rows") or 0) for node, m in dropped.items() if m is not None},
+                    sum(int(m.get("rows") or 0) for m in counts if m is not None),
                 ),
             )
         finally:

@@ -285,10 +285,12 @@ def _buffered(c: ExprCompiler, node: g.Aggregate) -> _Buffered:
         t = spark_type(agg.arg.type)
         value = c.compile(agg.arg).cast(t)
         if isinstance(t, T.TimestampType):
-            # min/max of a timestamp: as epoch microseconds, exact and independent of the Python
-            # workers' local time zone (the state would hand datetimes back in it); see `_finish`.
+            # a timestamp: as epoch microseconds, exact and independent of the Python workers' local
+            # time zone (the state would hand datetimes back in it); the result of min/max turns back
+            # into a timestamp in `_finish`, count's stays a count.
             value, t = F.unix_micros(value), T.LongType()
-            b.micros.add(j)
+            if agg.func in ("min", "max"):
+                b.micros.add(j)
         b.values.append(value.alias(f"_v{j}"))
         b.value_fields.append(T.StructField(f"_v{j}", t))
         b.aggs.append(agg_spec(agg, f"_v{j}"))

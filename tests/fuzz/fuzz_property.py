@@ -1,0 +1,82 @@
+"""The fuzzer's property, for the test suite (test_fuzz.py) and for soak runs (soak.py): for every
+generated case, both engines agree (fuzz_harness.check_case).
+
+When they do not, Hypothesis shrinks the case (script and data) to a minimal one, replaying each
+smaller candidate on both engines; every failing candidate is written over the same file, so when
+shrinking ends the file holds the minimal case, as a pytest module ready to commit under
+tests/fuzz/ (fuzz_case.regression_source).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzz_case import Case, regression_source
+from fuzz_harness import Divergence, check_case
+from fuzz_scripts import cases
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+
+@dataclass
+class Tally:
+    """What a run of the property did."""
+
+    runs: int = 0  # cases run on both engines, shrinking included
+    found: list[Path] = field(default_factory=list)  # regression files written
+
+
+def engines_agree(
+    spark: Any,
+    postgres_url: str | None,
+    *,
+    examples: int,
+    seed_value: int,
+    out_dir: Path,
+    tally: Tally,
+    stores: tuple[str | None, ...] = (None, "sqlite", "postgresql"),
+    shrink: bool = True,
+) -> Callable[[], None]:
+    """The property as a function to call: `examples` cases drawn from `seed_value`."""
+    target = out_dir / f"test_found_seed{seed_value}.py"
+
+    def on_divergence(case: Case, err: Divergence) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        what = str(err).split("\n\n--- the case ---")[0]
+        target.write_text(regression_source(case, f"seed {seed_value}.\n\n{what}\n"), encoding="utf-8")
+        # formatted as the project's code is, when ruff is there (the dev extra)
+        subprocess.run(
+            [sys.executable, "-m", "ruff", "format", "-q", str(target)], check=False, capture_output=True
+        )
+        if target not in tally.found:
+            tally.found.append(target)
+
+    @seed(seed_value)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+        phases=[p for p in Phase if shrink or p is not Phase.shrink],
+        print_blob=True,
+    )
+    @given(cases(stores))
+    def prop(case: Case) -> None:
+        tally.runs += 1
+        tmp = Path(tempfile.mkdtemp(prefix="cep-fuzz-"))
+        try:
+            check_case(case, spark, postgres_url, tmp)
+        except Divergence as err:
+            on_divergence(case, err)
+            raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    return prop  # type: ignore[no-any-return]

@@ -1,0 +1,81 @@
+"""Soak run of the differential fuzzer: `make fuzz SEED=1 MINUTES=30` (or
+`python tests/fuzz/soak.py --seed 1 --minutes 30`).
+
+Starts a Spark session and a PostgreSQL server (the tests' ladder, tests/servers.py), then draws
+cases from consecutive seeds, a few at a time, until the time is up, and prints what it ran. A
+divergence is shrunk to a minimal case and written as a regression test under --out (default
+fuzz-found/), then the run goes on with the next seed. Exit status 1 when anything was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent.parent)]
+
+from fuzz_property import Tally, engines_agree  # noqa: E402
+from servers import start_postgres  # noqa: E402
+from sessions import make_spark_session  # noqa: E402
+
+EXAMPLES_PER_SEED = 10
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=1, help="the first seed (default 1)")
+    ap.add_argument("--minutes", type=float, default=30.0, help="how long to run (default 30)")
+    ap.add_argument("--out", type=Path, default=Path("fuzz-found"), help="where regression tests go")
+    ap.add_argument("--no-shrink", action="store_true", help="write a divergence as found, unshrunk")
+    args = ap.parse_args(argv)
+
+    print("starting Spark and PostgreSQL ...", flush=True)
+    spark = make_spark_session(Path(tempfile.mkdtemp(prefix="cep-fuzz-warehouse-")), app="paascep-fuzz")
+    spark.sparkContext.setLogLevel("OFF")  # a stopped query's cancelled job logs an error
+    postgres = start_postgres()
+    tally = Tally()
+    deadline = time.monotonic() + args.minutes * 60
+    started = time.monotonic()
+    current = args.seed
+    try:
+        while time.monotonic() < deadline:
+            before = tally.runs
+            prop = engines_agree(
+                spark,
+                postgres.url,
+                examples=EXAMPLES_PER_SEED,
+                seed_value=current,
+                out_dir=args.out,
+                tally=tally,
+                shrink=not args.no_shrink,
+            )
+            try:
+                prop()
+                verdict = "agree"
+            except AssertionError as err:
+                verdict = "DIVERGENCE: " + str(err).splitlines()[0][:300]
+            except Exception as err:  # a generator or harness failure is a finding too
+                verdict = f"ERROR {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+            elapsed = time.monotonic() - started
+            print(
+                f"[{elapsed / 60:5.1f} min] seed {current}: {tally.runs - before} cases, {verdict}",
+                flush=True,
+            )
+            current += 1
+    finally:
+        postgres.stop()
+        spark.stop()
+    print(
+        f"soak: seeds {args.seed}..{current - 1}, {tally.runs} cases on both engines in "
+        f"{(time.monotonic() - started) / 60:.1f} min; {len(tally.found)} divergence(s)"
+        + "".join(f"\n  {p}" for p in tally.found)
+    )
+    return 1 if tally.found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
