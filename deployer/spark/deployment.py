@@ -44,6 +44,7 @@ from deployer.spark.queries import (
     store_kinds,
 )
 from deployer.spark.redis_source import redis_stream_source
+from deployer.spark.reporter import Reporter, progress_text
 from deployer.spark.session import SESSION_CONF
 from deployer.spark.shared import batch_plans, shared_writer, stem
 from deployer.spark.sinks import sink_writer
@@ -282,15 +283,18 @@ class SparkDeployment:
         self, progress_every: float = 5.0, out: Any = sys.stderr, stop: threading.Event | None = None
     ) -> SparkRunStats:
         """Run the queries until they have consumed their input (until_idle) or `stop` is set: then
-        each query is stopped between two micro-batches (see `stop_between_batches`)."""
+        each query is stopped between two micro-batches (see `stop_between_batches`). Progress goes
+        to `out` (deployer.spark.reporter)."""
         if stop is None or not stop.is_set():
             self.start()
+        reporter = Reporter(out, len(self.plan) if self.until_idle else None, progress_every)
         ui = self.spark.sparkContext.uiWebUrl
         if ui:
-            print(f"spark UI: {ui}", file=out)
+            reporter.say(f"spark UI: {ui}")
         try:
-            stopped = self._drive(progress_every, out, stop)
+            stopped = self._drive(reporter, progress_every, stop)
         finally:
+            reporter.close()
             self.stop()
         self.tally.absorb(self.queries)
         stats = SparkRunStats(
@@ -302,25 +306,25 @@ class SparkDeployment:
         )
         return self.tally.totals(stats, filters_counted())
 
-    def _drive(self, progress_every: float, out: Any, stop: threading.Event | None) -> bool:
+    def _drive(self, reporter: Reporter, absorb_every: float, stop: threading.Event | None) -> bool:
         """Wait for the queries to end, starting the pending ones, reporting progress; True if `stop`
         ended the run. A query's failure is raised as QueryFailed."""
         last = time.monotonic()
-        while self._pending or any(q.isActive for q in self.queries):
+        while ((active := [q.isActive for q in self.queries]) and any(active)) or self._pending:
             if stop is not None and stop.is_set():
                 # Checked before failures: a stop from a terminal's Ctrl-C reaches Spark's Python
                 # workers too, and a batch it breaks is not a failure of the run (the batch stays
                 # in the checkpoint and is replayed on restart).
-                print("stopping: letting the micro-batches in progress finish", file=out)
+                reporter.say("stopping: letting the micro-batches in progress finish")
                 self.stop_between_batches()
                 return True
             self._raise_failures()
             self._launch()
             time.sleep(0.1)
-            if time.monotonic() - last >= progress_every:
+            if time.monotonic() - last >= absorb_every:
                 last = time.monotonic()
                 self.tally.absorb(self.queries)
-                print(self.progress_line(), file=out)
+            reporter.update(active.count(False), self.progress_text)
         self._raise_failures()
         return False
 
@@ -344,19 +348,9 @@ class SparkDeployment:
         err.__cause__ = RuntimeError(str(exc))  # the whole of it, under `cep --debug`
         return err
 
-    def progress_line(self) -> str:
-        parts = []
-        for q in self.queries:
-            p = q.lastProgress
-            if not p:
-                continue
-            parts.append(
-                f"{q.name.split(':', 1)[1]}: batch {p['batchId']}, "
-                f"in {p.get('inputRowsPerSecond', 0.0):.0f}/s, processed {p.get('processedRowsPerSecond', 0.0):.0f}/s"
-            )
-        for name, (hits, misses, loads) in sorted(self.sg.cache_counters.items()):
-            parts.append(f"cache {name}: {hits.value} hits, {misses.value} misses, {loads.value} loads")
-        return "progress: " + ("; ".join(parts) if parts else "starting")
+    def progress_text(self) -> str:
+        """Where each query is, and what the read caches did (deployer.spark.reporter)."""
+        return progress_text(self.queries, self.sg.cache_counters)
 
     def stop_between_batches(self, timeout: float | None = None) -> None:
         """Let the micro-batch each query is writing finish, and begin no other: then stop the
