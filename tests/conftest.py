@@ -12,12 +12,14 @@ import os
 import secrets
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 import redis
+from jvm_archive import jvm_options
 from psycopg import sql
 from servers import ServerHandle, start_postgres, start_redis
 
@@ -26,16 +28,57 @@ from servers import ServerHandle, start_postgres, start_redis
 # the C2 compiler's own work was a third of the CPU a `cep run` fault test used on this 2-core
 # machine (test_graceful_stop.py: 76 s -> 61 s). SPARK_SUBMIT_OPTS is Spark's own hook for the
 # launcher's JVM options; unlike JDK_JAVA_OPTIONS it prints nothing to stderr, which tests read.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Before the first test that starts a JVM, the options get a class-data sharing archive of Spark's
+# classes (tests/jvm_archive.py). Options of your own in SPARK_SUBMIT_OPTS are left as they are.
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_OWN_JVM_OPTS = os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS) == JVM_OPTS
 
-# Which way each server was obtained, filled in lazily, printed in the terminal summary.
+
+def _use_jvm_archive() -> None:
+    """The archive in SPARK_SUBMIT_OPTS, made if need be; once per process."""
+    global _OWN_JVM_OPTS
+    if _OWN_JVM_OPTS:
+        _OWN_JVM_OPTS = False
+        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(JVM_OPTS)
+
+
+@pytest.fixture(autouse=True)
+def _jvm_archive(request: pytest.FixtureRequest) -> None:
+    """Before a test marked `spark` (its `cep run` subprocesses start JVMs too)."""
+    if request.node.get_closest_marker("spark") is not None:
+        _use_jvm_archive()
+
+
+# Which way each server was obtained, filled in lazily, and the log file of the session fixture's
+# JVM: printed in the terminal summary. Under pytest-xdist each worker has its own servers and
+# session, and sends these lines to the controller, which prints them.
 STARTED: dict[str, ServerHandle] = {}
+STARTED_JVM: list[Path] = []
+FROM_WORKERS: list[str] = []
+
+
+def _summary() -> list[str]:
+    lines = []
+    if STARTED:
+        ways = ", ".join(f"{name} via {h.how} ({h.detail}; {h.url})" for name, h in STARTED.items())
+        lines.append(f"servers: {ways}")
+    return lines + [f"spark log: {log}" for log in STARTED_JVM]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput["cep_summary"] = [f"[{workeroutput['workerid']}] {line}" for line in _summary()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    FROM_WORKERS.extend(getattr(node, "workeroutput", {}).get("cep_summary", []))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if STARTED:
-        ways = ", ".join(f"{name} via {h.how} ({h.detail}; {h.url})" for name, h in STARTED.items())
-        terminalreporter.write_line(f"servers: {ways}")
+    for line in _summary() + FROM_WORKERS:
+        terminalreporter.write_line(line)
 
 
 def _with_database(url: str, dbname: str) -> str:
@@ -108,31 +151,41 @@ def redis_db(redis_url: str) -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one Spark session of this test process (each xdist worker has its own), its JVM's output
+    in a log file (named in the run's summary), with the settings `cep run` gives its own session
+    (deployer.spark.session) and cheaper ones where they change nothing a test checks."""
+    _use_jvm_archive()
     # Executors' Python workers must use this interpreter (the venv), not whatever `python3` is.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from deployer.spark.session import SESSION_CONF, python_worker_conf
+    from deployer.spark.session import SESSION_CONF, launch_jvm, python_worker_conf
 
-    builder = SparkSession.builder
-    # as `cep run` has them: what every deployment needs of its session, and the Python workers
-    for key, value in {**SESSION_CONF, **python_worker_conf("local[2]")}.items():
-        builder = builder.config(key, value)
-    session = (
-        builder.master("local[2]")
-        .appName("paascep-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+    options = {
+        **SESSION_CONF,
+        **python_worker_conf("local[2]"),  # as `cep run` has them: what every deployment needs
+        "spark.master": "local[2]",
+        "spark.app.name": "paascep-tests",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         # Keep spark-warehouse/ and metastore_db/ out of the working tree.
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
-        .config("spark.log.level", "ERROR")
-        .getOrCreate()
-    )
+        "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("spark-warehouse")),
+        "spark.log.level": "ERROR",
+    }
+    if SparkContext._gateway is None:  # else a test ran `cep run` in this process first: its JVM
+        log = tmp_path_factory.mktemp("spark-log") / "spark.log"
+        launch_jvm(options, log)
+        STARTED_JVM.append(log)
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -8,7 +8,8 @@ Spark's log goes to a file, not to the terminal (docs/settings.md, "Spark's log"
 `spark_session` starts writes its standard output and error there (log4j's console, the JVM's own
 warnings, and what the Python workers it starts print: their output passes through it), and so do
 the py4j and pyspark loggers of this process. A run prints that file's path once, and its errors
-once, in a line of its own.
+once, in a line of its own. With a local master, the Python processes that JVM starts import the
+installed PySpark rather than Spark's zip of it (deployer/spark/worker_path/sitecustomize.py).
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def spark_session(master: str | None = None, app: str = "paascep", log: Path | N
 
 
 _jvm_log: Path | None = None
+WORKER_PATH = Path(__file__).resolve().parent / "worker_path"
 
 
 def jvm_log() -> Path | None:
@@ -138,6 +140,13 @@ def launch_jvm(options: dict[str, str], log: Path) -> None:
     the JVM does not start (no Java, a bad option)."""
     global _jvm_log
     log.parent.mkdir(parents=True, exist_ok=True)
+    if options.get("spark.master", "").startswith("local"):
+        # The Python processes this JVM starts import the installed PySpark, not Spark's zip of it
+        # (deployer/spark/worker_path/sitecustomize.py): they inherit its environment.
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(WORKER_PATH), *(p for p in paths if p != str(WORKER_PATH))]
+        )
     conf = SparkConf()
     for key, value in options.items():
         conf.set(key, value)

@@ -17,7 +17,17 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fault_helpers import Feeder, generate, reference_run, rows, run_env, run_to_end, spark_run_args, tail
+from fault_helpers import (
+    Feeder,
+    error_line,
+    generate,
+    reference_run,
+    rows,
+    run_env,
+    run_to_end,
+    spark_run_args,
+    tail,
+)
 from servers import start_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
@@ -82,7 +92,7 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
         failed_run = log.read_text(errors="replace")[before:]
         assert code != 0, failed_run[-3000:]
         # one line says what happened, where, and what to do; the URL is shown redacted
-        last = [line for line in failed_run.splitlines() if line.startswith("error: ")][-1]
+        last = error_line(failed_run)
         assert "failed: store crm (postgresql://" in last and "Connection refused" in last, last
         assert "run the same command again to resume" in last, last
         assert took < 200  # it stopped; it did not hang on the dead server
