@@ -68,7 +68,8 @@ def _summary() -> list[str]:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker
-        workeroutput["cep_summary"] = [f"[{workeroutput['workerid']}] {line}" for line in _summary()]
+        worker = session.config.workerinput["workerid"]  # type: ignore[attr-defined]
+        workeroutput["cep_summary"] = [f"{worker}: {line}" for line in _summary()]
 
 
 @pytest.hookimpl(optionalhook=True)
