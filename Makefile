@@ -16,9 +16,9 @@ $(VENV)/.installed: pyproject.toml
 
 # pytest's own exit code is saved for .ci/run, because make itself only ever exits with 2.
 # Two worker processes (pytest-xdist), each with its own Spark session and servers, a test file's
-# tests in one of them (README.md, "Tests").
+# tests in one of them, the longest files first (tests/conftest.py; README.md, "Tests").
 test: venv
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/.pytest-rc; exit $$rc
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/.pytest-rc; exit $$rc
 
 # The edit-test loop: no JVM, no server (the tests marked spark, postgres or redis are left out).
 test-fast: venv

@@ -65,6 +65,21 @@ def _summary() -> list[str]:
     return lines + [f"spark log: {log}" for log in STARTED_JVM]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The test files that start `cep run` processes or a JVM of their own (marked `slow`) first,
+    then the other Spark ones, then the rest, each file's tests together and in their order: with
+    two workers (`make test`, `--dist loadfile --no-loadscope-reorder`), the longest files start
+    first and the short ones fill in at the end, instead of a fault test starting last."""
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("spark") else 2
+
+    first: dict[str, int] = {}
+    for item in items:
+        first[item.path.as_posix()] = min(first.get(item.path.as_posix(), 2), rank(item))
+    items.sort(key=lambda item: first[item.path.as_posix()])  # stable: files keep their order
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker

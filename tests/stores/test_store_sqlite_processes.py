@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-PROCESSES, DATABASES, ROWS = 4, 12, 20
+PROCESSES, DATABASES, ROWS = 3, 8, 20
 
 WORKER = r"""
 import json, sys, time
