@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 
-.PHONY: venv test lint fmt demo demo-pg fuzz
+.PHONY: venv test test-fast lint fmt demo demo-pg fuzz
 
 venv: $(VENV)/.installed
 
@@ -15,8 +15,14 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # pytest's own exit code is saved for .ci/run, because make itself only ever exits with 2.
+# Two worker processes (pytest-xdist), each with its own Spark session and servers, a test file's
+# tests in one of them, the longest files first (tests/conftest.py; README.md, "Tests").
 test: venv
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/.pytest-rc; exit $$rc
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/.pytest-rc; exit $$rc
+
+# The edit-test loop: no JVM, no server (the tests marked spark, postgres or redis are left out).
+test-fast: venv
+	$(VENV)/bin/python -m pytest -q -m "not spark and not postgres and not redis" $(PYTEST_ARGS)
 
 # What CI checks beside the tests (.ci/run): lint, formatting, types and the import contracts.
 lint: venv

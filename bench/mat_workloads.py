@@ -39,6 +39,7 @@ from cpl.compiler import compile_script
 from deployer.spark.columns import col_name
 from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
+from deployer.spark.interrupt import interruptible
 from deployer.spark.materialize import materialize_writer
 from operators import graph as g
 from stores.bindings import StoreBindings
@@ -173,7 +174,7 @@ def measure(
 ) -> dict[str, Any]:
     df, writer = build(spark, rows)
     q = (
-        df.writeStream.foreachBatch(writer)
+        df.writeStream.foreachBatch(interruptible(writer))  # a quiet stop (spark_workloads.start)
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime="0 seconds")
         .start()

@@ -21,6 +21,7 @@ from cpl.compiler import compile_script
 from deployer.spark.columns import col_name
 from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
+from deployer.spark.interrupt import interruptible
 
 CDR = "idcaller integer, idreceiver integer, duration integer, ts timestamp TIMESTAMP BY ts"
 
@@ -224,10 +225,13 @@ def on_spark_defaults(build: Callable[[SparkSession, int], Job]) -> Callable[[Sp
 
 
 def start(job: Job, checkpoint: str) -> StreamingQuery:
-    """`job` started with no pause between micro-batches."""
+    """`job` started with no pause between micro-batches. A foreachBatch writer, the project's or a
+    baseline's, is wrapped in deployer.spark.interrupt's `interruptible`, which only changes how
+    it fails when the query is stopped in the middle of a batch (as every measurement ends): in two
+    lines, not with a stack trace that makes Spark's stream thread overflow its stack."""
     df, writer = job if isinstance(job, tuple) else (job, None)
     w = df.writeStream.option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds")
-    return (w.foreachBatch(writer) if writer else w.format("noop")).start()
+    return (w.foreachBatch(interruptible(writer)) if writer else w.format("noop")).start()
 
 
 def measure(

@@ -81,7 +81,11 @@ class Settings:
     spark_host: str | None = _setting(
         None, "CEP_SPARK_HOST", "Spark: the address the driver advertises (default: CEP_SPARK_BIND)"
     )
-    spark_log_level: str = _setting("ERROR", "CEP_SPARK_LOG_LEVEL", "Spark's log level")
+    spark_log_level: str = _setting(
+        "WARN",
+        "CEP_SPARK_LOG_LEVEL",
+        "Spark's log level, in the run's log file (docs/settings.md, \"Spark's log\")",
+    )
     stop_timeout_s: float = _setting(
         10.0,
         "CEP_STOP_TIMEOUT",

@@ -11,12 +11,14 @@ import contextlib
 import os
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 import redis
+from jvm_archive import jvm_options
 from psycopg import sql
 from servers import ServerHandle, start_postgres, start_redis
 from sessions import make_spark_session
@@ -26,16 +28,73 @@ from sessions import make_spark_session
 # the C2 compiler's own work was a third of the CPU a `cep run` fault test used on this 2-core
 # machine (test_graceful_stop.py: 76 s -> 61 s). SPARK_SUBMIT_OPTS is Spark's own hook for the
 # launcher's JVM options; unlike JDK_JAVA_OPTIONS it prints nothing to stderr, which tests read.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Before the first test that starts a JVM, the options get a class-data sharing archive of Spark's
+# classes (tests/jvm_archive.py). Options of your own in SPARK_SUBMIT_OPTS are left as they are.
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_OWN_JVM_OPTS = os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS) == JVM_OPTS
 
-# Which way each server was obtained, filled in lazily, printed in the terminal summary.
+
+def _use_jvm_archive() -> None:
+    """The archive in SPARK_SUBMIT_OPTS, made if need be; once per process."""
+    global _OWN_JVM_OPTS
+    if _OWN_JVM_OPTS:
+        _OWN_JVM_OPTS = False
+        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(JVM_OPTS)
+
+
+@pytest.fixture(autouse=True)
+def _jvm_archive(request: pytest.FixtureRequest) -> None:
+    """Before a test marked `spark` (its `cep run` subprocesses start JVMs too)."""
+    if request.node.get_closest_marker("spark") is not None:
+        _use_jvm_archive()
+
+
+# Which way each server was obtained, filled in lazily, and the log file of the session fixture's
+# JVM: printed in the terminal summary. Under pytest-xdist each worker has its own servers and
+# session, and sends these lines to the controller, which prints them.
 STARTED: dict[str, ServerHandle] = {}
+STARTED_JVM: list[Path] = []
+FROM_WORKERS: list[str] = []
+
+
+def _summary() -> list[str]:
+    lines = []
+    if STARTED:
+        ways = ", ".join(f"{name} via {h.how} ({h.detail}; {h.url})" for name, h in STARTED.items())
+        lines.append(f"servers: {ways}")
+    return lines + [f"spark log: {log}" for log in STARTED_JVM]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The test files that start `cep run` processes or a JVM of their own (marked `slow`) first,
+    then the other Spark ones, then the rest, each file's tests together and in their order: with
+    two workers (`make test`, `--dist loadfile --no-loadscope-reorder`), the longest files start
+    first and the short ones fill in at the end, instead of a fault test starting last."""
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("spark") else 2
+
+    first: dict[str, int] = {}
+    for item in items:
+        first[item.path.as_posix()] = min(first.get(item.path.as_posix(), 2), rank(item))
+    items.sort(key=lambda item: first[item.path.as_posix()])  # stable: files keep their order
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        worker = session.config.workerinput["workerid"]  # type: ignore[attr-defined]
+        workeroutput["cep_summary"] = [f"{worker}: {line}" for line in _summary()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    FROM_WORKERS.extend(getattr(node, "workeroutput", {}).get("cep_summary", []))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if STARTED:
-        ways = ", ".join(f"{name} via {h.how} ({h.detail}; {h.url})" for name, h in STARTED.items())
-        terminalreporter.write_line(f"servers: {ways}")
+    for line in _summary() + FROM_WORKERS:
+        terminalreporter.write_line(line)
 
 
 def _with_database(url: str, dbname: str) -> str:
@@ -108,7 +167,14 @@ def redis_db(redis_url: str) -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = make_spark_session(tmp_path_factory.mktemp("spark-warehouse"))
+    """The one Spark session of this test process (each xdist worker has its own), its JVM's output
+    in a log file (named in the run's summary), with the settings `cep run` gives its own session
+    (deployer.spark.session) and cheaper ones where they change nothing a test checks."""
+    _use_jvm_archive()
+    log = tmp_path_factory.mktemp("spark-log") / "spark.log"
+    session = make_spark_session(tmp_path_factory.mktemp("spark-warehouse"), log=log)
+    if log.exists():
+        STARTED_JVM.append(log)
     yield session
     session.stop()
 

@@ -1,6 +1,6 @@
 """The Spark session of the tests, and of the fuzzer's soak runs (tests/fuzz/soak.py): configured as
 `cep run` configures its own (`SESSION_CONF`, the Python workers), with cheaper settings for small
-jobs (two shuffle partitions, no UI) and logs at ERROR."""
+jobs (two shuffle partitions, no UI) and logs at ERROR, the JVM's output in a log file."""
 
 from __future__ import annotations
 
@@ -10,32 +10,37 @@ from pathlib import Path
 from typing import Any
 
 
-def make_spark_session(warehouse: Path, app: str = "paascep-tests") -> Any:
+def make_spark_session(warehouse: Path, app: str = "paascep-tests", log: Path | None = None) -> Any:
+    """The session; its JVM, when this call starts one, writes its output to `log` (if given)."""
     # Executors' Python workers must use this interpreter (the venv), not whatever `python3` is.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from deployer.spark.session import SESSION_CONF, python_worker_conf
+    from deployer.spark.session import SESSION_CONF, launch_jvm, python_worker_conf
 
-    builder = SparkSession.builder
-    # as `cep run` has them: what every deployment needs of its session, and the Python workers
-    for key, value in {**SESSION_CONF, **python_worker_conf("local[2]")}.items():
-        builder = builder.config(key, value)
-    session = (
-        builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+    options = {
+        **SESSION_CONF,
+        **python_worker_conf("local[2]"),  # as `cep run` has them: what every deployment needs
+        "spark.master": "local[2]",
+        "spark.app.name": app,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         # Keep spark-warehouse/ and metastore_db/ out of the working tree.
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.log.level", "ERROR")
-        .getOrCreate()
-    )
+        "spark.sql.warehouse.dir": str(warehouse),
+        "spark.log.level": "ERROR",
+    }
+    if log is not None and SparkContext._gateway is None:  # else a `cep run` in this process: its JVM
+        launch_jvm(options, log)
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

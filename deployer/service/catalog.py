@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 from deployer import settings
 from deployer.service import migrations
 from deployer.service.models import VERSION_TABLE, Deployment, HistoryEntry, ServiceHeartbeat
+from stores.sql.sqlite import use_wal
 from stores.urls import StoreURL, parse_store_url, redact_text
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
@@ -269,7 +270,7 @@ def _serialise_sqlite(engine: sa.Engine) -> None:
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # the driver issues no BEGIN of its own
         dbapi_conn.execute("PRAGMA busy_timeout = 30000")
-        dbapi_conn.execute("PRAGMA journal_mode = WAL")  # readers do not wait for the writer
+        use_wal(dbapi_conn, 30.0)  # readers do not wait for the writer; waits for the switch's lock
 
     @event.listens_for(engine, "begin")
     def _begin(conn: sa.Connection) -> None:

@@ -42,7 +42,6 @@ from deployer.spark.progress import (
     SparkRunStats,
     Tally,
     is_transient,
-    progress_line,
     root_cause,
 )
 from deployer.spark.queries import (
@@ -53,6 +52,7 @@ from deployer.spark.queries import (
     shared_inputs,
     store_kinds,
 )
+from deployer.spark.reporter import Reporter, progress_text
 from deployer.spark.session import SESSION_CONF
 from deployer.spark.shared import batch_plans, shared_writer, stem
 from deployer.spark.sinks import sink_writer
@@ -283,15 +283,18 @@ class SparkDeployment:
         self, progress_every: float = 5.0, out: Any = sys.stderr, stop: threading.Event | None = None
     ) -> SparkRunStats:
         """Run the queries until they have consumed their input (until_idle) or `stop` is set: then
-        each query is stopped between two micro-batches (see `stop_between_batches`)."""
+        each query is stopped between two micro-batches (see `stop_between_batches`). Progress goes
+        to `out` (deployer.spark.reporter)."""
         if stop is None or not stop.is_set():
             self.start()
+        reporter = Reporter(out, len(self.plan) if self.until_idle else None, progress_every)
         ui = self.spark.sparkContext.uiWebUrl
         if ui:
-            print(f"spark UI: {ui}", file=out)
+            reporter.say(f"spark UI: {ui}")
         try:
-            stopped = self._drive(progress_every, out, stop)
+            stopped = self._drive(reporter, progress_every, stop)
         finally:
+            reporter.close()
             self.stop()
         self.tally.absorb(self.queries)
         stats = SparkRunStats(
@@ -303,31 +306,31 @@ class SparkDeployment:
         )
         return self.tally.totals(stats, filters_counted())
 
-    def _drive(self, progress_every: float, out: Any, stop: threading.Event | None) -> bool:
+    def _drive(self, reporter: Reporter, absorb_every: float, stop: threading.Event | None) -> bool:
         """Wait for the queries to end, starting the pending ones, reporting progress; True if `stop`
         ended the run. A query's failure is raised as QueryFailed."""
         last = time.monotonic()
-        while self._pending or any(q.isActive for q in self.queries):
+        while ((active := [q.isActive for q in self.queries]) and any(active)) or self._pending:
             if stop is not None and stop.is_set():
                 # Checked before failures: a stop from a terminal's Ctrl-C reaches Spark's Python
                 # workers too, and a batch it breaks is not a failure of the run (the batch stays
                 # in the checkpoint and is replayed on restart).
-                print("stopping: letting the micro-batches in progress finish", file=out)
+                reporter.say("stopping: letting the micro-batches in progress finish")
                 self.stop_between_batches()
                 return True
-            self._raise_failures(out)
+            self._raise_failures(reporter)
             self._launch()
             time.sleep(0.1)
-            if time.monotonic() - last >= progress_every:
+            if time.monotonic() - last >= absorb_every:
                 last = time.monotonic()
                 self.tally.absorb(self.queries)
-                print(self.progress_line(), file=out)
-        self._raise_failures(out)
+            reporter.update(active.count(False), self.progress_text)
+        self._raise_failures(reporter)
         if self._pending:  # a query started again after its last check
-            return self._drive(progress_every, out, stop)
+            return self._drive(reporter, absorb_every, stop)
         return False
 
-    def _raise_failures(self, out: Any) -> None:
+    def _raise_failures(self, reporter: Reporter) -> None:
         """Raise the first query's failure; a transient one (progress.is_transient) starts the query
         again from its checkpoint instead, which replays its unfinished batch, a few times."""
         for q in list(self.queries):
@@ -339,7 +342,7 @@ class SparkDeployment:
                 self.tally.absorb([q])
                 self.queries.remove(q)
                 self._pending.insert(0, self._launched[q.name])
-                print(f"query {q.name}: {root_cause(str(exc))}; starting it again", file=out)
+                reporter.say(f"query {q.name}: {root_cause(str(exc))}; starting it again")
                 continue
             raise self._failed(q.name, exc)
 
@@ -357,8 +360,9 @@ class SparkDeployment:
         err.__cause__ = RuntimeError(str(exc))  # the whole of it, under `cep --debug`
         return err
 
-    def progress_line(self) -> str:
-        return progress_line(self.queries, self.sg.cache_counters)
+    def progress_text(self) -> str:
+        """Where each query is, and what the read caches did (deployer.spark.reporter)."""
+        return progress_text(self.queries, self.sg.cache_counters)
 
     def stop_between_batches(self, timeout: float | None = None) -> None:
         """Let the micro-batch each query is writing finish, and begin no other: then stop the

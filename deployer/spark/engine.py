@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from deployer.engine import RunRequest, RunSummary, check_bindings, stop_requests
 from deployer.spark.checkpoint import CheckpointGuard
 from deployer.spark.deployment import SparkDeployment
-from deployer.spark.session import spark_session, stop_session
+from deployer.spark.session import jvm_log, run_log, spark_session, stop_session
 from stores.bindings import StoreBindings
 
 
@@ -32,7 +32,11 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     owned = SparkSession.getActiveSession() is None
     spark = None
     try:
-        spark = spark_session(req.master)
+        # Spark's own output goes to a file beside the checkpoint (deployer.spark.session), when
+        # this run starts the JVM; a caller's JVM keeps its own.
+        spark = spark_session(req.master, log=run_log(req.checkpoint) if owned else None)
+        if owned and jvm_log() is not None:
+            print(f"spark log: {jvm_log()}", file=out)
         # After the session: PySpark's SparkContext puts a SIGINT handler of its own in place (cancel
         # every job, raise KeyboardInterrupt), which would cut the batches short.
         with stop_requests() as (stop, signals):

@@ -50,22 +50,6 @@ def is_transient(text: str) -> bool:
     return any(t in text for t in TRANSIENT)
 
 
-def progress_line(queries: list[Any], cache_counters: dict[str, Any]) -> str:
-    """The line a run prints now and then: each query's last batch and rates, the read caches."""
-    parts = []
-    for q in queries:
-        p = q.lastProgress
-        if not p:
-            continue
-        parts.append(
-            f"{q.name.split(':', 1)[1]}: batch {p['batchId']}, "
-            f"in {p.get('inputRowsPerSecond', 0.0):.0f}/s, processed {p.get('processedRowsPerSecond', 0.0):.0f}/s"
-        )
-    for name, (hits, misses, loads) in sorted(cache_counters.items()):
-        parts.append(f"cache {name}: {hits.value} hits, {misses.value} misses, {loads.value} loads")
-    return "progress: " + ("; ".join(parts) if parts else "starting")
-
-
 class QueryFailed(RuntimeError):
     """A streaming query stopped with an error: the message is its root cause, `detail` all of it."""
 

@@ -1,25 +1,38 @@
-"""The Spark session a deployment runs in: its settings, and stopping it quietly.
+"""The Spark session a deployment runs in: its settings, its log, and stopping it quietly.
 
 `cep run` starts its own session (`spark_session`) and stops it before its summary (`stop_session`);
 `cep serve`, the tests and the benchmarks may bring theirs, which `SparkDeployment` configures with
 `SESSION_CONF` (what every query's checkpoint records and a restart must keep).
+
+Spark's log goes to a file, not to the terminal (docs/settings.md, "Spark's log"): the JVM that
+`spark_session` starts writes its standard output and error there (log4j's console, the JVM's own
+warnings, and what the Python workers it starts print: their output passes through it), and so do
+the py4j and pyspark loggers of this process. A run prints that file's path once, and its errors
+once, in a line of its own. With a local master, the Python processes that JVM starts import the
+installed PySpark rather than Spark's zip of it (deployer/spark/worker_path/sitecustomize.py).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from deployer import settings
+from stores.urls import redact_text
 
 # What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
 # (failures are found per event and dead-lettered, never left to fail a batch) and the RocksDB
@@ -82,27 +95,85 @@ def python_worker_conf(master: str) -> dict[str, str]:
     }
 
 
-def spark_session(master: str | None = None, app: str = "paascep") -> SparkSession:
-    """A session configured for CEP: UTC, few shuffle partitions, quiet logs."""
+def spark_session(master: str | None = None, app: str = "paascep", log: Path | None = None) -> SparkSession:
+    """A session configured for CEP: UTC, few shuffle partitions, its log in a file.
+
+    The first session of a process starts the JVM, with its output in `log` (default:
+    `run_log(None)`, under $CEP_DATA_DIR/logs); later ones share that JVM and its log (`jvm_log`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = master or "local[*]"
     conf = settings.current()
-    builder = (
-        SparkSession.builder.appName(app)
-        .master(master)
-        .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
+    options = {
+        "spark.app.name": app,
+        "spark.master": master,
+        "spark.sql.shuffle.partitions": str(conf.shuffle_partitions),
         # Bind and advertise the same address: advertising the host's name while bound to loopback
         # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
         # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
-        .config("spark.driver.bindAddress", conf.spark_bind)
-        .config("spark.driver.host", conf.advertised_host)
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in {**SESSION_CONF, **python_worker_conf(master)}.items():
+        "spark.driver.bindAddress": conf.spark_bind,
+        "spark.driver.host": conf.advertised_host,
+        "spark.ui.showConsoleProgress": "false",
+        **SESSION_CONF,
+        **python_worker_conf(master),
+    }
+    if SparkContext._gateway is None:
+        launch_jvm(options, log or run_log(None))
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(conf.spark_log_level)
     return spark
+
+
+_jvm_log: Path | None = None
+WORKER_PATH = Path(__file__).resolve().parent / "worker_path"
+
+
+def jvm_log() -> Path | None:
+    """The file the JVM of this process writes its output to, if `launch_jvm` started it."""
+    return _jvm_log
+
+
+def run_log(checkpoint: str | Path | None) -> Path:
+    """A new file for the Spark log of a run: in `CHECKPOINT/logs/`, beside the progress it keeps,
+    else in `$CEP_DATA_DIR/logs/`; named after the time (UTC) and the process."""
+    base = Path(checkpoint) / "logs" if checkpoint is not None else settings.current().data_dir / "logs"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return base.resolve() / f"spark-{stamp}-{os.getpid()}.log"
+
+
+def launch_jvm(options: dict[str, str], log: Path) -> None:
+    """Start this process's JVM (Spark's driver) as PySpark does, its output appended to `log`, and
+    send the py4j and pyspark loggers there too. Raises RuntimeError, with the end of the log, when
+    the JVM does not start (no Java, a bad option)."""
+    global _jvm_log
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if options.get("spark.master", "").startswith("local"):
+        # The Python processes this JVM starts import the installed PySpark, not Spark's zip of it
+        # (deployer/spark/worker_path/sitecustomize.py): they inherit its environment.
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(WORKER_PATH), *(p for p in paths if p != str(WORKER_PATH))]
+        )
+    conf = SparkConf()
+    for key, value in options.items():
+        conf.set(key, value)
+    handler = logging.FileHandler(log, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("py4j", "pyspark"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        with log.open("ab") as out:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": subprocess.STDOUT})
+    except Exception as err:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        said = "; ".join(lines[-3:]) or "no output"
+        raise RuntimeError(f"Spark's JVM did not start ({err}): {redact_text(said)} (log: {log})") from None
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    _jvm_log = log
 
 
 def stop_session(spark: SparkSession, wait: float = 5.0) -> None:

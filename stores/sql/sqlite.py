@@ -7,9 +7,21 @@ The hot paths still hand SQL straight to the stdlib cursor (`exec_driver_sql`, q
 the user's `?` placeholders are used as written and nothing is parsed twice.
 
 SQLite runs in-process, so there is no round trip to batch away: reads execute once per event.
-One connection per store and process (StaticPool), used under a lock; other processes coordinate
-through SQLite's file locking (WAL journal, busy timeout = the statement timeout). The statement
-timeout itself is enforced with a progress handler that interrupts a statement past its deadline.
+One connection per store and process (StaticPool), used under a lock; other processes (Spark's
+Python workers, `cep serve`'s deployments, a `cep run` beside them) coordinate through SQLite's file
+locking, and a writer waits for the lock rather than fail its batch with `database is locked`:
+
+- the busy timeout is the statement timeout;
+- every transaction that writes begins with `BEGIN IMMEDIATE`, which takes the write lock (waiting
+  for it) before anything is read: a deferred transaction that read first, as the checks before
+  creating a table or the ledger do, could not wait for it later (SQLite fails it at once, or two
+  of them both find the table missing and both create it); reads begin deferred, and never wait
+  for a writer;
+- the WAL journal (readers and the writer do not block each other) is switched on with `use_wal`,
+  which waits: SQLite fails that switch at once when another connection holds the database.
+
+The statement timeout itself is enforced with a progress handler that interrupts a statement past
+its deadline.
 """
 
 from __future__ import annotations
@@ -54,8 +66,10 @@ class SqliteBackend:
                     poolclass=sa.StaticPool,
                     connect_args={"check_same_thread": False, "timeout": self.timeout_ms / 1000},
                 )
-                if not self.url.is_memory:
-                    sa.event.listen(engine, "connect", _use_wal)
+                wal = not self.url.is_memory
+                timeout_s = self.timeout_ms / 1000
+                sa.event.listen(engine, "connect", lambda conn, _: _connected(conn, wal, timeout_s))
+                sa.event.listen(engine, "begin", _begin)
                 self._engine = engine
             return self._engine
 
@@ -80,6 +94,12 @@ class SqliteBackend:
         )
 
     @contextlib.contextmanager
+    def _reading(self) -> Iterator[sa.Connection]:
+        """A connection whose transaction begins deferred (`_begin`): it only reads."""
+        with self.engine().connect() as conn:
+            yield conn.execution_options(**{_READ_ONLY: True})
+
+    @contextlib.contextmanager
     def _deadline(self, conn: sa.Connection) -> Iterator[None]:
         """Interrupt any statement that runs past the statement timeout."""
         raw = conn.connection.driver_connection
@@ -97,7 +117,7 @@ class SqliteBackend:
         out: list[list[Row]] = []
         types = query.result_types
         try:
-            with self._lock, self.engine().connect() as conn, self._deadline(conn):
+            with self._lock, self._reading() as conn, self._deadline(conn):
                 for p in params:
                     result = conn.exec_driver_sql(query.text, tuple(sqlite_value(v) for v in p))
                     rows = [normalize_row(tuple(r)) for r in result.fetchall()]
@@ -295,5 +315,39 @@ def _in_transaction(conn: sa.Connection) -> bool:
     return isinstance(raw, sqlite3.Connection) and raw.in_transaction
 
 
-def _use_wal(dbapi_conn: Any, _record: Any) -> None:
-    dbapi_conn.execute("PRAGMA journal_mode=WAL")
+_READ_ONLY = "cep_read_only"  # an execution option: this connection's transaction only reads
+
+
+def _connected(dbapi_conn: Any, wal: bool, timeout_s: float) -> None:
+    # The driver issues no BEGIN of its own (it would defer the lock): `_begin` does.
+    dbapi_conn.isolation_level = None
+    if wal:
+        use_wal(dbapi_conn, timeout_s)
+
+
+def _begin(conn: sa.Connection) -> None:
+    immediate = not conn.get_execution_options().get(_READ_ONLY, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def use_wal(dbapi_conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch the database to the WAL journal, waiting up to `timeout_s` for the lock it needs.
+
+    The switch takes an exclusive lock, and SQLite does not wait for it (no busy handler): two
+    processes opening a new database at once, or one opening it while another writes, would fail
+    with `database is locked`. Once the database is in WAL mode (it stays so) the PRAGMA takes no lock.
+    """
+    deadline = time.monotonic() + timeout_s
+    pause = 0.002
+    while True:
+        try:
+            dbapi_conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as err:
+            if getattr(err, "sqlite_errorname", "") not in _BUSY or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")

@@ -164,11 +164,20 @@ def tail(log: Path, n: int = 4000) -> str:
     return log.read_text(errors="replace")[-n:]
 
 
+def spark_logs(checkpoint: Path) -> str:
+    """What the runs on `checkpoint` wrote to their Spark log files (`CHECKPOINT/logs/`,
+    deployer.spark.session): Spark's log, and what its Python workers (ReadSQL, UpdateSQL) print,
+    such as a store's retries. A run prints none of it."""
+    return "".join(p.read_text(errors="replace") for p in sorted((checkpoint / "logs").glob("*.log")))
+
+
 def error_line(output: str) -> str:
-    """The last `error: ...` line `cep run` printed (its one-line report of a failed run)."""
+    """The `error: ...` line `cep run` printed: its report of a failed run, once, without a stack
+    trace (Spark's own output is in the run's log file)."""
     lines = [line for line in output.splitlines() if line.startswith("error: ")]
-    assert lines, f"no 'error:' line in the output:\n{output[-3000:]}"
-    return lines[-1]
+    assert len(lines) == 1, f"not one 'error:' line in the output:\n{output[-3000:]}"
+    assert "Traceback" not in output and "\tat " not in output, output[-3000:]
+    return lines[0]
 
 
 # ---- state -------------------------------------------------------------------------------------------

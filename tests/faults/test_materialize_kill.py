@@ -17,10 +17,17 @@ input, and the kills land in micro-batches begun but not finished. What each kil
 the checkpoint (a batch whose offsets were logged but not its commit is replayed on restart) and
 from the ledger (a replayed batch whose ledger row had committed must be skipped); the test asserts
 that enough kills hit a batch in flight for the comparison to mean something.
+
+Bounded by default: the runs are killed until every kind of kill has happened (at a run's first
+commit, a moment after it, a few seconds after the start), two of them in a table's batch in flight
+and one after a call_log batch had committed in Postgres but not in the checkpoint; then the last
+run. That takes three or four kills, at most KILLS. With CEP_TEST_SOAK=1 (README, "Tests") every
+run is killed, KILLS times, and more of them must hit (MIN_HITS, MIN_SKIPS).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import Counter
@@ -40,10 +47,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
 SEED = 20260101
 FILES, PER_FILE, FILES_PER_RUN = 54, 70, 3  # 3,780 events over ~53 hours of event time
-KILLS = 10
+SOAK = os.environ.get("CEP_TEST_SOAK", "0") not in ("", "0")
+KILLS = 10  # the soak's kills; the bounded test's most
 IMMEDIATE = 5  # kills as soon as a run's first commit is visible
-MIN_HITS = 5  # kills that must land in a table's batch in flight, after some batches, before the last
-MIN_SKIPS = 2  # kills after which Spark replays a batch already committed in Postgres (1+ of call_log)
+# kills that must land in a table's batch in flight, after some batches, before the last; and after
+# which Spark replays a batch already committed in Postgres (one of them of call_log)
+MIN_HITS, MIN_SKIPS = (5, 2) if SOAK else (2, 1)
+KINDS = ("at its first commit", "after its first commit", "after the start")
 
 
 # Input, processes and state: tests/faults/fault_helpers.py (shared with the other fault tests).
@@ -80,12 +90,34 @@ def kill_plans(rnd: random.Random) -> list[tuple[str, float]]:
     (JVM start-up, a batch begun and not committed: its replay must write it). Spare plans follow,
     for runs that end before their kill (a run whose micro-batches are fast may be done with its
     three files before a kill planned 7 s and more after its start): with them, and input enough
-    for a run each (FILES), up to 8 runs may end first."""
+    for a run each (FILES), up to 8 runs may end first. The bounded test's plans begin with one of
+    each kind."""
     plans = [("commit", 0.0)] * IMMEDIATE
     plans += [("commit", rnd.uniform(0.05, 2.5)) for _ in range((KILLS - IMMEDIATE) // 2)]
     plans += [("start", rnd.uniform(7.0, 15.0)) for _ in range(KILLS - len(plans))]
     rnd.shuffle(plans)
+    if not SOAK:
+        # One of each kind first, the bounded test may stop after them: the kill after the start
+        # lands before the run's first commit (its JVM starting, or its first batch begun), whatever
+        # the machine's speed, where a kill 7 s and more after it may come after a fast run's end.
+        plans = [
+            ("commit", 0.0),
+            ("start", rnd.uniform(2.0, 6.0)),
+            ("commit", rnd.uniform(0.05, 2.5)),
+            *plans,
+        ]
     return plans + [("commit", rnd.uniform(0.0, 2.5)) for _ in range(8)]
+
+
+def kind(k: Kill) -> str:
+    return next(name for name in KINDS if name in k.plan)
+
+
+def enough(kills: list[Kill]) -> bool:
+    """The bounded test's end: every kind of kill happened, and enough of them hit something."""
+    hits = [k for k in kills if any(q.startswith("table_") for q in k.in_flight) and k.committed > 0]
+    skipped = any("table_call_log" in k.skip for k in kills)
+    return {kind(k) for k in kills} == set(KINDS) and len(hits) >= MIN_HITS and skipped
 
 
 # ---- the test ----------------------------------------------------------------------------------------
@@ -127,7 +159,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     began = time.monotonic()
     with psycopg.connect(pg_db, autocommit=True) as conn:
         for run, (plan, delay) in enumerate(plans):
-            if len(kills) == KILLS:
+            if len(kills) == KILLS or (not SOAK and enough(kills)):
                 break
             if chunks:
                 feeder.add(chunks.pop(0))
@@ -205,7 +237,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     # The kills happened, and enough of them hit a batch in flight after some batches were committed
     # and before the last one, some of them a batch whose rows had committed: otherwise the
     # comparison below would prove little.
-    assert len(kills) == KILLS, report
+    assert len(kills) == KILLS if SOAK else {kind(k) for k in kills} == set(KINDS), report
     assert len(hits) >= MIN_HITS, f"only {len(hits)} kills hit a table's batch in flight\n{report}"
     assert len(skips) >= MIN_SKIPS, f"only {len(skips)} kills left a committed batch to replay\n{report}"
     assert any("table_call_log" in k.skip for k in skips), (

@@ -38,6 +38,7 @@ from fault_helpers import (
     run_to_end,
     session_members,
     socket_owners,
+    spark_logs,
     spark_run_args,
     start,
     with_password,
@@ -105,7 +106,8 @@ def test_locked_tables_time_out_clearly_and_pools_stay_bounded(
             code, took, out = run_to_end(args, {**env, "CEP_MAX_QUERIES": "1"}, tmp_path, log, timeout=180)
             locker.rollback()
         assert code not in (0, -9), f"the run did not fail ({code}):\n{out[-3000:]}"
-        assert PASSWORD not in out and "Lock-sentinel" not in out
+        logged = out + spark_logs(tmp_path / "checkpoint")
+        assert PASSWORD not in logged and "Lock-sentinel" not in logged
         line = error_line(out)
         assert "store crm (postgresql://postgres:***@127.0.0.1:" in line, line
         assert "canceling statement due to statement timeout" in line, line

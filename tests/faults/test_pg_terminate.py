@@ -31,6 +31,7 @@ from fault_helpers import (
     kill_all,
     reference_run,
     run_env,
+    spark_logs,
     spark_run_args,
     start,
 )
@@ -101,7 +102,7 @@ def test_backends_terminated_mid_batch_are_retried(pg_db: str, pg_reference_db: 
             code = proc.wait(300)
     finally:
         kill_all(proc)
-    out = log.read_text(errors="replace")
+    out = log.read_text(errors="replace") + spark_logs(tmp_path / "checkpoint")  # the workers' retries
     report = "\n".join(f"{t:6.1f} s: {state}: {query}" for t, state, query in killer.kills)
     print(f"{len(killer.kills)} backends terminated:\n{report}")
     assert code == 0, f"{report}\n{out[-3000:]}"

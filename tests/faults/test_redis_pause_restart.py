@@ -37,6 +37,7 @@ from fault_helpers import (
     reference_run,
     run_env,
     run_to_end,
+    spark_logs,
     spark_run_args,
     start,
 )
@@ -152,7 +153,8 @@ def test_redis_paused_then_frozen(tmp_path: Path) -> None:
             s.server.thaw()
         out = s.log.read_text(errors="replace")
         assert code not in (0, -9), f"the run did not fail ({code}):\n{out[-3000:]}"
-        assert PASSWORD not in out and "Redis-sentinel" not in out
+        logged = out + spark_logs(tmp_path / "checkpoint")
+        assert PASSWORD not in logged and "Redis-sentinel" not in logged
         line = error_line(out)
         assert "store cache (redis://:***@127.0.0.1:" in line and "into cost_of" in line, line
         assert "Timeout" in line and "after 2 attempts" in line, line

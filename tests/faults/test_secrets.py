@@ -1,16 +1,24 @@
 """A data store's password never leaves the configuration: not in logs, dead letters, sink output,
-Spark checkpoints or the ledger, on either engine.
+Spark checkpoints or the ledger, on either engine; and a run prints its own lines and nothing else.
 
 The test server trusts every local connection, so a URL carrying a sentinel password connects; the
 run enriches events (ReadSQL), charges them (UpdateSQL, one refused by a CHECK so its dead letter
 carries the database's message and the store's URL) and materializes the result. Then every byte
-the run left behind is searched for the password, raw and percent-encoded.
+the run left behind is searched for the password, raw and percent-encoded, Spark's log included.
+
+The run is the real `cep run ... --until-idle` (a subprocess, as `make demo` runs it): its standard
+output and error hold only its own lines (`OWN_LINES`): no stack trace, no log line of Spark's
+(`ERROR`, `WARN`), no `StackOverflowError` from a stopped query, no `BrokenPipeError` of a Python
+worker. On Spark, the log file it names is in the checkpoint and holds Spark's log and what its
+Python workers print (the Sequencer's state processor, transformWithStateInPandas, prints as it
+starts).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +31,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
 SENTINEL = "Sentinel-pw/é:@42"
 CEP = Path(sys.executable).parent / "cep"
+# Every line a run may print, and nothing else (deployer/runner.py, deployer/spark/engine.py, reporter.py)
+OWN_LINES = re.compile(
+    r"^(data store crm: postgresql://[^:/@]+:\*\*\*@|spark log: /|progress: |done \((spark|local)\): "
+    r"|query \S+: .*; starting it again$)"
+)
 
 SCRIPT = """
-CREATE STREAMSCHEMA pay WITH id integer, amount integer, ts timestamp;
+CREATE STREAMSCHEMA pay WITH id integer, amount integer, ts timestamp TIMESTAMP BY ts;
 CREATE DATASTORE crm TYPE postgresql;
 CREATE SQLQUERY owner_of ON crm AS 'SELECT name FROM owners WHERE id = ?' RETURNS (name varchar(20));
 CREATE SQLQUERY charge ON crm AS 'UPDATE balances SET amount = amount - ? WHERE id = ?';
@@ -95,3 +108,16 @@ def test_the_password_appears_nowhere(engine: str, pg_db: str, tmp_path: Path) -
         ledger = str(conn.execute("SELECT * FROM cep_ledger").fetchall()) if engine == "spark" else ""
     leaks += ["cep_ledger"] if any(f in ledger for f in forms) else []
     assert leaks == []
+
+    output = log.decode(errors="replace")
+    assert [line for line in output.splitlines() if not OWN_LINES.match(line)] == [], output[-3000:]
+    for noise in ("Traceback", "Exception", "ERROR", "WARN", "StackOverflowError", "BrokenPipeError"):
+        assert noise not in output, output[-3000:]
+    if engine == "spark":
+        logs = [line.split(": ", 1)[1] for line in output.splitlines() if line.startswith("spark log: ")]
+        assert len(logs) == 1 and Path(logs[0]).parent == run / "ck" / "logs", output
+        spark_log = Path(logs[0]).read_text(errors="replace")
+        assert "Using Spark's default log4j profile" in spark_log, spark_log[-3000:]  # log4j's console
+        assert re.search(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO) ", spark_log, re.M), spark_log[-3000:]
+        # what a Python worker prints passes through the JVM, into the file
+        assert "TransformWithStateInPandas Python worker" in spark_log, spark_log[-3000:]

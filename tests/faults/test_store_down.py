@@ -1,23 +1,38 @@
 """PostgreSQL down in the middle of a stream: the run retries, stops with a clear error, and a
 restart from its checkpoint finishes the stream with nothing lost and nothing doubled.
 
-`cep run` (Spark) enriches calls with a ReadSQL from Postgres and appends them to a Postgres table.
-The first run consumes the first files. Then the server is crashed (`pg_ctl stop -m immediate`) and
-more files arrive: the second run retries its store calls with backoff and then exits non-zero with
-an error that names the store (URL redacted), leaving its batch uncommitted in the checkpoint. With
-the server back, a third run replays that batch and consumes the rest. The table must then equal
-what the reference executor writes from all the files, with no row lost or doubled.
+`cep run` (Spark) enriches calls with a ReadSQL from Postgres and appends them to a Postgres table,
+one input file per micro-batch. Once its first batch is in the table, the server is crashed
+(`pg_ctl stop -m immediate`): the run's next batches retry their store calls with backoff, and the
+run exits non-zero with an error that names the store (URL redacted), leaving its batch uncommitted
+in the checkpoint. With the server back and more files arrived, a second run replays that batch and
+consumes the rest. The table must then equal what the reference executor writes from all the files,
+with no row lost or doubled.
 """
 
 from __future__ import annotations
 
 import random
+import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
-from fault_helpers import Feeder, generate, reference_run, rows, run_env, run_to_end, spark_run_args, tail
+from fault_helpers import (
+    Feeder,
+    error_line,
+    generate,
+    kill_all,
+    reference_run,
+    rows,
+    run_env,
+    run_to_end,
+    spark_run_args,
+    start,
+    tail,
+)
 from servers import start_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
@@ -39,6 +54,18 @@ def _plans(url: str) -> None:
         conn.execute("INSERT INTO plans SELECT c, c * 3 FROM generate_series(1, 8) c")
 
 
+def _first_batch_in(url: str, proc: subprocess.Popen[bytes], log: Path) -> int:
+    """Wait until the run has written a batch into `priced`; how many rows are there."""
+    deadline = time.monotonic() + 180
+    while True:
+        assert proc.poll() is None, f"the run ended before the server went down:\n{tail(log)}"
+        assert time.monotonic() < deadline, f"no batch in 180 s:\n{tail(log)}"
+        found = rows(url, "SELECT CASE WHEN to_regclass('priced') IS NULL THEN 0 ELSE 1 END")
+        if found[0][0] and (n := rows(url, "SELECT count(*) FROM priced")[0][0]):
+            return int(n)
+        time.sleep(0.05)
+
+
 def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
     server = start_postgres()
     if server.down is None or server.up is None:  # pragma: no cover - only with a Docker engine
@@ -57,40 +84,30 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
         log = tmp_path / "spark.log"
         # 0.2 + 0.4 s of backoff, then the run stops
         env = run_env(tmp_path, CEP_STORE_RETRIES="3", CEP_STORE_RETRY_BASE_MS="200")
-        args = spark_run_args(
-            script,
-            tmp_path,
-            [f"calls=file:{feeder.directory}"],
-            stores=[f"crm={run_db}"],
-            one_file_per_batch=False,
-        )
+        args = spark_run_args(script, tmp_path, [f"calls=file:{feeder.directory}"], stores=[f"crm={run_db}"])
 
-        def run() -> tuple[int, float]:
-            code, took, _ = run_to_end(args, env, tmp_path, log)
-            return code, took
-
-        feeder.add(files[:4])
-        code, _ = run()
-        assert code == 0, tail(log)
-        first = len(rows(run_db, "SELECT id FROM priced"))
-        assert first > 0
-
-        server.down()
-        feeder.add(files[4:8])
-        before = log.stat().st_size
-        code, took = run()
-        failed_run = log.read_text(errors="replace")[before:]
-        assert code != 0, failed_run[-3000:]
+        feeder.add(files[:8])
+        proc = start(args, env, tmp_path, log)
+        try:
+            first = _first_batch_in(run_db, proc, log)
+            server.down()  # with more batches to come: one file each
+            crashed = time.monotonic()
+            code = proc.wait(200)
+            took = time.monotonic() - crashed
+        finally:
+            kill_all(proc)
+        failed_run = log.read_text(errors="replace")
+        assert code not in (0, -9), failed_run[-3000:]
         # one line says what happened, where, and what to do; the URL is shown redacted
-        last = [line for line in failed_run.splitlines() if line.startswith("error: ")][-1]
+        last = error_line(failed_run)
         assert "failed: store crm (postgresql://" in last and "Connection refused" in last, last
         assert "run the same command again to resume" in last, last
-        assert took < 200  # it stopped; it did not hang on the dead server
+        assert took < 150  # it stopped; it did not hang on the dead server
 
         server.up()
         feeder.add(files[8:])
-        code, _ = run()
-        assert code == 0, tail(log)
+        code, _, out = run_to_end(args, env, tmp_path, log)
+        assert code == 0, out[-3000:]
 
         reference_run(script, [f"calls=file:{feeder.directory}"], [f"crm={ref_db}"], tmp_path)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from fault_helpers import Feeder, reference_run, rows, run_env, run_to_end, spark_run_args
+from fault_helpers import Feeder, reference_run, rows, run_env, run_to_end, spark_logs, spark_run_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
@@ -82,13 +82,15 @@ def test_a_task_retried_after_its_update_committed_applies_once(
         stores=[f"crm={pg_db}"],
         master="local[2,3]",
     )
-    # WARN: Spark then logs the failed task ("Lost task ...") with its exception.
+    # WARN: Spark then logs the failed task ("Lost task ...") with its exception, in the run's log.
     env = run_env(tmp_path, CEP_FAULT_AFTER_UPDATE=f"take:{marker}", CEP_SPARK_LOG_LEVEL="WARN")
     code, _, out = run_to_end(args, env, tmp_path, tmp_path / "spark.log")
     assert code == 0, out[-3000:]
     # The fault fired (the marker is made just before the raise) and the failed task was retried.
     assert marker.exists()
-    assert "InjectedFault" in out and "Lost task" in out, out[-3000:]
+    logged = spark_logs(tmp_path / "checkpoint")
+    assert "InjectedFault" in logged and "Lost task" in logged, logged[-3000:]
+    assert "InjectedFault" not in out, out[-3000:]  # a retried task is no error of the run
 
     reference_run(
         script,

@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     print("starting Spark and PostgreSQL ...", flush=True)
-    spark = make_spark_session(Path(tempfile.mkdtemp(prefix="cep-fuzz-warehouse-")), app="paascep-fuzz")
+    work = Path(tempfile.mkdtemp(prefix="cep-fuzz-"))
+    spark = make_spark_session(work / "warehouse", app="paascep-fuzz", log=work / "spark.log")
+    print(f"spark log: {work / 'spark.log'}", flush=True)
     spark.sparkContext.setLogLevel("OFF")  # a stopped query's cancelled job logs an error
     postgres = start_postgres()
     tally = Tally()

@@ -84,7 +84,7 @@ INSERT INTO withplan SELECT idcaller, p.idplan FROM cdr1 ON SQL plan_of, p, idca
 """
 
 
-def test_cache_counters_reach_the_progress_line(
+def test_cache_counters_reach_the_progress_text(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The executors' read caches report hits, misses and store loads to the driver (accumulators)."""
@@ -117,7 +117,7 @@ def test_cache_counters_reach_the_progress_line(
         deployment.run(out=io.StringIO())
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
-    line = deployment.progress_line()
+    line = deployment.progress_text()
     found = re.search(r"cache plan_of: (\d+) hits, (\d+) misses, (\d+) loads", line)
     assert found, line
     hits, misses, loads = map(int, found.groups())
