@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -21,23 +22,39 @@ from deployer.spark.dead_letters import dead_letter_writer
 from deployer.spark.graph import SEQ, SparkGraph, named
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
-from operators.analysis import merge_upstream
 from stores.arrow import rows as arrow_rows
 
 DeadLetterWriter = Callable[[DataFrame, int], None]
-_ORDER = ("__merge_ts", "__merge_seq")
+_ORDER = ("__order_ts", "__order_seq")
 
 
 def table_rows(sg: SparkGraph, node: g.Materialize) -> tuple[DataFrame, tuple[str, ...]]:
     """The rows a table's query writes, with the table's column names, and the columns after them
-    that `materialize_writer` must sort each batch by: a merge's event time and arrival, for a table
-    over a merge (none otherwise: a stream's rows come in order already)."""
+    that `materialize_writer` sorts each batch by: event time (when the rows have one) and `SEQ`,
+    the reference executor's order, as a sink writes them. A batch of a stream's events comes in
+    that order already, but not one over a merge (its inputs' partitions one after another) nor an
+    aggregate's windows (a TIME window's `SEQ` starts with the window's end): the rows of one key
+    are upserted in that order, so the last one wins on both engines."""
     port = sg.port(node.inputs[0])
     ts = sg.event_time_index(node.inputs[0])
-    if ts is None or not merge_upstream(sg.graph, node):
-        return named(port, node.input_schema), ()
-    port = port.withColumns({_ORDER[0]: F.col(col_name(ts)), _ORDER[1]: F.col(SEQ)})
-    return named(port, node.input_schema, *_ORDER), _ORDER
+    order = {_ORDER[0]: F.col(col_name(ts))} if ts is not None else {}
+    port = port.withColumns({**order, _ORDER[1]: F.col(SEQ)})
+    return named(port, node.input_schema, *order, _ORDER[1]), (*order, _ORDER[1])
+
+
+def in_order(data: pa.Table, order: tuple[str, ...]) -> pa.Table:
+    """`data` sorted by the `order` columns (stably), which are dropped: a copy only when needed."""
+    if order and data.num_rows > 1:
+        n = data.num_rows - 1
+        before = [data.column(c).slice(0, n) for c in order]
+        after = [data.column(c).slice(1) for c in order]
+        # out of order: some row sorts before the one ahead of it (on the first column that differs)
+        back = pc.less(after[-1], before[-1])
+        for a, b in zip(reversed(after[:-1]), reversed(before[:-1]), strict=True):
+            back = pc.or_(pc.less(a, b), pc.and_(pc.equal(a, b), back))
+        if pc.any(back).as_py():
+            data = data.take(pc.sort_indices(data, [(c, "ascending") for c in order]))
+    return data.drop_columns(list(order))
 
 
 def materialize_writer(
@@ -53,8 +70,7 @@ def materialize_writer(
     (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
     `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
     its input is counted again by the run that replays it). `order`: columns after the table's, to
-    sort each batch by and drop (a table over a merge: the rows of one key are upserted in the
-    merged order, where the batch holds the partitions of the merge's inputs one after another).
+    sort each batch by and drop (`table_rows`).
     """
     config = bound(sg)
     table = node.table
@@ -65,20 +81,10 @@ def materialize_writer(
     fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
 
     def write(df: DataFrame, batch_id: int) -> None:
-        if order:
-            # cached first: a sort samples its input, which would run the batch's plan twice
-            df = df.persist()
-            try:
-                write_rows(df.orderBy(*order).drop(*order), batch_id)
-            finally:
-                df.unpersist()
-        else:
-            write_rows(df, batch_id)
-
-    def write_rows(df: DataFrame, batch_id: int) -> None:
         # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
-        # other stores convert it to Python rows (stores/arrow.py).
-        data = df.toArrow()
+        # other stores convert it to Python rows (stores/arrow.py). Sorted here, on the driver, not
+        # with Spark's orderBy, which samples the batch in a job of its own first.
+        data = in_order(df.toArrow(), order)
         if not data.num_rows:
             return
         result = worker_stores(config).materialize_arrow(
@@ -91,7 +97,7 @@ def materialize_writer(
             applied(data.num_rows - len(failed))
         if failed:
             rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
-            event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields)])
+            event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields[: len(columns)])])
             schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
             bad = df.sparkSession.createDataFrame(
                 [(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema
