@@ -32,6 +32,7 @@ from deployer.connectors.redis_stream import (
 from deployer.local import driver as local_engine
 from deployer.spark import deployment as spark_run
 from deployer.spark.redis_source import redis_stream_source, redis_stream_writer
+from deployer.spark.sources import sequence
 from stores.errors import StoreConfigError
 
 SCRIPT = """
@@ -373,7 +374,8 @@ def test_spark_sink_exactly_once_across_a_crash_before_commit(
     calls = compile_script(
         SCRIPT.replace("TIMESTAMP BY ts", "TIMESTAMP BY ts WATERMARK 10 SECONDS")
     ).graph.sources()[0]
-    good, _ = redis_stream_source(spark, with_stream(base, "in", maxRecordsPerBatch=2), calls)
+    timed, _ = redis_stream_source(spark, with_stream(base, "in", maxRecordsPerBatch=2), calls)
+    good, _ = sequence({calls.stream: (calls, timed)}, [])[calls.stream]  # as inputs.read_inputs does
     sink = redis_stream_writer(with_stream(base, "out"), "long_calls", CALLS.names, order=["_2", "__seq"])
 
     def run() -> str:
