@@ -7,7 +7,8 @@ ones. What each function answers:
 - `ancestors`: a node and everything upstream of it, in plan order;
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
 - `merged_sources`: which source streams with event time meet in a merge (a Union), and
-  `merge_upstream`: whether a node's input comes through one;
+  `merge_upstream`: whether a node's input comes through one; `self_merged_sources`: the streams a
+  merge reads through two of its inputs;
 - `can_fail`: whether evaluating an expression may fail for some event (its event is then
   dead-lettered, so every field of it must be kept);
 - `unfit_results`: which result fields of a ReadSQL may receive a value that does not fit them,
@@ -97,6 +98,25 @@ def merged_sources(graph: g.Graph) -> list[tuple[str, ...]]:
     for s in timed:
         sets.setdefault(root(s), []).append(s)
     return [tuple(members) for members in sets.values() if len(members) > 1]
+
+
+def self_merged_sources(graph: g.Graph) -> set[str]:
+    """The source streams with event time that a Union with event time reads through two or more of
+    its inputs (`FROM s, t` where t is a WHERE or SELECT over s). Their events meet themselves in the
+    merge, whose order puts an event's copy from the first input before the copy from the second:
+    an engine may release their events at a time only once none can come later at that time, as for
+    streams that meet other streams (deployer.spark.sequencer)."""
+    timed = {s.stream for s in graph.sources() if s.event_time is not None}
+    out: set[str] = set()
+    for node in graph.nodes:
+        if not isinstance(node, g.Union) or node.event_time is None:
+            continue
+        seen: set[str] = set()
+        for port in node.inputs:
+            met = {n.stream for n in _per_event_upstream(graph, (port,)) if isinstance(n, g.Source)}
+            out |= met & seen & timed
+            seen |= met
+    return out
 
 
 def merge_upstream(graph: g.Graph, node: g.Node) -> bool:

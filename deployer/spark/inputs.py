@@ -20,6 +20,7 @@ from deployer.spark.queries import sequenced_merges
 from deployer.spark.redis_source import redis_stream_source
 from deployer.spark.sources import file_source, generator_source, sequence
 from operators import graph as g
+from operators.analysis import self_merged_sources
 
 
 @dataclass
@@ -57,7 +58,8 @@ def read_inputs(
             frames[src.stream] = good
         else:
             timed[src.stream] = (src, good)
-    for stream, (events, late) in sequence(timed, sequenced_merges(graph, uris)).items():
+    merges = sequenced_merges(graph, uris)
+    for stream, (events, late) in sequence(timed, merges, self_merged_sources(graph)).items():
         frames[stream] = events
         bad[stream] = bad[stream].unionByName(late, allowMissingColumns=True)
     order = [s.stream for s in graph.sources()]

@@ -97,7 +97,9 @@ def materialize_writer(
             applied(data.num_rows - len(failed))
         if failed:
             rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
-            event = T.StructType([T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields[: len(columns)])])
+            event = T.StructType(
+                [T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields[: len(columns)])]
+            )
             schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
             bad = df.sparkSession.createDataFrame(
                 [(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema

@@ -71,8 +71,11 @@ class Sequencer(StatefulProcessor):
     """One key: a stream. State: the largest event time so far and the events held (an Arrow IPC
     blob). See the module docstring."""
 
-    def __init__(self, stream: str, ts_column: str, delay_us: int, input_columns: list[str]) -> None:
+    def __init__(
+        self, stream: str, ts_column: str, delay_us: int, input_columns: list[str], inclusive: bool = True
+    ) -> None:
         self.stream = stream
+        self.inclusive = inclusive
         self.ts = ts_column
         self.delay = delay_us
         self.input_columns = input_columns
@@ -101,9 +104,10 @@ class Sequencer(StatefulProcessor):
         held = joined(held, events.filter(pa.array(~late)))
         # A stream alone releases the events its watermark has reached, those at it included: one
         # that comes later at the same time goes after them anyway (arrival order). A merge's may not
-        # (deployer.spark.merge_sequencer): another stream's event at that time may go first.
+        # (deployer.spark.merge_sequencer): another stream's event at that time may go first; nor one
+        # that meets itself in a merge: a later event's copy from the first input goes first.
         limit = ALL if ended else latest - self.delay if latest != NONE else NONE
-        released, held = release(held, self.ts, limit, inclusive=True)
+        released, held = release(held, self.ts, limit, inclusive=self.inclusive)
         self.state.update((None if latest == NONE else latest, blob(held) if held.num_rows else None))
         out = marked(released, events.filter(pa.array(late)), reasons, self.ts)
         if out.num_rows:
@@ -245,13 +249,18 @@ def packer(tag: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Itera
     return pack
 
 
-def sequenced(events: DataFrame, stream: str, ts_index: int, delay_ms: int) -> DataFrame:
+def sequenced(
+    events: DataFrame, stream: str, ts_index: int, delay_ms: int, self_merged: bool = False
+) -> DataFrame:
     """`events` (a stream's events `_0.._n`, `__seq` and `__end`, its watermark declared on its
     event-time column) through the Sequencer: the same columns but `__end`, plus `__late` and
     `__late_ts`, released in order or marked late. The event-time column keeps the watermark's
-    metadata, so the stateful operators downstream see the stream's watermark."""
+    metadata, so the stateful operators downstream see the stream's watermark. A stream that meets
+    itself in a merge (`self_merged`, operators.analysis.self_merged_sources) is released strictly
+    below its watermark: a later event at that time has a copy that goes before the released ones'
+    second copies in the merge."""
     ts = col_name(ts_index)
-    processor = Sequencer(stream, ts, delay_ms * 1000, PACKED.names)
+    processor = Sequencer(stream, ts, delay_ms * 1000, PACKED.names, inclusive=not self_merged)
     held = (
         events.mapInArrow(packer(), PACKED)
         .groupBy(F.col(KEY))

@@ -12,7 +12,7 @@ streams that meet in a merge pass it together and declare theirs on what it rele
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -80,11 +80,14 @@ def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
 
 
 def sequence(
-    streams: Mapping[str, tuple[g.Source, DataFrame]], merges: Sequence[tuple[str, ...]]
+    streams: Mapping[str, tuple[g.Source, DataFrame]],
+    merges: Sequence[tuple[str, ...]],
+    self_merged: Set[str] = frozenset(),
 ) -> dict[str, tuple[DataFrame, DataFrame]]:
     """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
     per stream, (its events in order, its late events as dead letters of stage `late`). The streams
-    of each of `merges` pass it together; the others alone."""
+    of each of `merges` pass it together; the others alone, those of `self_merged` (streams that
+    meet themselves in a merge) released strictly below their watermark."""
     out: dict[str, tuple[DataFrame, DataFrame]] = {}
     together = {s for merge in merges for s in merge}
     for stream, (node, timed) in streams.items():
@@ -93,7 +96,7 @@ def sequence(
         index, delay = _event_time(node)
         # declared before the Sequencer: the stream's watermark counts every event it delivers
         timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
-        out[stream] = _released(node, sequenced(timed, node.stream, index, delay))
+        out[stream] = _released(node, sequenced(timed, node.stream, index, delay, stream in self_merged))
     for merge in merges:
         nodes = [streams[s][0] for s in merge]
         merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from cpl.compiler import compile_script
 from deployer.spark.queries import sequenced_merges
 from operators import graph as g
-from operators.analysis import merge_upstream, merged_sources
+from operators.analysis import merge_upstream, merged_sources, self_merged_sources
 
 HEAD = """
 CREATE STREAMSCHEMA a WITH k integer, ts timestamp TIMESTAMP BY ts;
@@ -71,3 +71,15 @@ def test_a_generator_stream_passes_no_sequencer() -> None:
     assert sequenced_merges(graph, files) == [("a", "b", "c")]
     assert sequenced_merges(graph, {**files, "b": "generator:10"}) == [("a", "c")]
     assert sequenced_merges(graph, {**files, "b": "generator:10", "c": "generator:10"}) == []
+
+
+def test_a_stream_that_meets_itself_in_a_merge() -> None:
+    def self_merged(script: str) -> set[str]:
+        return self_merged_sources(compile_script(HEAD + script).graph)
+
+    assert self_merged(
+        "INSERT INTO fa SELECT k, ts FROM a WHERE k > 0; INSERT INTO m SELECT * FROM fa, a;"
+    ) == {"a"}
+    assert self_merged("INSERT INTO m SELECT * FROM c, c;") == {"c"}
+    # two streams, each once; a stream without event time merges in arrival order
+    assert self_merged("INSERT INTO m SELECT * FROM a, b; INSERT INTO n SELECT * FROM u, u;") == set()
