@@ -131,6 +131,12 @@ def shared_writer(
                 writer(sg.port(graph.streams[stream]).observe(out, rows), batch_id)
             dropped = {node: observed(obs) for node, obs in sg.observations.items()}
             counts = [observed(obs) for obs in written]
+            if not any(counts):
+                # No sink's plan ran (a writer had nothing to do, or the optimizer folded the plan
+                # to nothing): the batch must run all the same, or a Sequencer's state in it would
+                # not commit the batch (Spark fails the query: STATE_STORE_COMMIT_VALIDATION_FAILED)
+                # and the events it holds would not move on.
+                batch.count()
             report(
                 batch_id,
                 Report(
