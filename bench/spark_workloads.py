@@ -86,9 +86,13 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
         sources = {}
         for k, s in enumerate(graph.sources()):
             df = generator(spark, rows, offset=k)
-            sources[s.stream] = df.select(
-                *[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ
-            )
+            df = df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ)
+            if s.event_time is not None:
+                # where `cep run` declares it (deployer.spark.sources): the generated events are in
+                # order, so they pass no Sequencer, as a generator: source's do not
+                ts = col_name(s.schema.position(s.event_time))
+                df = df.withWatermark(ts, f"{s.watermark_ms or 0} milliseconds")
+            sources[s.stream] = df
         sg = spark_graph(graph, sources)
         return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
 
