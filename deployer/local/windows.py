@@ -305,7 +305,8 @@ class AggregateOp(Operator):
             return
         try:
             if self.having is not None and not self.having(row):
-                self.rt.stats.count_filtered(self.node.id)
+                # a window's row, not an event: `filtered` counts the events a WHERE drops
+                # (docs/guarantees.md), as on Spark
                 return
             out = tuple(p(row) for p in self.project)
         except EVAL_ERRORS as err:

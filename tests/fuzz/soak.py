@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
                 verdict = "DIVERGENCE: " + str(err).splitlines()[0][:300]
             except Exception as err:  # a generator or harness failure is a finding too
                 verdict = f"ERROR {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+                # the whole of it (a GeneratorError carries the script), to reproduce and fix
+                args.out.mkdir(parents=True, exist_ok=True)
+                kept = args.out / f"error_seed{current}.txt"
+                kept.write_text(f"{type(err).__name__}: {err}\n")
+                tally.found.append(kept)
+                verdict += f" (all of it in {kept})"
             elapsed = time.monotonic() - started
             print(
                 f"[{elapsed / 60:5.1f} min] seed {current}: {tally.runs - before} cases, {verdict}",

@@ -71,7 +71,9 @@ def test_having_and_projections_over_the_aggregated_row(run) -> None:
         events(("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 10), ("b", -20)),
     )
     assert ex.outputs["o"] == [("a", 14)]  # a:[1,2] sum 3 and b sum -10 fail HAVING
-    assert ex.stats.total_filtered == 2
+    # `filtered` counts the events a WHERE drops, not the window rows HAVING drops (docs/guarantees.md;
+    # Spark counted none of those, found by the fuzzer, seed 8004)
+    assert ex.stats.total_filtered == 0
 
 
 def test_without_group_by_all_events_share_one_window(run) -> None:
