@@ -146,7 +146,7 @@ def _int(draw: Draw, fields: Sequence[Field], d: int) -> str:
     if form <= 2:
         return f"({a()} {draw(st.sampled_from(['+', '-', '*', '%']))} {a()})"
     if form == 3:
-        return f"(-{a()})"
+        return f"(- {a()})"  # "--" would start a comment
     if form == 4:
         return f"{draw(st.sampled_from(['abs', 'round']))}({a()})"
     if form == 5:
@@ -160,7 +160,8 @@ def _int(draw: Draw, fields: Sequence[Field], d: int) -> str:
         part = draw(st.sampled_from(["year", "month", "day", "hour", "minute", "second", "epoch_millis"]))
         return f"{part}({expr(draw, TS, fields, d)})"
     if form == 9:
-        return f"{draw(st.sampled_from(['floor', 'ceil']))}({expr(draw, draw(st.sampled_from([DBL, DEC])), fields, d)})"
+        # of a double: a bigint (of a decimal it is a decimal, drawn by _decimal)
+        return f"{draw(st.sampled_from(['floor', 'ceil']))}({expr(draw, DBL, fields, d)})"
     return f"{draw(st.sampled_from(['greatest', 'least']))}({a()}, {a()})"
 
 
@@ -190,7 +191,7 @@ def _decimal(draw: Draw, fields: Sequence[Field], d: int) -> str:
     common = _common(draw, DEC, fields, d)
     if common is not None:
         return common
-    form = draw(st.integers(0, 5))
+    form = draw(st.integers(0, 6))
     if form <= 2:
         op = draw(st.sampled_from(["+", "-", "*", "/", "%"]))
         other = expr(draw, draw(st.sampled_from([DEC, INT])), fields, d)
@@ -203,6 +204,8 @@ def _decimal(draw: Draw, fields: Sequence[Field], d: int) -> str:
         return f"CAST({expr(draw, src, fields, d)} AS {draw(st.sampled_from(CAST_TYPES[DEC]))})"
     if form == 4:
         return f"round({expr(draw, DEC, fields, d)}, {draw(st.sampled_from(['0', '1', '2']))})"
+    if form == 5:
+        return f"{draw(st.sampled_from(['floor', 'ceil']))}({expr(draw, DEC, fields, d)})"
     return f"abs({expr(draw, DEC, fields, d)})"
 
 
