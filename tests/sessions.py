@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 
-def make_spark_session(warehouse: Path, app: str = "paascep-tests", log: Path | None = None) -> Any:
-    """The session; its JVM, when this call starts one, writes its output to `log` (if given)."""
+def make_spark_session(
+    warehouse: Path, app: str = "paascep-tests", log: Path | None = None, driver_memory: str | None = None
+) -> Any:
+    """The session; its JVM, when this call starts one, writes its output to `log` (if given) and
+    gets `driver_memory` of heap (Spark's default, 1g, when None)."""
     # Executors' Python workers must use this interpreter (the venv), not whatever `python3` is.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -36,6 +39,8 @@ def make_spark_session(warehouse: Path, app: str = "paascep-tests", log: Path | 
         "spark.sql.warehouse.dir": str(warehouse),
         "spark.log.level": "ERROR",
     }
+    if driver_memory is not None:
+        options["spark.driver.memory"] = driver_memory
     if log is not None and SparkContext._gateway is None:  # else a `cep run` in this process: its JVM
         launch_jvm(options, log)
     builder = SparkSession.builder

@@ -35,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print("starting Spark and PostgreSQL ...", flush=True)
     work = Path(tempfile.mkdtemp(prefix="cep-fuzz-"))
-    spark = make_spark_session(work / "warehouse", app="paascep-fuzz", log=work / "spark.log")
+    # One session runs every case for the whole soak, and its driver's heap grows with the queries
+    # it has run: with Spark's default 1g a 30-minute soak ran out of it after some 130 cases.
+    spark = make_spark_session(
+        work / "warehouse", app="paascep-fuzz", log=work / "spark.log", driver_memory="4g"
+    )
     print(f"spark log: {work / 'spark.log'}", flush=True)
     spark.sparkContext.setLogLevel("OFF")  # a stopped query's cancelled job logs an error
     postgres = start_postgres()
