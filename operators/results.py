@@ -43,7 +43,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from operators.datatypes import BIGINT, BOOLEAN, CHAR, DECIMAL, DOUBLE, INTEGER, TIMESTAMP, VARCHAR, DataType
-from operators.values import INT_RANGES, EvalError, parse_timestamp, quantize, to_text
+from operators.values import INT_RANGES, EvalError, parse_timestamp, quantize, sql_quoted, to_text
 
 # A reason quotes the value it is about, but at most this many characters of it (as an input
 # record's reasons do).
@@ -80,7 +80,7 @@ def text_of(v: Any) -> str:
 
 def shown(v: Any) -> str:
     """A value as a reason quotes it: text in quotes, anything else as its text; cut when long."""
-    text = repr(v) if isinstance(v, str) else text_of(v)
+    text = sql_quoted(v) if isinstance(v, str) else text_of(v)
     if len(text) > SHOWN_CHARS:
         return f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
     return text

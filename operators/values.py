@@ -141,8 +141,17 @@ _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
 
 
+def sql_quoted(text: str) -> str:
+    """Text as a CPL string literal: in single quotes, a quote doubled (`'x''y'`).
+
+    Reasons quote text this way on both engines (Spark: `deployer.spark.columns.quoted`); unlike
+    Python's repr it needs no escapes that a Spark column would have to reproduce.
+    """
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _bad(v: Any, t: DataType) -> EvalError:
-    shown = repr(v) if isinstance(v, str) else to_text(v)
+    shown = sql_quoted(v) if isinstance(v, str) else to_text(v)
     return EvalError(f"cannot cast {shown} to {t}")
 
 

@@ -93,8 +93,8 @@ def msg(*parts: Column | str) -> Column:
 
 
 def quoted(c: Column) -> Column:
-    """Python's repr of a plain string, which the reference executor's CAST messages use."""
-    return msg("'", c, "'")
+    """Text as a CPL string literal, as the reference's reasons quote it (`operators.values.sql_quoted`)."""
+    return msg("'", F.replace(c, F.lit("'"), F.lit("''")), "'")
 
 
 def error_column(errors: list[tuple[Column, Message]]) -> Column | None:

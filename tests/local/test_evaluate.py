@@ -180,6 +180,13 @@ def test_cast_errors(expr: str, message: str) -> None:
     assert str(err.value) == message
 
 
+def test_cast_error_quotes_text_as_a_literal() -> None:
+    # A quote doubled, a newline kept: the form Spark's reasons build too (no Python escapes).
+    with pytest.raises(EvalError) as err:
+        ev("CAST(s AS double)", s="x'y\nz\\")
+    assert str(err.value) == "cannot cast 'x''y\nz\\' to double"
+
+
 def test_cast_out_of_range() -> None:
     with pytest.raises(EvalError, match="out of range"):
         ev("CAST(s AS decimal(4, 2))", s="123.4")

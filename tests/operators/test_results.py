@@ -84,7 +84,7 @@ def test_values_that_fit(value: Any, t: DataType, want: Any) -> None:
         ("soon", T_TIMESTAMP, "'soon' is not a timestamp"),
         (1_700_000_000_000, T_TIMESTAMP, "1700000000000 is not a timestamp"),
         ("too long", V4, "'too long' is longer than 4 characters"),
-        (b"\x00" * 3, V4, "'\\\\x000000' is longer than 4 characters"),
+        (b"\x00" * 3, V4, "'\\x000000' is longer than 4 characters"),
     ],
 )
 def test_values_that_do_not_fit_and_why(value: Any, t: DataType, why: str) -> None:
