@@ -55,6 +55,7 @@ class Result:
     streams: dict[str, list[Row]] = field(default_factory=dict)
     dead: list[Row] = field(default_factory=list)
     tables: dict[str, list[tuple[Any, ...]] | None] = field(default_factory=dict)
+    said: str = ""  # what the run printed (progress, restarts): evidence when a divergence is flaky
 
 
 # ---- inputs and stores -------------------------------------------------------------------------------
@@ -190,6 +191,7 @@ def run_engine(
             os.environ.pop(PARTITIONS, None)
         else:
             os.environ[PARTITIONS] = before
+    result.said = log.getvalue()
     for s in case.sinks:
         result.streams[s] = _read_jsonl(out, f"{s}-")
     result.dead = _read_jsonl(dead, "dead-letter-")
@@ -332,4 +334,7 @@ def check_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> N
     ref, spk = run_case(case, spark, postgres_url, tmp)
     found = differences(case, ref, spk)
     if found:
+        said = spk.said.strip().splitlines()[-20:]
+        if said:
+            found.append("the Spark run printed:\n    " + "\n    ".join(said))
         raise Divergence("\n".join(found) + "\n\n--- the case ---\n" + case.describe())
