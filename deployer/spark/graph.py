@@ -164,16 +164,31 @@ def any_of(conds: Iterable[Column]) -> Column:
     return F.lit(False) if out is None else out
 
 
-def project(c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_") -> list[Column]:
+def project(
+    c: ExprCompiler, items: tuple[g.NamedExpr, ...], prefix: str = "_", timed: str | None = None
+) -> list[Column]:
     """Compile projections. A field passed through is not cast: a cast would hide the event-time
-    column from Spark's watermark tracking."""
+    column from Spark's watermark tracking.
+
+    Only the output's event-time field (`timed`) may carry the watermark's mark: a copy of the
+    event time under another name (`SELECT ts, ts AS t2`) would keep it too (an alias keeps a
+    column's metadata), and a join or window over the output would then fail with
+    MULTIPLE_EVENT_TIME_COLUMNS (found by the fuzzer). A timestamp computed from the column
+    carries none."""
     cols = []
     for i, p in enumerate(items):
         value = c.compile(p.expr)
         if not isinstance(p.expr, ir.Col):
             value = value.cast(spark_type(p.expr.type))
+        elif p.expr.type.kind == "timestamp" and p.name != timed:
+            value = unmarked(value)
         cols.append(value.alias(f"{prefix}{i}"))
     return cols
+
+
+def unmarked(ts: Column) -> Column:
+    """A timestamp column without the watermark's mark (its value unchanged)."""
+    return F.timestamp_micros(F.unix_micros(ts))
 
 
 # Name prefix of the observed metric (Dataset.observe) counting the events a Filter or MultiFilter

@@ -60,7 +60,8 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     joined = left.join(right, cond, "inner")
     # Projections are evaluated only for the pairs the predicate keeps.
     c.guard = F.coalesce(pred, F.lit(False))
-    cols = project(c, node.projections, "_o")
+    # only the output's event time keeps the watermark's mark (see project)
+    cols = project(c, node.projections, "_o", timed=node.event_time)
     c.guard = None
     nl, nr = len(node.left_schema), len(node.right_schema)
     pair = [F.col(col_name(i)) for i in range(nl)] + [F.col(col_name(i, 1)) for i in range(nr)]
@@ -94,19 +95,8 @@ def _keyed_condition(node: g.Join) -> Column:
 
 
 def _outputs(node: g.Join) -> list[Column]:
-    """The projected columns `_o<i>` named as the output's fields. Spark keeps the watermark's mark on
-    both inputs' time columns; only the output's event time may carry it, or a join (or window)
-    over this join's output fails with MULTIPLE_EVENT_TIME_COLUMNS (found by the fuzzer: a join of
-    a join's output). A timestamp computed from the column carries none (an alias would keep it,
-    whatever its metadata says)."""
-    timed = node.schema.position(node.event_time) if node.event_time else None
-    outs = []
-    for i, f in enumerate(node.schema):
-        out = F.col(f"_o{i}")
-        if i != timed and f.type.kind == "timestamp":
-            out = F.timestamp_micros(F.unix_micros(out))
-        outs.append(out.alias(col_name(i)))
-    return outs
+    """The projected columns `_o<i>` named as the output's fields."""
+    return [F.col(f"_o{i}").alias(col_name(i)) for i in range(len(node.schema))]
 
 
 def _cross_equality(e: ir.Expr) -> bool:

@@ -40,7 +40,7 @@ def map_(sg: SparkGraph, node: g.Node) -> None:
 
     def build() -> tuple[list[Column], list[tuple[Column, Message]]]:
         c = ExprCompiler()
-        return [*project(c, node.projections), F.col(SEQ)], c.errors
+        return [*project(c, node.projections, timed=node.event_time), F.col(SEQ)], c.errors
 
     cols, errors = sg.compiled(node, "map", build)
     if errors:
