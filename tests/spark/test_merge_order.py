@@ -3,8 +3,8 @@
 
 Two streams with event time and different WATERMARKs meet in a Union (one of them through a WHERE)
 that feeds a TUPLE window, a BATCH window, an UpdateSQL and an ordered stateless sink. Stream `a`
-comes in twelve small files, `b` in two large ones covering the same time: with one file per
-micro-batch (`max_files=1`) `b` runs far ahead of `a`, and a Spark that released each stream on its
+comes in four files, `b` in two covering the same time: with one file per micro-batch
+(`max_files=1`) `b` runs ahead of `a` in every batch (by five minutes, then ten), and a Spark that released each stream on its
 own watermark gave the merge `b`'s later events before `a`'s earlier ones. Each case also runs with
 every file in one micro-batch. Both streams have events out of order within their WATERMARK (they
 wait), late events (dead-lettered), and events at the same time as the other stream's (ties: `a`,
@@ -62,7 +62,8 @@ def _event(k: int, seconds: int, stream: int) -> Row:
 
 
 def inputs() -> dict[str, list[list[Row]]]:
-    """`a`: an event every 20 s for 20 minutes, in twelve files; `b`: every 30 s, in two files."""
+    """`a`: an event every 20 s for 20 minutes, in four files; `b`: every 30 s, in two files. (Each
+    micro-batch of a run costs seconds: four files show `b` ahead as well as twelve did.)"""
     a = []
     for i in range(60):
         seconds = 20 * i + (25 if i % 5 == 2 else 0)  # 5 s after the next one: waits for it
@@ -75,7 +76,7 @@ def inputs() -> dict[str, list[list[Row]]]:
         if j == 25:
             seconds = 30 * j - 60  # behind b's watermark (20 s): late
         b.append(_event(j % 3, seconds, 1))
-    return {"a": [a[f : f + 5] for f in range(0, 60, 5)], "b": [b[:20], b[20:]]}
+    return {"a": [a[f : f + 15] for f in range(0, 60, 15)], "b": [b[:20], b[20:]]}
 
 
 @pytest.fixture(scope="module")
