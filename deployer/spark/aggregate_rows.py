@@ -35,7 +35,7 @@ def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame) -> DataF
     having = c.compile(node.having) if node.having is not None else None
     if having is not None:
         c.guard = ok & F.coalesce(having, F.lit(False))
-    cols = project(c, node.projections)
+    cols = project(c, node.projections, timed=node.event_time)
     c.guard = None
     errors = [(~ok, F.col(AGG_ERR)), *c.errors] if planned else c.errors
     row = sg.split_errors(node, row, errors, len(node.row_schema))
