@@ -62,6 +62,18 @@ from stores.bindings import StoreBindings
 
 Writer = Callable[[DataFrame, int], None]
 _PARTITIONS = "spark.sql.shuffle.partitions"
+_NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+# A query takes these settings from the session when it starts (Spark clones the session's
+# configuration then): they are set for one query's start at a time, in this process.
+_START_LOCK = threading.Lock()
+
+
+def fired_by_watermark(node: g.Node) -> bool:
+    """Whether Spark's own watermark drives the operator: it emits (a TIME window's rows) or evicts
+    (a join's state) in the micro-batch after the one that advanced the watermark, so its query
+    needs Spark's micro-batches without data. The other stateful operators (the Sequencers, TUPLE
+    and BATCH windows) act on the events of a batch alone and register no timers."""
+    return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
 
 
 def _stream(graph: g.Graph, name: str) -> str:
@@ -161,13 +173,21 @@ class SparkDeployment:
         micro-batch. A query keeps the number it started with for the life of its checkpoint."""
         planned = next((q for q in self.plan if q.name == name), None)
         windows = planned is None or bool(planned.stateful)
+        # Without an operator that Spark's watermark fires, a micro-batch without data does nothing
+        # but cost a batch (a second or more: planning, state stores, the checkpoint's logs) after
+        # the last one of every query that declares a watermark.
+        no_data = planned is None or any(fired_by_watermark(self.graph.node(n)) for n in planned.stateful)
         conf = self.spark.conf
-        before = conf.get(_PARTITIONS) or str(settings.current().shuffle_partitions)
-        conf.set(_PARTITIONS, str(settings.current().shuffle_partitions if windows else 1))
-        try:
-            return w.start()
-        finally:
-            conf.set(_PARTITIONS, before)
+        with _START_LOCK:
+            before = conf.get(_PARTITIONS) or str(settings.current().shuffle_partitions)
+            before_no_data = conf.get(_NO_DATA_BATCHES, "true")
+            conf.set(_PARTITIONS, str(settings.current().shuffle_partitions if windows else 1))
+            conf.set(_NO_DATA_BATCHES, "true" if no_data else "false")
+            try:
+                return w.start()
+            finally:
+                conf.set(_PARTITIONS, before)
+                conf.set(_NO_DATA_BATCHES, before_no_data or "true")
 
     def _gated(self, writer: Writer) -> Writer:
         """`writer`, unless the run is stopping: then a batch that has not begun writing fails before
