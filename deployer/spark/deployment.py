@@ -49,6 +49,7 @@ from deployer.spark.queries import (
     SHARED_QUERY,
     failed_query,
     plan_queries,
+    runs_empty_batches,
     shared_inputs,
     store_kinds,
 )
@@ -63,17 +64,7 @@ from stores.bindings import StoreBindings
 Writer = Callable[[DataFrame, int], None]
 _PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-# A query takes these settings from the session when it starts (Spark clones the session's
-# configuration then): they are set for one query's start at a time, in this process.
-_START_LOCK = threading.Lock()
-
-
-def fired_by_watermark(node: g.Node) -> bool:
-    """Whether Spark's own watermark drives the operator: it emits (a TIME window's rows) or evicts
-    (a join's state) in the micro-batch after the one that advanced the watermark, so its query
-    needs Spark's micro-batches without data. The other stateful operators (the Sequencers, TUPLE
-    and BATCH windows) act on the events of a batch alone and register no timers."""
-    return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
+_START_LOCK = threading.Lock()  # a query takes the session's settings as it starts: one at a time
 
 
 def _stream(graph: g.Graph, name: str) -> str:
@@ -173,10 +164,7 @@ class SparkDeployment:
         micro-batch. A query keeps the number it started with for the life of its checkpoint."""
         planned = next((q for q in self.plan if q.name == name), None)
         windows = planned is None or bool(planned.stateful)
-        # Without an operator that Spark's watermark fires, a micro-batch without data does nothing
-        # but cost a batch (a second or more: planning, state stores, the checkpoint's logs) after
-        # the last one of every query that declares a watermark.
-        no_data = planned is None or any(fired_by_watermark(self.graph.node(n)) for n in planned.stateful)
+        no_data = runs_empty_batches(self.graph, planned)
         conf = self.spark.conf
         with _START_LOCK:
             before = conf.get(_PARTITIONS) or str(settings.current().shuffle_partitions)
