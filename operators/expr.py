@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from operators.datatypes import T_BOOLEAN, DataType
+from operators.values import sql_quoted
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Lit(Expr):
         if isinstance(v, datetime):
             return "TIMESTAMP '" + v.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".") + "'"
         if isinstance(v, str):
-            return "'" + v.replace("'", "''") + "'"
+            return sql_quoted(v)
         if isinstance(v, float):
             return repr(v)
         if isinstance(v, Decimal):

@@ -168,14 +168,14 @@ class SparkDeployment:
         conf = self.spark.conf
         with _START_LOCK:
             before = conf.get(_PARTITIONS) or str(settings.current().shuffle_partitions)
-            before_no_data = conf.get(_NO_DATA_BATCHES, "true")
+            before_no_data = conf.get(_NO_DATA_BATCHES) or "true"
             conf.set(_PARTITIONS, str(settings.current().shuffle_partitions if windows else 1))
             conf.set(_NO_DATA_BATCHES, "true" if no_data else "false")
             try:
                 return w.start()
             finally:
                 conf.set(_PARTITIONS, before)
-                conf.set(_NO_DATA_BATCHES, before_no_data or "true")
+                conf.set(_NO_DATA_BATCHES, before_no_data)
 
     def _gated(self, writer: Writer) -> Writer:
         """`writer`, unless the run is stopping: then a batch that has not begun writing fails before
