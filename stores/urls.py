@@ -27,13 +27,13 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
 
-import sqlalchemy as sa
-from psycopg.conninfo import make_conninfo
-
 from stores.errors import StoreConfigError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 KINDS = ("postgresql", "sqlite", "redis")
 
@@ -111,6 +111,11 @@ class StoreURL:
 
     def libpq_conninfo(self) -> str:
         """A libpq connection string for psycopg."""
+        # Imported here, as sqlalchemy below: this module is imported by every Python worker Spark
+        # starts for a deployment (the operators' code imports the store bindings), and the drivers'
+        # own imports were a third of a fresh worker's start-up on a loaded machine.
+        from psycopg.conninfo import make_conninfo
+
         self._expect("postgresql")
         params: dict[str, Any] = dict(self.options)
         for key, value in (
@@ -126,6 +131,8 @@ class StoreURL:
 
     def sqlalchemy_url(self) -> sa.URL:
         """A SQLAlchemy URL (postgresql+psycopg or sqlite); its own str() also hides the password."""
+        import sqlalchemy as sa
+
         if self.kind == "postgresql":
             return sa.URL.create(
                 "postgresql+psycopg",

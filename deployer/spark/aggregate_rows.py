@@ -38,7 +38,8 @@ def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame) -> DataF
     cols = project(c, node.projections, timed=node.event_time)
     c.guard = None
     errors = [(~ok, F.col(AGG_ERR)), *c.errors] if planned else c.errors
-    row = sg.split_errors(node, row, errors, len(node.row_schema))
-    if having is not None:
-        row = row.filter(having)
-    return row.select(*cols, SEQ)
+
+    def then(kept: DataFrame) -> DataFrame:
+        return (kept if having is None else kept.filter(having)).select(*cols, SEQ)
+
+    return sg.split_errors(node, row, errors, len(node.row_schema), then=then)

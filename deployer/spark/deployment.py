@@ -30,12 +30,13 @@ from pyspark.sql.streaming import StreamingQuery
 from deployer import settings
 from deployer.engine import check_bindings
 from deployer.spark.checkpoint import drop_interrupted_log_writes, query_dir
-from deployer.spark.dead_letters import dead_letter_dir, dead_letter_frame, dead_letter_writer
+from deployer.spark.dead_letters import dead_letter_dir, dead_letter_writer
+from deployer.spark.failures import along, failure_queries, split_of
 from deployer.spark.graph import SparkGraph, filters_counted
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.inputs import read_inputs
 from deployer.spark.interrupt import interruptible
-from deployer.spark.materialize import materialize_writer, table_rows
+from deployer.spark.materialize import materialize_writer, table_shape
 from deployer.spark.progress import (
     RESTARTS,
     QueryFailed,
@@ -47,7 +48,7 @@ from deployer.spark.progress import (
 from deployer.spark.queries import (
     DEAD_LETTERS,
     SHARED_QUERY,
-    failed_query,
+    Query,
     plan_queries,
     runs_empty_batches,
     shared_inputs,
@@ -129,6 +130,7 @@ class SparkDeployment:
         self.tally = Tally(f"{name}:{SHARED_QUERY}")
         self.on_started = on_started  # told each query's name once it has started (deployer.spark.checkpoint)
         self._stopping = threading.Event()  # set by stop_between_batches: no writer begins a batch
+        self._written: set[str] = set()  # failure points a sink's or table's query writes (`_along`)
 
     @staticmethod
     def _source_uri(src: g.Source, sources: Mapping[str, str]) -> str:
@@ -203,10 +205,10 @@ class SparkDeployment:
                 self._start_shared(list(query.writes))
             elif query.name.startswith("sink:"):
                 stream = query.writes[0]
-                port = self.graph.streams[stream]
-                self._start(self.sg.port(port), query.name, self._sink_writer(stream, self.sinks[stream]))
+                writer = self._sink_writer(stream, self.sinks[stream])
+                self._start(*self._along(query, self.sg.port(self.graph.streams[stream]), writer))
             elif query.name.startswith("table:"):
-                self._start_table(query.name)
+                self._start_table(query)
         for node in self.graph.nodes:
             if isinstance(node, g.UpdateSQL):
                 # An UpdateSQL's statements are effects of their own: they run whether or not its
@@ -225,11 +227,13 @@ class SparkDeployment:
         for stream in together:
             self.sg.port(self.graph.streams[stream])  # translated all the same, for its dead letters
 
-    def _start_table(self, name: str) -> None:
+    def _start_table(self, query: Query) -> None:
         node = next(
-            n for n in self.graph.nodes if isinstance(n, g.Materialize) and f"table:{n.table.name}" == name
+            n
+            for n in self.graph.nodes
+            if isinstance(n, g.Materialize) and f"table:{n.table.name}" == query.name
         )
-        df, order = table_rows(self.sg, node)
+        shape, order = table_shape(self.sg, node)
         refused = dead_letter_writer(
             self.dead_dir,
             f"table-{node.table.name}",
@@ -237,47 +241,39 @@ class SparkDeployment:
             counted=self._count("dead"),
         )
         write = materialize_writer(self.sg, node, refused, applied=self._count("applied"), order=order)
-        self._start(df, name, write)
+        self._start(*self._along(query, self.sg.port(node.inputs[0]), write, shape))
+
+    def _along(
+        self,
+        query: Query,
+        rows: DataFrame,
+        write: Writer,
+        shape: Callable[[DataFrame], DataFrame] | None = None,
+    ) -> tuple[DataFrame, str, Writer]:
+        """What `query` runs and how it writes: the `rows` (`shape`d), or, where the plan has it write
+        the failures of their node too, the frame before that split (deployer.spark.failures)."""
+        if not any(w.startswith("failures of ") for w in query.writes):
+            return (rows if shape is None else shape(rows)), query.name, write
+        dl, split, name = split_of(self.sg, rows)
+        self._written.add(name)
+        dead = dead_letter_writer(self.dead_dir, name.split(":", 1)[1], counted=self._count("dead"))
+        return split.whole, query.name, along(dl, split, dead, write, shape)
 
     def _start_dead_letters(self, planned: Mapping[str, Any]) -> None:
-        """The rejected records of every source and the failures of every stateless operator share one
-        query (one DataFrame shape, `dead_letter_frame`); a failure after a stateful operator or a
-        data store call gets a query of its own, which re-runs that part."""
-        shared = [dead_letter_frame(bad, {"stage": "input", "stream": s}) for s, bad in self.rejected]
-        own: dict[str, DataFrame] = {}
-        seen: dict[str, int] = {}
-        for dl in self.sg.dead_letters:
-            frame = dead_letter_frame(
-                dl.df, {"stage": dl.stage, "stream": dl.stream, "node": dl.node, "line": dl.line}
-            )
-            if dl.stateless:
-                shared.append(frame)
-                continue
-            # A node may split off failed rows in more than one place (an Aggregate: its input
-            # events and its result rows); each is a query of its own, numbered in plan order.
-            k = seen[dl.node] = seen.get(dl.node, 0) + 1
-            own[failed_query(dl.node, k)] = frame
+        """The queries that write failures only (deployer.spark.failures.failure_queries)."""
+        own, shared = failure_queries(self.sg, self._written, self.rejected)
         expected = {n for n in planned if n.startswith("failed:")}
-        if set(own) != expected or bool(shared) != (DEAD_LETTERS in planned):
+        if set(own) != expected or (shared is not None) != (DEAD_LETTERS in planned):
             raise AssertionError(
-                f"the translation's failure points {sorted(own)} (shared: {bool(shared)}) differ from the "
-                f"query plan's {sorted(expected)} (shared: {DEAD_LETTERS in planned})"
+                f"the translation's failure points {sorted(own)} (shared: {shared is not None}) differ "
+                f"from the query plan's {sorted(expected)} (shared: {DEAD_LETTERS in planned})"
             )
         for name in (n for n in planned if n in own):
-            self._start(
-                own[name],
-                name,
-                dead_letter_writer(self.dead_dir, name.split(":", 1)[1], counted=self._count("dead")),
-            )
-        if shared:
-            union = shared[0]
-            for frame in shared[1:]:
-                union = union.unionByName(frame)
-            self._start(
-                union,
-                DEAD_LETTERS,
-                dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead")),
-            )
+            dead = dead_letter_writer(self.dead_dir, name.split(":", 1)[1], counted=self._count("dead"))
+            self._start(own[name], name, dead)
+        if shared is not None:
+            dead = dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead"))
+            self._start(shared, DEAD_LETTERS, dead)
 
     def _count(self, what: str) -> Callable[[int], None]:
         def add(n: int) -> None:

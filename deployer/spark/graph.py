@@ -54,6 +54,21 @@ class DeadLetter:
     # such dead letters (`deployer.spark.deployment`), where re-running stateful operators or data store
     # calls in another query would cost state, or repeat side effects.
     stateless: bool = False
+    # A split whose rows go on through stateless steps only (`SparkGraph.split_errors`'s `then`):
+    # the query that writes its rows (`rows`, the node's port) can write its failures too, from one
+    # computation: it runs `whole` (the rows before the split, with the error column) and splits each
+    # micro-batch with `failed` and `kept` (deployer.spark.deployment). None otherwise.
+    split: Split | None = None
+
+
+@dataclass(frozen=True)
+class Split:
+    """One failure point's frame before the split, and how a batch of it splits."""
+
+    whole: DataFrame
+    failed: Callable[[DataFrame], DataFrame]  # `whole`'s failed rows as `reason` and `event`
+    kept: Callable[[DataFrame], DataFrame]  # its other rows, without the error column, made the port's
+    rows: DataFrame  # `kept` of the streaming frame: what the node's handler made its port
 
 
 @dataclass
@@ -127,33 +142,43 @@ class SparkGraph:
         width: int | list[Column],
         *,
         on_input: bool = False,
+        then: Callable[[DataFrame], DataFrame] | None = None,
     ) -> DataFrame:
         """Route rows with an error to a dead letter; return the others without the error column.
 
         The dead letter's event is the first `width` columns (`_0`, `_1`, ...), or the given ones.
-        `on_input`: the rows are the node's input (an Aggregate's events), not its results."""
+        `on_input`: the rows are the node's input (an Aggregate's events), not its results. `then`:
+        the stateless steps (filters, projections) that make the other rows the node's port, applied
+        here; given where the handler makes its port so, for a split after a stateful operator or a
+        data store call: the query writing the port can then write the failures too (`Split`)."""
         if not errors:
-            return df
+            return df if then is None else then(df)
         if not self.collect_dead_letters:
             ok = self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
-            return df.filter(ok)
+            return df.filter(ok) if then is None else then(df.filter(ok))
         err = error_column(errors)
         assert err is not None
         df = df.withColumn(ERR, err)
         fields = [F.col(col_name(i)) for i in range(width)] if isinstance(width, int) else width
         payload = F.struct(*[f.alias(f"_{i}") for i, f in enumerate(fields)])
-        stream = node.stream if isinstance(node, g.Source) else None
-        self.dead_letters.append(
-            DeadLetter(
-                node.id,
-                node.line,
-                df.filter(F.col(ERR).isNotNull()).select(F.col(ERR).alias("reason"), payload.alias("event")),
-                node.op,
-                stream,
-                stateless_upstream(self.graph, node, on_input),
+
+        def failed(whole: DataFrame) -> DataFrame:
+            return whole.filter(F.col(ERR).isNotNull()).select(
+                F.col(ERR).alias("reason"), payload.alias("event")
             )
+
+        def kept(whole: DataFrame) -> DataFrame:
+            ok = whole.filter(F.col(ERR).isNull()).drop(ERR)
+            return ok if then is None else then(ok)
+
+        rows = kept(df)
+        stream = node.stream if isinstance(node, g.Source) else None
+        stateless = stateless_upstream(self.graph, node, on_input)
+        split = Split(df, failed, kept, rows) if then is not None and not stateless else None
+        self.dead_letters.append(
+            DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split)
         )
-        return df.filter(F.col(ERR).isNull()).drop(ERR)
+        return rows
 
 
 def any_of(conds: Iterable[Column]) -> Column:

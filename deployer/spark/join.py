@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark.columns import col_name
@@ -65,11 +65,15 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     c.guard = None
     nl, nr = len(node.left_schema), len(node.right_schema)
     pair = [F.col(col_name(i)) for i in range(nl)] + [F.col(col_name(i, 1)) for i in range(nr)]
-    joined = sg.split_errors(node, joined, c.errors, pair)
-    if c.errors:
-        joined = joined.filter(pred)
-    joined = joined.select(*cols, F.concat(F.col(SEQ), F.lit("|"), F.col("__rseq")).alias(SEQ))
-    sg.ports[g.Port(node.id)] = joined.select(*_outputs(node), SEQ)
+    checked = bool(c.errors)
+
+    def then(kept: DataFrame) -> DataFrame:
+        if checked:
+            kept = kept.filter(pred)
+        kept = kept.select(*cols, F.concat(F.col(SEQ), F.lit("|"), F.col("__rseq")).alias(SEQ))
+        return kept.select(*_outputs(node), SEQ)
+
+    sg.ports[g.Port(node.id)] = sg.split_errors(node, joined, c.errors, pair, then=then)
 
 
 def _keyed_condition(node: g.Join) -> Column:

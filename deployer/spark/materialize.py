@@ -28,18 +28,24 @@ DeadLetterWriter = Callable[[DataFrame, int], None]
 _ORDER = ("__order_ts", "__order_seq")
 
 
-def table_rows(sg: SparkGraph, node: g.Materialize) -> tuple[DataFrame, tuple[str, ...]]:
-    """The rows a table's query writes, with the table's column names, and the columns after them
-    that `materialize_writer` sorts each batch by: event time (when the rows have one) and `SEQ`,
-    the reference executor's order, as a sink writes them. A batch of a stream's events comes in
-    that order already, but not one over a merge (its inputs' partitions one after another) nor an
-    aggregate's windows (a TIME window's `SEQ` starts with the window's end): the rows of one key
-    are upserted in that order, so the last one wins on both engines."""
-    port = sg.port(node.inputs[0])
+def table_shape(
+    sg: SparkGraph, node: g.Materialize
+) -> tuple[Callable[[DataFrame], DataFrame], tuple[str, ...]]:
+    """How the rows of a table's input become the rows its query writes, with the table's column
+    names, and the columns after them that `materialize_writer` sorts each batch by: event time
+    (when the rows have one) and `SEQ`, the reference executor's order, as a sink writes them. A
+    batch of a stream's events comes in that order already, but not one over a merge (its inputs'
+    partitions one after another) nor an aggregate's windows (a TIME window's `SEQ` starts with the
+    window's end): the rows of one key are upserted in that order, so the last one wins on both
+    engines. A function of the rows, for a query that splits them off its input's failures in each
+    micro-batch (deployer.spark.failures)."""
     ts = sg.event_time_index(node.inputs[0])
     order = {_ORDER[0]: F.col(col_name(ts))} if ts is not None else {}
-    port = port.withColumns({**order, _ORDER[1]: F.col(SEQ)})
-    return named(port, node.input_schema, *order, _ORDER[1]), (*order, _ORDER[1])
+
+    def shape(rows: DataFrame) -> DataFrame:
+        return named(rows.withColumns({**order, _ORDER[1]: F.col(SEQ)}), node.input_schema, *order, _ORDER[1])
+
+    return shape, (*order, _ORDER[1])
 
 
 def in_order(data: pa.Table, order: tuple[str, ...]) -> pa.Table:
@@ -70,7 +76,7 @@ def materialize_writer(
     (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
     `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
     its input is counted again by the run that replays it). `order`: columns after the table's, to
-    sort each batch by and drop (`table_rows`).
+    sort each batch by and drop (`table_shape`).
     """
     config = bound(sg)
     table = node.table

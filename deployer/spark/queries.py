@@ -11,7 +11,10 @@ runs of a deployment):
 - `dead-letters`: the rejected records of every file or Redis source and the failures of every
   stateless operator, in one query;
 - `failed:<node>` (`failed:<node>-2` for a node's second failure point): the failures at an operator
-  after a window, a join or a data store call, each in a query of its own, which re-runs that part.
+  after a window, a join or a data store call, each in a query of its own, which re-runs that part;
+  except the failures of a window's rows, a join's pairs or a data store call's results that a sink
+  or a table writes directly (`written_with`): the query writing the rows writes them, from the same
+  micro-batch (one computation of the window, one store call).
 
 `plan_queries` lists them; the deployment starts exactly these (deployer.spark.deployment checks that
 its translation found the same failure points), and `cep explain --queries` and the golden tests
@@ -28,7 +31,7 @@ an UpdateSQL one for the statements the database refuses.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deployer.spark.state_layout import bucketed
 from operators import expr as ir
@@ -147,6 +150,25 @@ def failure_points(
     return []
 
 
+def written_with(graph: g.Graph, sinks: Iterable[str]) -> dict[str, str]:
+    """Node id -> the query that writes the failures of the node's results along with the results
+    themselves: the first sink (not in the shared query) or table, in plan order, that writes the
+    node's output as it is. For a window's rows, a join's pairs and a data store call's results (the
+    failure point (False, False) of `failure_points`): the steps after that split are stateless
+    (HAVING, projections), so each micro-batch of the rows before it splits in two (deployer.spark.
+    graph.Split)."""
+    sinks = list(sinks)
+    together = set(shared_sinks(graph, sinks))
+    writers = [(f"sink:{s}", graph.streams[s]) for s in sinks if s not in together]
+    writers += [(f"table:{n.table.name}", n.inputs[0]) for n in graph.nodes if isinstance(n, g.Materialize)]
+    out: dict[str, str] = {}
+    for name, port in writers:
+        node = graph.node(port.node)
+        if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL):
+            out.setdefault(node.id, name)
+    return out
+
+
 def failed_query(node_id: str, k: int) -> str:
     """The name of the query of a node's `k`-th failure point with a query of its own (from 1)."""
     return f"failed:{node_id}" if k == 1 else f"failed:{node_id}-{k}"
@@ -182,6 +204,7 @@ def plan_queries(
     roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize | g.UpdateSQL)]
     needed = {a.id for r in roots for a in ancestors(graph, r)}
     shared_reads = {s.stream for s in graph.sources() if has_rejects(_uri(sources, s.stream))}
+    along = written_with(graph, sinks)
     for node in (n for n in graph.nodes if n.id in needed):
         rejecting = isinstance(node, g.Source) and has_rejects(_uri(sources, node.stream))
         k = 0
@@ -190,6 +213,10 @@ def plan_queries(
                 shared_reads |= {a.stream for a in ancestors(graph, node.id) if isinstance(a, g.Source)}
                 continue
             k += 1
+            if not on_input and node.id in along:
+                i = next(i for i, q in enumerate(out) if q.name == along[node.id])
+                out[i] = replace(out[i], writes=(*out[i].writes, f"failures of {node.id}"))
+                continue
             upto = [p.node for p in node.inputs] if on_input else [node.id]
             out.append(_query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto))
     if shared_reads:
