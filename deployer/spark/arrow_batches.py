@@ -1,4 +1,4 @@
-"""Arrow batch helpers shared by the Python operators on Spark (`mapInArrow`)."""
+"""Arrow batch helpers shared by the Python operators on Spark (`mapInArrow`) and the writers."""
 
 from __future__ import annotations
 
@@ -60,3 +60,20 @@ def packed(batch: pa.RecordBatch, key: str) -> pa.RecordBatch:
 def unpacked(blobs: list[bytes]) -> pa.Table:
     """The rows of `packed` blobs, as one table."""
     return pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in blobs]).combine_chunks()
+
+
+def in_order(data: pa.Table, order: tuple[str, ...]) -> pa.Table:
+    """`data` sorted by the `order` columns (stably), which are dropped: a copy only when needed."""
+    if order and data.num_rows > 1:
+        n = data.num_rows - 1
+        before = [data.column(c).slice(0, n) for c in order]
+        after = [data.column(c).slice(1) for c in order]
+        # out of order: some row sorts before the one ahead of it (on the first column that differs)
+        back = pc.less(after[-1], before[-1])
+        for a, b in zip(reversed(after[:-1]), reversed(before[:-1]), strict=True):
+            back = pc.or_(pc.less(a, b), pc.and_(pc.equal(a, b), back))
+        # NULLs first, as Spark's ascending sort puts them (a comparison with NULL finds nothing)
+        if pc.any(back).as_py() or any(data.column(c).null_count for c in order):
+            keys = [(c, "ascending") for c in order]
+            data = data.take(pc.sort_indices(data, keys, null_placement="at_start"))
+    return data.drop_columns(list(order))

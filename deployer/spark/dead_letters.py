@@ -102,7 +102,9 @@ def dead_letter_writer(
             df = dead_letter_frame(df, fixed or {})
         lines = []
         late = 0
-        for row in df.toLocalIterator():
+        # One Spark job for the whole batch (toLocalIterator runs one per partition, and a union of
+        # many operators' dead letters has many), Arrow's columns as Python values.
+        for row in df.toArrow().to_pylist():
             late += row["stage"] == "late"
             doc: dict[str, Any] = {}
             for key in _DEAD_KEYS:

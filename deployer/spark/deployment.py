@@ -31,7 +31,7 @@ from deployer import settings
 from deployer.engine import check_bindings
 from deployer.spark.checkpoint import drop_interrupted_log_writes, query_dir
 from deployer.spark.dead_letters import dead_letter_dir, dead_letter_writer
-from deployer.spark.failures import along, failure_queries, split_of
+from deployer.spark.failures import along, dead_letters, failure_queries
 from deployer.spark.graph import SparkGraph, filters_counted
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.inputs import read_inputs
@@ -206,7 +206,7 @@ class SparkDeployment:
             elif query.name.startswith("sink:"):
                 stream = query.writes[0]
                 writer = self._sink_writer(stream, self.sinks[stream])
-                self._start(*self._along(query, self.sg.port(self.graph.streams[stream]), writer))
+                self._start(*self._along(query, self.graph.streams[stream], writer))
             elif query.name.startswith("table:"):
                 self._start_table(query)
         for node in self.graph.nodes:
@@ -241,27 +241,30 @@ class SparkDeployment:
             counted=self._count("dead"),
         )
         write = materialize_writer(self.sg, node, refused, applied=self._count("applied"), order=order)
-        self._start(*self._along(query, self.sg.port(node.inputs[0]), write, shape))
+        self._start(*self._along(query, node.inputs[0], write, shape))
 
     def _along(
-        self,
-        query: Query,
-        rows: DataFrame,
-        write: Writer,
-        shape: Callable[[DataFrame], DataFrame] | None = None,
+        self, query: Query, port: g.Port, write: Writer, shape: Callable[[DataFrame], DataFrame] | None = None
     ) -> tuple[DataFrame, str, Writer]:
-        """What `query` runs and how it writes: the `rows` (`shape`d), or, where the plan has it write
-        the failures of their node too, the frame before that split (deployer.spark.failures)."""
-        if not any(w.startswith("failures of ") for w in query.writes):
+        """What `query` runs and how it writes: the rows of `port` (`shape`d), or, where the plan has
+        it write failures too, the rows before their split (deployer.spark.failures.along)."""
+        assigned = {w.removeprefix("failures of ") for w in query.writes if w.startswith("failures of ")}
+        if not assigned:
+            rows = self.sg.port(port)
             return (rows if shape is None else shape(rows)), query.name, write
-        dl, split, name = split_of(self.sg, rows)
-        self._written.add(name)
-        dead = dead_letter_writer(self.dead_dir, name.split(":", 1)[1], counted=self._count("dead"))
-        return split.whole, query.name, along(dl, split, dead, write, shape)
+        frame, both, written = along(self.sg, port, assigned, self._dead, write, shape)
+        self._written |= written
+        return frame, query.name, both
 
     def _start_dead_letters(self, planned: Mapping[str, Any]) -> None:
-        """The queries that write failures only (deployer.spark.failures.failure_queries)."""
-        own, shared = failure_queries(self.sg, self._written, self.rejected)
+        """The queries that write failures only (deployer.spark.failures): one per failure point that
+        no sink or table writes, and the dead-letters query."""
+        own = failure_queries(self.sg, self._written)
+        shared = dead_letters(
+            self.sg,
+            self.rejected,
+            dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead")),
+        )
         expected = {n for n in planned if n.startswith("failed:")}
         if set(own) != expected or (shared is not None) != (DEAD_LETTERS in planned):
             raise AssertionError(
@@ -269,11 +272,13 @@ class SparkDeployment:
                 f"from the query plan's {sorted(expected)} (shared: {DEAD_LETTERS in planned})"
             )
         for name in (n for n in planned if n in own):
-            dead = dead_letter_writer(self.dead_dir, name.split(":", 1)[1], counted=self._count("dead"))
-            self._start(own[name], name, dead)
+            self._start(own[name], name, self._dead(name))
         if shared is not None:
-            dead = dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead"))
-            self._start(shared, DEAD_LETTERS, dead)
+            self._start(shared[0], DEAD_LETTERS, shared[1])
+
+    def _dead(self, name: str) -> Writer:
+        """The writer of the dead letters of failure point `name` (`failed:<node>`, or "stateless")."""
+        return dead_letter_writer(self.dead_dir, name.removeprefix("failed:"), counted=self._count("dead"))
 
     def _count(self, what: str) -> Callable[[int], None]:
         def add(n: int) -> None:

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.spark import faults
+from deployer.spark.arrow_batches import in_order
 from deployer.spark.columns import col_name
 from deployer.spark.dead_letters import dead_letter_writer
 from deployer.spark.graph import SEQ, SparkGraph, named
@@ -46,21 +46,6 @@ def table_shape(
         return named(rows.withColumns({**order, _ORDER[1]: F.col(SEQ)}), node.input_schema, *order, _ORDER[1])
 
     return shape, (*order, _ORDER[1])
-
-
-def in_order(data: pa.Table, order: tuple[str, ...]) -> pa.Table:
-    """`data` sorted by the `order` columns (stably), which are dropped: a copy only when needed."""
-    if order and data.num_rows > 1:
-        n = data.num_rows - 1
-        before = [data.column(c).slice(0, n) for c in order]
-        after = [data.column(c).slice(1) for c in order]
-        # out of order: some row sorts before the one ahead of it (on the first column that differs)
-        back = pc.less(after[-1], before[-1])
-        for a, b in zip(reversed(after[:-1]), reversed(before[:-1]), strict=True):
-            back = pc.or_(pc.less(a, b), pc.and_(pc.equal(a, b), back))
-        if pc.any(back).as_py():
-            data = data.take(pc.sort_indices(data, [(c, "ascending") for c in order]))
-    return data.drop_columns(list(order))
 
 
 def materialize_writer(

@@ -150,22 +150,38 @@ def failure_points(
     return []
 
 
+def split_chain(graph: g.Graph, port: g.Port) -> tuple[g.Node, list[g.Map]] | None:
+    """For the rows of `port`: the window, join or data store call they come from through Maps only
+    (none or more), and those Maps from the first; None when they do not (deployer.spark.failures
+    splits a micro-batch of that node's rows and translates the Maps over each)."""
+    chain: list[g.Map] = []
+    node = graph.node(port.node)
+    while isinstance(node, g.Map) and port.index == 0:
+        chain.insert(0, node)
+        port = node.inputs[0]
+        node = graph.node(port.node)
+    if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL):
+        return node, chain
+    return None
+
+
 def written_with(graph: g.Graph, sinks: Iterable[str]) -> dict[str, str]:
-    """Node id -> the query that writes the failures of the node's results along with the results
-    themselves: the first sink (not in the shared query) or table, in plan order, that writes the
-    node's output as it is. For a window's rows, a join's pairs and a data store call's results (the
-    failure point (False, False) of `failure_points`): the steps after that split are stateless
-    (HAVING, projections), so each micro-batch of the rows before it splits in two (deployer.spark.
-    graph.Split)."""
+    """Node id -> the query that writes the failures of the node's results along with the rows it
+    writes: the first sink (not in the shared query) or table, in plan order, whose rows come from
+    the node through Maps only (`split_chain`): a window's rows, a join's pairs, a data store call's
+    results (the failure point (False, False) of `failure_points`) and those Maps' own. The steps
+    after that split are stateless, so each micro-batch of the rows before it splits in two
+    (deployer.spark.graph.Split) and the Maps run over the batch."""
     sinks = list(sinks)
     together = set(shared_sinks(graph, sinks))
     writers = [(f"sink:{s}", graph.streams[s]) for s in sinks if s not in together]
     writers += [(f"table:{n.table.name}", n.inputs[0]) for n in graph.nodes if isinstance(n, g.Materialize)]
     out: dict[str, str] = {}
     for name, port in writers:
-        node = graph.node(port.node)
-        if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL):
-            out.setdefault(node.id, name)
+        found = split_chain(graph, port)
+        if found is not None:
+            for node in [found[0], *found[1]]:
+                out.setdefault(node.id, name)
     return out
 
 

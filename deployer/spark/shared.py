@@ -57,12 +57,15 @@ Writer = Callable[[DataFrame, int], None]
 
 
 def batch_plans(
-    graph: g.Graph, stores_config: StoreBindings | None = None, timed_sources: set[str] | None = None
+    graph: g.Graph,
+    stores_config: StoreBindings | None = None,
+    timed_sources: set[str] | None = None,
+    dead_letters: bool = False,
 ) -> Callable[[dict[str, DataFrame]], SparkGraph]:
     """The `plan` of `shared_writer`: a micro-batch's source events -> its batch SparkGraph. The
     graphs share one memo (the Columns are compiled for the first batch only) and build no
-    dead-letter frames: the failed rows are dropped, and the streaming graph's dead-letter query
-    writes them (deployer.spark.deployment)."""
+    dead-letter frames (the failed rows are dropped, and the dead-letters query writes them:
+    deployer.spark.failures), unless `dead_letters` (that query's own plans)."""
     memo: dict[tuple[str, str], Any] = {}
     timed = set(timed_sources or ())
 
@@ -74,7 +77,7 @@ def batch_plans(
             stores_config,
             timed_sources=timed,
             memo=memo,
-            collect_dead_letters=False,
+            collect_dead_letters=dead_letters,
         )
 
     return plan

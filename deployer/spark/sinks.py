@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from deployer.connectors.files import file_dir
 from deployer.connectors.records import event_json
 from deployer.connectors.redis_stream import is_redis_stream_uri
+from deployer.spark.arrow_batches import in_order
 from deployer.spark.columns import col_name
 from deployer.spark.graph import SEQ
 from deployer.spark.redis_source import redis_stream_writer
@@ -28,29 +29,16 @@ from stores.arrow import rows as arrow_rows
 from stores.urls import redact_text
 
 
-def local_values(df: DataFrame) -> Iterator[tuple[Any, ...]]:
-    """The rows of a batch as tuples of Python values, timestamps as aware UTC datetimes.
-
-    Collected as Arrow (epoch microseconds, whatever the driver's time zone) and converted column
-    by column (stores/arrow.py): ~10x faster than toLocalIterator's pickled Row objects, which
-    made the driver the bottleneck of Materialize and of file sinks.
-    """
-    yield from arrow_rows(df.toArrow())
-
-
 def ordered_values(df: DataFrame, width: int, order: list[str]) -> Iterator[tuple[Any, ...]]:
     """The stream's columns `_0.._{width-1}` of a batch, sorted as the reference executor emits
-    them. The batch is cached first: a sort samples its input before it sorts, and the batch's
-    plan (parsing, operators) would otherwise run twice."""
-    if not order:
-        yield from local_values(df.select(*[F.col(col_name(i)) for i in range(width)]))
-        return
-    df = df.persist()
-    try:
-        sorted_df = df.orderBy(*[F.col(c) for c in order])
-        yield from local_values(sorted_df.select(*[F.col(col_name(i)) for i in range(width)]))
-    finally:
-        df.unpersist()
+    them: collected as Arrow and sorted there, on the driver, only when out of order (the rows come
+    to the driver anyway; Spark's orderBy would sample the batch in a job of its own, then shuffle it)."""
+    keys = [f"__order{k}" for k in range(len(order))]
+    cols = [F.col(col_name(i)) for i in range(width)]
+    cols += [F.col(c).alias(key) for c, key in zip(order, keys, strict=True)]
+    # Arrow: epoch microseconds whatever the driver's time zone, converted column by column
+    # (stores/arrow.py), ~10x faster than toLocalIterator's pickled Row objects
+    yield from arrow_rows(in_order(df.select(*cols).toArrow(), tuple(keys)))
 
 
 Counter = Callable[[int], None]

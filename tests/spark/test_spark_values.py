@@ -18,7 +18,7 @@ from deployer.connectors.records import json_value
 from deployer.spark.columns import double_text as _double_text
 from deployer.spark.dead_letters import _decoded, dead_letter_frame
 from deployer.spark.expr import like_pattern
-from deployer.spark.sinks import local_values, ordered_values
+from deployer.spark.sinks import ordered_values
 
 pytestmark = pytest.mark.spark
 
@@ -41,7 +41,7 @@ def new_york() -> Iterator[None]:
 
 def test_sink_values_are_utc_whatever_the_local_time_zone(spark: Any, new_york: None) -> None:
     df = spark.createDataFrame([(1, TS), (2, None)], "_0 int, _1 timestamp")
-    assert list(local_values(df)) == [(1, TS), (2, None)]
+    assert list(ordered_values(df, 2, [])) == [(1, TS), (2, None)]
 
 
 def test_batches_are_written_in_order(spark: Any) -> None:
@@ -49,6 +49,13 @@ def test_batches_are_written_in_order(spark: Any) -> None:
     df = spark.createDataFrame(rows, "_0 int, _1 timestamp, __seq string").repartition(3)
     out = list(ordered_values(df, 2, ["_1", "__seq"]))
     assert out == [(i, t) for i, t, _ in sorted(rows, key=lambda r: (r[1], r[2]))]
+
+
+def test_a_null_sorts_first_as_in_spark(spark: Any) -> None:
+    rows = [(0, TS, "s2"), (1, None, "s1"), (2, TS, "s0")]
+    df = spark.createDataFrame(rows, "_0 int, _1 timestamp, __seq string")
+    spark_order = [r[0] for r in df.orderBy("_1", "__seq").collect()]
+    assert [r[0] for r in ordered_values(df, 2, ["_1", "__seq"])] == spark_order == [1, 2, 0]
 
 
 def test_dead_letter_events_keep_every_value(spark: Any) -> None:
