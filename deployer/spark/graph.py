@@ -55,9 +55,9 @@ class DeadLetter:
     # calls in another query would cost state, or repeat side effects.
     stateless: bool = False
     # A split whose rows go on through stateless steps only (`SparkGraph.split_errors`'s `then`):
-    # the query that writes its rows (`rows`, the node's port) can write its failures too, from one
+    # the query that writes its rows (the node's port) can write its failures too, from one
     # computation: it runs `whole` (the rows before the split, with the error column) and splits each
-    # micro-batch with `failed` and `kept` (deployer.spark.deployment). None otherwise.
+    # micro-batch with `failed` and `kept` (deployer.spark.failures). None otherwise.
     split: Split | None = None
 
 
@@ -68,7 +68,6 @@ class Split:
     whole: DataFrame
     failed: Callable[[DataFrame], DataFrame]  # `whole`'s failed rows as `reason` and `event`
     kept: Callable[[DataFrame], DataFrame]  # its other rows, without the error column, made the port's
-    rows: DataFrame  # `kept` of the streaming frame: what the node's handler made its port
 
 
 @dataclass
@@ -174,7 +173,7 @@ class SparkGraph:
         rows = kept(df)
         stream = node.stream if isinstance(node, g.Source) else None
         stateless = stateless_upstream(self.graph, node, on_input)
-        split = Split(df, failed, kept, rows) if then is not None and not stateless else None
+        split = Split(df, failed, kept) if then is not None and not stateless else None
         self.dead_letters.append(
             DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split)
         )

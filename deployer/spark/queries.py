@@ -13,8 +13,9 @@ runs of a deployment):
 - `failed:<node>` (`failed:<node>-2` for a node's second failure point): the failures at an operator
   after a window, a join or a data store call, each in a query of its own, which re-runs that part;
   except the failures of a window's rows, a join's pairs or a data store call's results that a sink
-  or a table writes directly (`written_with`): the query writing the rows writes them, from the same
-  micro-batch (one computation of the window, one store call).
+  or a table writes, as they are or through Maps, and those Maps' own (`written_with`): the query
+  writing the rows writes them, from the same micro-batch (one computation of the window, one store
+  call; deployer.spark.failures).
 
 `plan_queries` lists them; the deployment starts exactly these (deployer.spark.deployment checks that
 its translation found the same failure points), and `cep explain --queries` and the golden tests
