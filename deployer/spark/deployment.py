@@ -213,7 +213,8 @@ class SparkDeployment:
             if isinstance(node, g.UpdateSQL):
                 # An UpdateSQL's statements are effects of their own: they run whether or not its
                 # output reaches a sink or a table, as in the reference executor. Translating it
-                # gives it a dead-letter query (below), which executes it for every event.
+                # gives it a failure point: written by the sink or table that writes its rows, or
+                # else a query of its own (below), which executes it for every event.
                 self.sg.port(g.Port(node.id))
         self._start_dead_letters(by_name)
 
