@@ -261,11 +261,7 @@ class SparkDeployment:
         """The queries that write failures only (deployer.spark.failures): one per failure point that
         no sink or table writes, and the dead-letters query."""
         own = failure_queries(self.sg, self._written)
-        shared = dead_letters(
-            self.sg,
-            self.rejected,
-            dead_letter_writer(self.dead_dir, "stateless", counted=self._count("dead")),
-        )
+        shared = dead_letters(self.sg, self.rejected, self._dead("stateless"))
         expected = {n for n in planned if n.startswith("failed:")}
         if set(own) != expected or (shared is not None) != (DEAD_LETTERS in planned):
             raise AssertionError(
