@@ -21,10 +21,9 @@ from cpl.compiler import Compiled, compile_script
 from deployer import settings
 from deployer.engine import Engine, RunRequest, RunSummary
 from operators import graph as g
-from operators.declarations import DescribeQuery
+from operators.declarations import DataStore, DescribeQuery, ResultColumn, SqlQuery
 from stores.bindings import StoreBindings, bind_store, resolve_bindings
 from stores.retry import RetryPolicy
-from stores.sql.describe import StoreDescriber
 from stores.urls import StoreURL
 
 # engine name -> the module whose `run` runs a request on it
@@ -74,7 +73,18 @@ def describer(cli: Mapping[str, str]) -> DescribeQuery:
     def bind(store: g.DataStore) -> StoreURL:
         return bind_store(store, texts.get(store.name.lower()), env, directory)
 
-    return StoreDescriber(bind, retry_policy())
+    asked: list[DescribeQuery] = []
+
+    def describe(query: SqlQuery, store: DataStore) -> tuple[ResultColumn, ...]:
+        # The describer (psycopg, SQLAlchemy) is imported for the first SELECT it describes, not by
+        # every `cep` command: they were 0.4 s of the start of each, most of which need no store.
+        if not asked:
+            from stores.sql.describe import StoreDescriber
+
+            asked.append(StoreDescriber(bind, retry_policy()))
+        return asked[0](query, store)
+
+    return describe
 
 
 def compile_bound(source: str, filename: str, cli: Mapping[str, str]) -> Compiled:

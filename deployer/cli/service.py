@@ -23,7 +23,6 @@ from deployer.cli.common import friendly, pairs, read_script
 from deployer.runner import compile_bound
 from deployer.service import lifecycle
 from deployer.service.catalog import Catalog, CatalogError, now, utc
-from deployer.service.daemon import Service
 from deployer.service.lifecycle import DeploySpec
 from deployer.service.lifecycle import deploy as do_deploy
 from deployer.service.models import Deployment
@@ -339,6 +338,10 @@ def serve(catalog: str | None, master: str | None, poll: float, check: bool) -> 
             raise SystemExit(1)
         click.echo(f"service {service.instance} seen {_ago(service.seen_at)}")
         return
+    # Here, not at the top: the service brings Spark, pandas and the whole engine with it, which no
+    # other `cep` command needs (each `cep` process imported them: a second of its start-up).
+    from deployer.service.daemon import Service
+
     raise SystemExit(Service(cat, master=master, poll=poll).run())
 
 

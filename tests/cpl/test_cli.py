@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -68,3 +69,14 @@ def test_console_script_is_installed() -> None:
     cep = shutil.which("cep") or str(Path(ROOT / ".venv" / "bin" / "cep"))
     out = subprocess.run([cep, "explain", BILLING], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("n1 = Source()  -- line 4\n")
+
+
+def test_cep_starts_without_the_engines_and_store_drivers() -> None:
+    """`cep check`, `explain`, `deploy` or a local run need neither Spark, pandas nor a store's
+    driver: importing the CLI does not import them (each cost a `cep` process a part of a second
+    at start; the Spark engine, the service and the describer import them when they run). A fresh
+    interpreter, since this one has imported everything already."""
+    heavy = ("pyspark", "pandas", "pyarrow", "numpy", "psycopg", "redis")
+    code = f"import sys, deployer.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
