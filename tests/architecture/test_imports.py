@@ -22,6 +22,8 @@ PACKAGES = ("cpl", "operators", "stores", "deployer")
 LAZY = {
     ("deployer.connectors.redis_stream", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
     ("deployer.spark.redis_source", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
+    ("deployer.cli.service", "deployer.service.daemon"): "Spark, pandas and the engine, for `cep serve` only",
+    ("deployer.runner", "stores.sql.describe"): "psycopg and SQLAlchemy, for a script that asks a store",
 }
 
 
