@@ -77,7 +77,7 @@ def describer(cli: Mapping[str, str]) -> DescribeQuery:
 
     def describe(query: SqlQuery, store: DataStore) -> tuple[ResultColumn, ...]:
         # The describer (psycopg, SQLAlchemy) is imported for the first SELECT it describes, not by
-        # every `cep` command: they were 0.4 s of the start of each, most of which need no store.
+        # every `cep` command: 0.2 s of the start of each (python -X importtime), most need no store.
         if not asked:
             from stores.sql.describe import StoreDescriber
 
