@@ -5,6 +5,10 @@ Starts a Spark session and a PostgreSQL server (the tests' ladder, tests/servers
 cases from consecutive seeds, a few at a time, until the time is up, and prints what it ran. A
 divergence is shrunk to a minimal case and written as a regression test under --out (default
 fuzz-found/), then the run goes on with the next seed. Exit status 1 when anything was found.
+
+A Spark session that no longer answers (its JVM gone) ends the run with exit status 2: every later
+case would fail alike and be written as a divergence. The seed it was on is named, to run again
+alone: it may have been that seed's cases that brought the JVM down.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent.parent)]
@@ -23,6 +28,15 @@ from servers import start_postgres  # noqa: E402
 from sessions import make_spark_session  # noqa: E402
 
 EXAMPLES_PER_SEED = 10
+
+
+def answers(spark: Any) -> bool:
+    """Whether the session's JVM still answers a call."""
+    try:
+        spark.sparkContext._jvm.java.lang.System.currentTimeMillis()
+    except Exception:
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.minutes * 60
     started = time.monotonic()
     current = args.seed
+    lost = False
     try:
         while time.monotonic() < deadline:
             before = tally.runs
@@ -77,16 +92,26 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{elapsed / 60:5.1f} min] seed {current}: {tally.runs - before} cases, {verdict}",
                 flush=True,
             )
+            if not verdict.startswith("agree") and not answers(spark):
+                print(
+                    f"soak: the Spark session no longer answers (log: {work / 'spark.log'}); stopping. "
+                    f"Seed {current}'s finding may be that loss: run it alone with --seed {current}.",
+                    flush=True,
+                )
+                lost = True
+                break
             current += 1
     finally:
         postgres.stop()
-        spark.stop()
+        if answers(spark):
+            spark.stop()
+    last = current if lost else current - 1
     print(
-        f"soak: seeds {args.seed}..{current - 1}, {tally.runs} cases on both engines in "
+        f"soak: seeds {args.seed}..{last}, {tally.runs} cases on both engines in "
         f"{(time.monotonic() - started) / 60:.1f} min; {len(tally.found)} divergence(s)"
         + "".join(f"\n  {p}" for p in tally.found)
     )
-    return 1 if tally.found else 0
+    return 2 if lost else 1 if tally.found else 0
 
 
 if __name__ == "__main__":
