@@ -24,7 +24,7 @@ whose URIs are stored redacted. A restart is refused, before Spark starts, when:
 - another run is using DIR: a run holds an exclusive lock on `DIR/.cep-checkpoint.lock` from its
   check until it ends (the kernel drops it when the process dies, however it dies). Two runs on one
   checkpoint would write the same batches' log entries, and Spark's checkpoint manager for local
-  files (deployer.spark.deployment.SESSION_CONF) does not detect that.
+  files (deployer.spark.session.SESSION_CONF) does not detect that.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ from deployer.spark.queries import (
     store_kinds,
 )
 from deployer.spark.reporter import Reporter, progress_text
-from deployer.spark.session import SESSION_CONF
+from deployer.spark.session import prepare_session
 from deployer.spark.shared import batch_plans, shared_writer, stem
 from deployer.spark.sinks import sink_writer
 from deployer.spark.sources import SourceError
@@ -93,9 +93,7 @@ class SparkDeployment:
         on_started: Callable[[str], None] | None = None,
     ):
         self.spark = spark
-        for key, value in SESSION_CONF.items():
-            # A query records these in its checkpoint when it first starts; a restart keeps them.
-            spark.conf.set(key, value)
+        prepare_session(spark)
         self.graph = graph
         self.until_idle = until_idle
         self.name = name

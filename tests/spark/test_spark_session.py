@@ -1,7 +1,9 @@
-"""The session settings of deployer.spark.deployment: Python workers over a Unix domain socket locally."""
+"""The session settings of deployer.spark.deployment: Python workers over a Unix domain socket
+locally, and Python functions whose environment no query changes while others use it."""
 
 from __future__ import annotations
 
+import io
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from deployer.spark import file_source
+from deployer.spark.deployment import SparkDeployment
 from deployer.spark.session import python_worker_conf
 
 pytestmark = pytest.mark.spark
@@ -49,3 +53,73 @@ def test_loopback_tcp_for_a_cluster_when_turned_off_or_when_the_path_is_too_long
         conf = python_worker_conf("local")
         assert conf["spark.python.unix.domain.socket.enabled"] == "true"
         assert Path(conf["spark.python.unix.domain.socket.dir"]).parent == tmp_path.parent.parent
+
+
+# Two windows of one event-time stream: two queries (and the dead letters' third) read one source,
+# and each has transformWithStateInPandas operators (the stream's sequencer, the TUPLE window).
+SHARED_SOURCE = """
+CREATE STREAMSCHEMA calls WITH caller integer, duration integer, ts timestamp
+  TIMESTAMP BY ts WATERMARK 1 MINUTE;
+INSERT INTO per_hour SELECT caller, count(*) AS n FROM calls WINDOW TIME SIZE 1 HOUR GROUP BY caller;
+INSERT INTO last_two SELECT caller, sum(duration) AS d FROM calls WINDOW TUPLE SIZE 2 GROUP BY caller;
+"""
+
+
+def _seq(s: Any) -> list[Any]:
+    return [s.apply(i) for i in range(s.size())]
+
+
+def _python_functions(plan: Any) -> list[Any]:
+    """The PythonFunction of every Python UDF in a JVM plan tree (transformWithStateInPandas, the
+    pandas UDFs), as py4j objects."""
+    found, nodes = [], [plan]
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(_seq(node.children()))
+        exprs = _seq(node.expressions())
+        while exprs:
+            e = exprs.pop()
+            exprs.extend(_seq(e.children()))
+            if e.getClass().getSimpleName() == "PythonUDF":
+                found.append(e.func())
+    return found
+
+
+def test_no_query_adds_to_the_environment_of_a_python_function_others_share(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark's driver-side Python runners (a Python source's, one per query; transformWithStateInPandas'
+    pre-init, at a query's first batch) put entries into the environment map of the function they
+    run, itself, unsynchronized, while the other queries of the deployment start in threads of their
+    own and serialize tasks holding the same map: two runners adding a key at once corrupted it and
+    failed the queries (java.io.OptionalDataException when a task was deserialized). The deployment
+    gives every function those entries beforehand (deployer.spark.session.prepare_session): then the
+    runners only replace values. Checked on the maps themselves after a run: nothing was added."""
+    from spark_helpers import at, compile_text, prepare
+
+    rows = [{"caller": i % 3, "duration": i, "ts": at(minutes=7 * i)} for i in range(30)]
+    sources = prepare(tmp_path, {"calls": [rows[:15], rows[15:]]})
+    deployment = SparkDeployment(
+        spark,
+        compile_text(SHARED_SOURCE),
+        sources,
+        {s: f"file:{tmp_path / 'out'}" for s in ("per_hour", "last_two")},
+        str(tmp_path / "checkpoint"),
+        dead_letter=f"file:{tmp_path / 'dead'}",
+        until_idle=True,
+    )
+    given = set(spark.sparkContext.environment)
+    manager = spark._jsparkSession.sessionState().dataSourceManager()
+    source = manager.lookupDataSource(file_source.NAME).dataSourceCls().envVars()
+    deployment.run(out=io.StringIO())
+
+    assert len(deployment._launched) == 3  # the two windows' queries and the dead letters'
+    assert set(source.keySet().toArray()) == given  # every query's source runner has run
+    functions = [
+        f
+        for df, _, _ in deployment._launched.values()
+        for f in _python_functions(df._jdf.queryExecution().analyzed())
+    ]
+    assert len(functions) >= 4  # the sequencers and the TUPLE window's state, at least
+    for f in functions:
+        assert set(f.envVars().keySet().toArray()) == given
