@@ -342,6 +342,11 @@ class SparkDeployment:
             if exc is None:
                 continue
             if is_transient(str(exc)) and self._restarts[q.name] < RESTARTS and not self._stopping.is_set():
+                # Spark sets a query's exception, then stops its sources, then lets go of its name:
+                # the same name started in between is refused ("already active"). It has let go
+                # once the query's termination is signalled (awaitTermination raises `exc` then).
+                with contextlib.suppress(Exception):
+                    q.awaitTermination(120)
                 self._restarts[q.name] += 1
                 self.tally.absorb([q])
                 self.queries.remove(q)
