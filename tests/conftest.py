@@ -28,18 +28,18 @@ from sessions import make_spark_session
 # the C2 compiler's own work was a third of the CPU a `cep run` fault test used on this 2-core
 # machine (test_graceful_stop.py: 76 s -> 61 s). SPARK_SUBMIT_OPTS is Spark's own hook for the
 # launcher's JVM options; unlike JDK_JAVA_OPTIONS it prints nothing to stderr, which tests read.
-# Before the first test that starts a JVM, the options get a class-data sharing archive of Spark's
-# classes (tests/jvm_archive.py). Options of your own in SPARK_SUBMIT_OPTS are left as they are.
+# From the first test that starts a JVM, the options get a class-data sharing archive of Spark's
+# classes (tests/jvm_archive.py) once it is made. Options of your own in SPARK_SUBMIT_OPTS are left
+# as they are.
 JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-_OWN_JVM_OPTS = os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS) == JVM_OPTS
+_OWN_JVM_OPTS = [os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS) == JVM_OPTS]
 
 
 def _use_jvm_archive() -> None:
-    """The archive in SPARK_SUBMIT_OPTS, made if need be; once per process."""
-    global _OWN_JVM_OPTS
-    if _OWN_JVM_OPTS:
-        _OWN_JVM_OPTS = False
+    """The archive in SPARK_SUBMIT_OPTS if it is made (its making started if need be), until it is."""
+    if _OWN_JVM_OPTS[0]:
         os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(JVM_OPTS)
+        _OWN_JVM_OPTS[0] = os.environ["SPARK_SUBMIT_OPTS"] == JVM_OPTS  # not yet: ask again later
 
 
 @pytest.fixture(autouse=True)

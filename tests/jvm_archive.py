@@ -8,7 +8,10 @@ JVM started with `-XX:SharedArchiveFile` maps them instead (a short `cep run`: 4
 JVM's CPU to a running session about halved, measured beside other Spark jobs).
 
 The archive is made once per virtualenv, JDK and PySpark (its name holds a digest of them), by a
-real `cep run` of examples/daily_bill.cpl over a few events, and kept in the virtualenv. A JVM
+real `cep run` of examples/daily_bill.cpl over a few events, and kept in the virtualenv. It is made
+in the background (this file run as a script, under a lock, so that concurrent test processes make
+it once): nobody waits for it (on a clean clone both test workers waited about 80 s), and the JVMs
+started before it is ready run without it; `jvm_options` gives it to those started after. A JVM
 that cannot use it (another JDK, another class path: the standalone cluster's daemons) ignores it
 silently (`-Xshare:auto`, the default, with the CDS log off). Making it never fails the tests: without
 it they run as before. Nothing here is used by `cep` itself.
@@ -54,17 +57,39 @@ def archive_path(base_opts: str) -> Path | None:
 
 
 def jvm_options(base_opts: str) -> str:
-    """`base_opts` plus the options that map the archive, made first if need be (under a lock, so
-    that concurrent test runs of one virtualenv make it once); `base_opts` alone if it cannot be."""
+    """`base_opts` plus the options that map the archive if it is made; else `base_opts` alone, the
+    archive being made meanwhile by a process of its own (started here unless one is at it)."""
     path = archive_path(base_opts)
     if path is None:
         return base_opts
+    if path.exists():
+        return f"{base_opts} {USE.format(path)}"
+    if path.with_suffix(".failed").exists():
+        return base_opts  # tried once in this virtualenv: no archive, as if none could be made
     path.parent.mkdir(parents=True, exist_ok=True)
+    with (path.parent / ".lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return base_opts  # being made
+    subprocess.Popen(
+        [sys.executable, __file__, str(path), base_opts],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return base_opts
+
+
+def _make_locked(path: Path, base_opts: str) -> None:
+    """The archive made unless it is there, under the lock (a second maker waits, then finds it)."""
     with (path.parent / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not path.exists():
             _make(path, base_opts)
-    return f"{base_opts} {USE.format(path)}" if path.exists() else base_opts
+        if not path.exists():
+            path.with_suffix(".failed").touch()
 
 
 def _make(path: Path, base_opts: str) -> None:
@@ -130,3 +155,7 @@ def _wait_for_session(sid: int, limit: float) -> None:
         if not alive:
             return
         time.sleep(0.1)
+
+
+if __name__ == "__main__":  # jvm_options' background maker: PATH BASE_OPTS
+    _make_locked(Path(sys.argv[1]), sys.argv[2])
