@@ -86,6 +86,13 @@ class Settings:
         "CEP_SPARK_LOG_LEVEL",
         "Spark's log level, in the run's log file (docs/settings.md, \"Spark's log\")",
     )
+    poll_ms: int = _setting(
+        100,
+        "CEP_POLL_MS",
+        "Spark: how long a query that found no new input waits before it looks again (a latency of at "
+        "most that much for the first event after a pause; lower costs CPU while idle)",
+        1,
+    )
     stop_timeout_s: float = _setting(
         10.0,
         "CEP_STOP_TIMEOUT",

@@ -48,6 +48,7 @@ from stores.urls import redact_text
 # FileSystem-based manager renames without an atomic "fail if there" check, which only matters to
 # two runs writing one checkpoint at once; deployer.spark.checkpoint's lock refuses the second run.
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 SESSION_CONF = {
     # Adaptive execution may not replace a stage that turned out empty by an empty relation
     # (AQEPropagateEmptyRelation): the observations in that stage (the events a Filter drops, the
@@ -95,6 +96,11 @@ def prepare_session(spark: SparkSession) -> None:
     from now on carry `_RUNNER_ENV` from the start."""
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
+    # Spark's default (10 ms) has every idle query ask each of its sources for new input a hundred
+    # times a second, each a call into the source's Python process: an idle `cep run` of
+    # examples/daily_bill.cpl kept 30% of a core busy (its JVM and Python processes, ad hoc), 9% at
+    # 100 ms. Not recorded in checkpoints: each start may choose another.
+    spark.conf.set(POLLING_DELAY, f"{settings.current().poll_ms}ms")
     sc = spark.sparkContext
     env = sc.environment
     if all(key in env for key in _RUNNER_ENV):

@@ -15,7 +15,7 @@ import pytest
 
 from deployer.spark import file_source
 from deployer.spark.deployment import SparkDeployment
-from deployer.spark.session import python_worker_conf
+from deployer.spark.session import POLLING_DELAY, prepare_session, python_worker_conf
 
 pytestmark = pytest.mark.spark
 
@@ -123,3 +123,30 @@ def test_no_query_adds_to_the_environment_of_a_python_function_others_share(
     assert len(functions) >= 4  # the sequencers and the TUPLE window's state, at least
     for f in functions:
         assert set(f.envVars().keySet().toArray()) == given
+
+
+def test_an_idle_query_looks_for_input_as_often_as_the_setting_says(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CEP_POLL_MS is what each query of a deployment waits, having found no new input, before it
+    asks its sources again (Spark's own default, 10 ms, kept idle runs' processes busy)."""
+    from spark_helpers import at, compile_text, prepare
+
+    monkeypatch.setenv("CEP_POLL_MS", "250")
+    rows = [{"caller": i % 3, "duration": i, "ts": at(minutes=7 * i)} for i in range(4)]
+    deployment = SparkDeployment(
+        spark,
+        compile_text(SHARED_SOURCE),
+        prepare(tmp_path, {"calls": [rows]}),
+        {s: f"file:{tmp_path / 'out'}" for s in ("per_hour", "last_two")},
+        str(tmp_path / "checkpoint"),
+        dead_letter=f"file:{tmp_path / 'dead'}",
+        until_idle=True,
+    )
+    assert spark.conf.get(POLLING_DELAY) == "250ms"
+    deployment.run(out=io.StringIO())
+    assert len(deployment.queries) == 3
+    assert [q._jsq.streamingQuery().pollingDelayMs() for q in deployment.queries] == [250] * 3
+    monkeypatch.delenv("CEP_POLL_MS")
+    prepare_session(spark)  # as every deployment does
+    assert spark.conf.get(POLLING_DELAY) == "100ms"  # the default
