@@ -92,14 +92,15 @@ _RUNNER_ENV = ("SPARK_LOCAL_DIRS", "SPARK_AUTH_SOCKET_TIMEOUT", "SPARK_BUFFER_SI
 
 def prepare_session(spark: SparkSession) -> None:
     """Make `spark` fit for a deployment, whoever built it: `SESSION_CONF` (a query records these
-    in its checkpoint when it first starts; a restart keeps them), and the Python functions created
-    from now on carry `_RUNNER_ENV` from the start."""
+    in its checkpoint when it first starts; a restart keeps them), the polling delay of
+    CEP_POLL_MS, and the Python functions created from now on carry `_RUNNER_ENV` from the start."""
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     # Spark's default (10 ms) has every idle query ask each of its sources for new input a hundred
     # times a second, each a call into the source's Python process: an idle `cep run` of
-    # examples/daily_bill.cpl kept 30% of a core busy (its JVM and Python processes, ad hoc), 9% at
-    # 100 ms. Not recorded in checkpoints: each start may choose another.
+    # examples/daily_bill.cpl kept 30% of a core busy (its JVM and its sources' Python processes,
+    # sampled from /proc, ad hoc), 12% at 100 ms. Not recorded in checkpoints: each start may
+    # choose another.
     spark.conf.set(POLLING_DELAY, f"{settings.current().poll_ms}ms")
     sc = spark.sparkContext
     env = sc.environment
