@@ -6,6 +6,8 @@ ones. What each function answers:
 
 - `ancestors`: a node and everything upstream of it, in plan order;
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
+- `in_release_order`: whether a port's rows are a timed stream's events, in the order its
+  sequencer released them, through row-by-row operators only;
 - `merged_sources`: which source streams with event time meet in a merge (a Union), and
   `merge_upstream`: whether a node's input comes through one; `self_merged_sources`: the streams a
   merge reads through two of its inputs;
@@ -52,6 +54,19 @@ def stateless_upstream(graph: g.Graph, node: g.Node, on_input: bool = False) -> 
             return False
         todo.extend(graph.node(p.node) for p in n.inputs)
     return True
+
+
+def in_release_order(graph: g.Graph, port: g.Port) -> bool:
+    """Whether the rows at `port` are a stream's events, in the order its Sequencer released them
+    (event time, then arrival: the reference's), through row-by-row operators only. When they no
+    longer carry the event time (a SELECT without it), `SEQ` alone would put them back in arrival
+    order (found by the fuzzer, seed 16016): the Spark table writer writes such a batch as it comes.
+    The Sequencer's key is the stream, so its output is one partition, which those operators keep
+    in order."""
+    producer = graph.node(port.node)
+    while isinstance(producer, g.Map | g.Filter | g.MultiFilter):
+        producer = graph.node(producer.inputs[0].node)
+    return isinstance(producer, g.Source) and producer.event_time is not None
 
 
 # Operators that take each event on its own and keep its event time: the events of a merge's input

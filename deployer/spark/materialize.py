@@ -22,6 +22,7 @@ from deployer.spark.dead_letters import dead_letter_writer
 from deployer.spark.graph import SEQ, SparkGraph, named
 from deployer.spark.store_calls import bound, deployment_of, worker_stores
 from operators import graph as g
+from operators.analysis import in_release_order
 from stores.arrow import rows as arrow_rows
 
 DeadLetterWriter = Callable[[DataFrame, int], None]
@@ -40,7 +41,7 @@ def table_shape(
     engines. A function of the rows, for a query that splits them off its input's failures in each
     micro-batch (deployer.spark.failures)."""
     ts = sg.event_time_index(node.inputs[0])
-    if ts is None and _in_release_order(sg.graph, node.inputs[0]):
+    if ts is None and in_release_order(sg.graph, node.inputs[0]):
         return (lambda rows: named(rows, node.input_schema)), ()
     order = {_ORDER[0]: F.col(col_name(ts))} if ts is not None else {}
 
@@ -48,18 +49,6 @@ def table_shape(
         return named(rows.withColumns({**order, _ORDER[1]: F.col(SEQ)}), node.input_schema, *order, _ORDER[1])
 
     return shape, (*order, _ORDER[1])
-
-
-def _in_release_order(graph: g.Graph, port: g.Port) -> bool:
-    """Whether the rows at `port` are a stream's events, in the order its Sequencer released them
-    (event time, then arrival: the reference's), through row-by-row operators only. When they no
-    longer carry the event time (a SELECT without it), `SEQ` alone would put them back in arrival
-    order (found by the fuzzer, seed 16016): the batch is written as it comes. The Sequencer's key
-    is the stream, so its output is one partition, which those operators keep in order."""
-    producer = graph.node(port.node)
-    while isinstance(producer, g.Map | g.Filter | g.MultiFilter):
-        producer = graph.node(producer.inputs[0].node)
-    return isinstance(producer, g.Source) and producer.event_time is not None
 
 
 def materialize_writer(
