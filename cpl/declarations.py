@@ -59,7 +59,7 @@ def _event_time(stmt: ast.CreateStreamSchema, schema: Schema) -> tuple[str | Non
     if fd.type.kind != TIMESTAMP:
         raise PlanError(f"TIMESTAMP BY needs a timestamp field; '{fd.name}' is {fd.type}", stmt.timestamp_pos)
     # Without WATERMARK, events may not arrive out of order at all: a delay of zero.
-    watermark = duration_ms(stmt.watermark) if stmt.watermark else 0
+    watermark = duration_ms(stmt.watermark, zero=True) if stmt.watermark else 0
     return fd.name, watermark
 
 

@@ -27,14 +27,16 @@ UNITS_MS = {
 }
 
 
-def duration_ms(d: ast.Duration) -> int:
+def duration_ms(d: ast.Duration, zero: bool = False) -> int:
+    """A duration in milliseconds; positive, or also 0 where `zero` allows it (a WATERMARK: 0 is its
+    default, and writing the default out must not be an error)."""
     unit = UNITS_MS.get(d.unit)
     if unit is None:
         raise PlanError(
             f"unknown time unit '{d.unit}'; use MILLISECONDS, SECONDS, MINUTES, HOURS or DAYS", d.pos
         )
-    if d.amount <= 0:
-        raise PlanError("a duration must be positive", d.pos)
+    if d.amount < 0 or (d.amount == 0 and not zero):
+        raise PlanError("a duration must be positive" + (" or 0" if zero else ""), d.pos)
     return d.amount * unit
 
 

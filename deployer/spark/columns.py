@@ -97,6 +97,31 @@ def quoted(c: Column) -> Column:
     return msg("'", F.replace(c, F.lit("'"), F.lit("''")), "'")
 
 
+def encoded_value(value: Column, t: T.DataType) -> Column:
+    """One value as text tagged with its kind, exact, so that the writer can rebuild it: dead letters
+    of different operators (different event types) then share one DataFrame schema and one query."""
+    if isinstance(t, T.IntegerType | T.LongType | T.ShortType | T.ByteType):
+        tag, body = "i", value.cast("string")
+    elif isinstance(t, T.DoubleType | T.FloatType):
+        tag, body = "f", value.cast("string")  # Java's text reads back as the same double
+    elif isinstance(t, T.DecimalType):
+        tag, body = "n", value.cast("string")
+    elif isinstance(t, T.BooleanType):
+        tag, body = "b", value.cast("string")
+    elif isinstance(t, T.TimestampType):
+        tag, body = "t", F.unix_micros(value).cast("string")
+    else:
+        tag, body = "s", value.cast("string")
+    return F.concat(F.lit(tag), body)
+
+
+def encoded_event(values: list[tuple[Column, T.DataType]]) -> Column:
+    """An event as a dead letter carries it: its values as tagged text (`encoded_value`), in order.
+    Built where the event's columns are at hand, when a failure is found where they are not (a
+    BATCH window's condition, failing inside the window's state: deployer.spark.window_state)."""
+    return F.array(*[encoded_value(v, t) for v, t in values])
+
+
 def error_column(errors: list[tuple[Column, Message]]) -> Column | None:
     """One column holding the first error message of a row, NULL when it has none."""
     if not errors:

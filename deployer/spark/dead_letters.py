@@ -21,29 +21,12 @@ from pyspark.sql import types as T
 
 from deployer.connectors.files import file_dir
 from deployer.connectors.records import json_value
+from deployer.spark.columns import encoded_event
 from deployer.spark.sinks import Counter
 from stores.arrow import micros_value
 
 # The key order of the local engine's dead letters (deployer.local.driver), so both write the same JSON.
 _DEAD_KEYS = ("stage", "reason", "stream", "node", "line", "source", "record")
-
-
-def _encoded(value: Column, t: T.DataType) -> Column:
-    """One value as text tagged with its kind, exact, so that the writer can rebuild it: dead letters
-    of different operators (different event types) then share one DataFrame schema and one query."""
-    if isinstance(t, T.IntegerType | T.LongType | T.ShortType | T.ByteType):
-        tag, text = "i", value.cast("string")
-    elif isinstance(t, T.DoubleType | T.FloatType):
-        tag, text = "f", value.cast("string")  # Java's text reads back as the same double
-    elif isinstance(t, T.DecimalType):
-        tag, text = "n", value.cast("string")
-    elif isinstance(t, T.BooleanType):
-        tag, text = "b", value.cast("string")
-    elif isinstance(t, T.TimestampType):
-        tag, text = "t", F.unix_micros(value).cast("string")
-    else:
-        tag, text = "s", value.cast("string")
-    return F.concat(F.lit(tag), text)
 
 
 def _decoded(x: str | None) -> Any:
@@ -65,7 +48,7 @@ def _decoded(x: str | None) -> Any:
 
 def dead_letter_frame(df: DataFrame, fixed: dict[str, Any]) -> DataFrame:
     """A dead-letter DataFrame in the one shape every dead letter takes: stage, reason, stream,
-    node, line, source, record and the event as tagged text (see `_encoded`). `fixed` fills what
+    node, line, source, record and the event as tagged text (`columns.encoded_value`). `fixed` fills what
     the rows do not carry."""
     cols: list[Column] = []
     for key in _DEAD_KEYS:
@@ -74,12 +57,14 @@ def dead_letter_frame(df: DataFrame, fixed: dict[str, Any]) -> DataFrame:
         t = T.IntegerType() if key == "line" else T.StringType()
         col = F.lit(default).cast(t) if given is None else F.coalesce(given.cast(t), F.lit(default).cast(t))
         cols.append(col.alias(key))
-    if "event" in df.columns:
+    if "event" in df.columns and isinstance(df.schema["event"].dataType, T.ArrayType):
+        cols.append(F.col("event"))  # already encoded (`encoded_event`)
+    elif "event" in df.columns:
         struct = df.schema["event"].dataType
         assert isinstance(struct, T.StructType)
         ev = F.col("event")
-        items = [_encoded(ev.getField(f.name), f.dataType) for f in struct.fields]
-        cols.append(F.when(ev.isNotNull(), F.array(*items)).alias("event"))
+        items = [(ev.getField(f.name), f.dataType) for f in struct.fields]
+        cols.append(F.when(ev.isNotNull(), encoded_event(items)).alias("event"))
     else:
         cols.append(F.lit(None).cast(T.ArrayType(T.StringType())).alias("event"))
     return df.select(*cols)

@@ -142,6 +142,7 @@ class SparkGraph:
         *,
         on_input: bool = False,
         then: Callable[[DataFrame], DataFrame] | None = None,
+        event: Column | None = None,
     ) -> DataFrame:
         """Route rows with an error to a dead letter; return the others without the error column.
 
@@ -149,7 +150,9 @@ class SparkGraph:
         `on_input`: the rows are the node's input (an Aggregate's events), not its results. `then`:
         the stateless steps (filters, projections) that make the other rows the node's port, applied
         here; given where the handler makes its port so, for a split after a stateful operator or a
-        data store call: the query writing the port can then write the failures too (`Split`)."""
+        data store call: the query writing the port can then write the failures too (`Split`).
+        `event`: the dead letter's event already encoded (`columns.encoded_event`), for rows that
+        are not all events of one shape (a window's rows beside the events its state refused)."""
         if not errors:
             return df if then is None else then(df)
         if not self.collect_dead_letters:
@@ -159,7 +162,7 @@ class SparkGraph:
         assert err is not None
         df = df.withColumn(ERR, err)
         fields = [F.col(col_name(i)) for i in range(width)] if isinstance(width, int) else width
-        payload = F.struct(*[f.alias(f"_{i}") for i, f in enumerate(fields)])
+        payload = event if event is not None else F.struct(*[f.alias(f"_{i}") for i, f in enumerate(fields)])
 
         def failed(whole: DataFrame) -> DataFrame:
             return whole.filter(F.col(ERR).isNotNull()).select(

@@ -18,7 +18,14 @@ largest event time and whether it ended:
   has had an event (one that has none yet may still bring the earliest); strictly below it, as an
   event of another stream that comes later may be at that time and go first (input order);
 - a stream ends with its end-of-input row (deployer.spark.file_source), and goes on if events come
-  after it (a later run on the same checkpoint): when all have ended, everything is released.
+  after it (a later run on the same checkpoint): when all have ended, everything is released;
+- a stream that ended without a single event does not hold the merge's watermark back (the
+  language's rule at the end of the input), but Spark's would stay at 0 for it: Spark takes the
+  least of its streams' watermarks, counting one that never saw a row as 0, so no TIME window after
+  the merge would ever fire. So when all have ended, such a stream's stage releases one
+  **placeholder** row (`PLACEHOLDER` as its `__seq`, NULLs but its event time): its event time puts
+  the stream's watermark at the merge's, and it is dropped right after Spark's watermark is declared
+  on it (deployer.spark.sources), before any operator sees it.
 
 So every stream of a merge releases, micro-batch after micro-batch, only events that come before any
 event any of them releases later, and a Union downstream (which sorts each micro-batch by event time,
@@ -46,11 +53,12 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.spark.arrow_batches import unpacked
 from deployer.spark.columns import col_name
-from deployer.spark.file_source import END
+from deployer.spark.file_source import END, SEQ
 from deployer.spark.sequencer import (
     ALL,
     KEY,
@@ -69,6 +77,9 @@ from deployer.spark.sequencer import (
     unpack,
 )
 
+# The `__seq` of a stream's placeholder row (see the module docstring): no event's (those are digits).
+PLACEHOLDER = "~placeholder"
+
 
 @dataclass(frozen=True)
 class Merged:
@@ -86,8 +97,11 @@ class MergeSequencer(StatefulProcessor):
     releases. State: every stream's largest event time and whether it ended, and `own`'s held events
     (an Arrow IPC blob). See the module docstring."""
 
-    def __init__(self, streams: list[str], ts_columns: list[str], delays_us: list[int], own: int) -> None:
+    def __init__(
+        self, streams: list[str], ts_columns: list[str], delays_us: list[int], own: int, released: pa.Schema
+    ) -> None:
         self.streams = streams
+        self.released = released  # what the stage releases: its stream's columns, `__late`, `__late_ts`
         self.ts = ts_columns
         self.delays = delays_us
         self.own = own
@@ -129,6 +143,7 @@ class MergeSequencer(StatefulProcessor):
             late_events = events.filter(pa.array(late))
         if held is None:
             self.state.update((maxes, ended, None))
+            yield from self._placeholder(maxes, ended)
             return
         released, held = release(held, self.ts[own], _limit(maxes, ended, self.delays), inclusive=False)
         self.state.update((maxes, ended, blob(held) if held.num_rows else None))
@@ -137,6 +152,26 @@ class MergeSequencer(StatefulProcessor):
         )
         if out.num_rows:
             yield pd.DataFrame({KEY: [0], "__events": [blob(out)]})
+        yield from self._placeholder(maxes, ended)
+
+    def _placeholder(self, maxes: list[int], ended: list[bool]) -> Iterator[pd.DataFrame]:
+        """The placeholder row of a stream that ended without events, once every stream has ended
+        and some had events: its event time is the merge's watermark plus the stream's WATERMARK, so
+        that Spark's watermark for the stream is the merge's (see the module docstring)."""
+        own = self.own
+        if maxes[own] != NONE or not all(ended):
+            return
+        merge = [m - d for m, d in zip(maxes, self.delays, strict=True) if m != NONE]
+        if not merge:
+            return
+        ts = min(merge) + self.delays[own]
+        row = {
+            f.name: pa.array(
+                [ts if f.name == self.ts[own] else PLACEHOLDER if f.name == SEQ else None], f.type
+            )
+            for f in self.released
+        }
+        yield pd.DataFrame({KEY: [0], "__events": [blob(pa.table(row, schema=self.released))]})
 
     def close(self) -> None:
         pass
@@ -180,9 +215,10 @@ def sequenced_jointly(streams: Sequence[Merged]) -> list[DataFrame]:
     delays = [s.delay_ms * 1000 for s in streams]
     out = []
     for k, s in enumerate(streams):
-        processor = MergeSequencer(names, columns, delays, k)
+        released = out_schema(s.events, columns[k])
+        processor = MergeSequencer(names, columns, delays, k, to_arrow_schema(released, timezone="UTC"))
         held = merged.groupBy(F.col(KEY)).transformWithStateInPandas(
             statefulProcessor=processor, outputStructType=PACKED, outputMode="Append", timeMode="None"
         )
-        out.append(held.mapInArrow(unpack, out_schema(s.events, columns[k])))
+        out.append(held.mapInArrow(unpack, released))
     return out

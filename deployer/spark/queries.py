@@ -21,9 +21,9 @@ runs of a deployment):
 its translation found the same failure points), and `cep explain --queries` and the golden tests
 (tests/spark/golden/*.queries) print them. Failure points follow the translation: an operator has
 one where an expression it evaluates can fail (operators.analysis.can_fail), an Aggregate one for
-its input (keys, arguments, BATCH conditions) and one for its rows (an aggregate that can overflow,
-HAVING, projections), a ReadSQL one more for text parameters bound for PostgreSQL (a NUL is refused
-there) and one for the events whose read the database refuses for their data, whose rows have
+its input (keys, arguments) and one for its rows (an aggregate that can overflow, HAVING,
+projections, and the events on which a BATCH window's START or STOP fails where its state evaluates
+them), a ReadSQL one more for text parameters bound for PostgreSQL (a NUL is refused there) and one for the events whose read the database refuses for their data, whose rows have
 another number of columns than ON SQL names, or whose result values do not fit their fields (any
 SELECT may meet one of these: a cast in its text, a table that holds other values than described),
 an UpdateSQL one for the statements the database refuses.
@@ -131,8 +131,10 @@ def failure_points(
     before = (True, stateless_upstream(graph, node, on_input=True))
     if isinstance(node, g.Aggregate):
         read = [k.expr for k in node.keys] + [a.expr for a in node.aggs]
-        read += [c for c in (node.window.start, node.window.stop) if c is not None]
         rows = [p.expr for p in node.projections] + ([node.having] if node.having is not None else [])
+        # a BATCH window's START and STOP fail in its state (only while closed, only while open):
+        # the events they refuse come out with the window's rows (deployer.spark.window_state)
+        rows += [c for c in (node.window.start, node.window.stop) if c is not None]
         overflow = any(isinstance(a.expr, ir.Agg) and can_overflow(a.expr) for a in node.aggs)
         return ([before] if any(map(can_fail, read)) else []) + (
             [(False, False)] if overflow or any(map(can_fail, rows)) else []

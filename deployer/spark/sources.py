@@ -22,7 +22,7 @@ from deployer.connectors.files import file_dir
 from deployer.spark import file_source as files
 from deployer.spark.columns import col_name, struct_of
 from deployer.spark.file_source import END, ORIGIN, RAW, REASON, SEQ
-from deployer.spark.merge_sequencer import Merged, sequenced_jointly
+from deployer.spark.merge_sequencer import PLACEHOLDER, Merged, sequenced_jointly
 from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC
 from deployer.spark.sequencer import LATE, LATE_TS, sequenced
 from operators import graph as g
@@ -104,7 +104,13 @@ def sequence(
             events, late = _released(node, ordered)
             # declared on what the Sequencer releases (deployer.spark.merge_sequencer says why)
             index, delay = _event_time(node)
-            out[s] = events.withWatermark(col_name(index), f"{delay} milliseconds"), late
+            events = events.withWatermark(col_name(index), f"{delay} milliseconds")
+            # A stream's placeholder row moves its watermark and goes no further. The condition
+            # reads the event time so that Spark's optimizer keeps it above the watermark (it pushes
+            # a filter that does not read the event-time column below it, where the row would never
+            # reach the watermark).
+            ts = F.col(col_name(index))
+            out[s] = events.filter((F.col(SEQ) != F.lit(PLACEHOLDER)) | ts.isNull()), late
     return out
 
 

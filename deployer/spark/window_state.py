@@ -39,8 +39,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from deployer.spark.aggregate_rows import AGG_ERR, finish_aggregate
-from deployer.spark.columns import col_name, spark_type
+from deployer.spark.aggregate_rows import AGG_ERR, REFUSED, REFUSED_EVENT, finish_aggregate
+from deployer.spark.batch_bounds import START_ERR, STOP_ERR, batch_bounds
+from deployer.spark.columns import col_name, encoded_event, error_column, spark_type
 from deployer.spark.expr import ExprCompiler
 from deployer.spark.graph import SEQ, SparkGraph, order_key
 from deployer.spark.reduce import AggSpec, agg_spec, reduce_windows
@@ -98,8 +99,13 @@ class WindowProcessor(StatefulProcessor):
         buf_schema: T.StructType,
         out_columns: list[str],
         input_columns: list[str],
+        refuses: bool = False,
     ):
         self.kind = kind
+        # BATCH: its START or STOP can fail, so the rows carry why (`START_ERR`, `STOP_ERR`) and
+        # the event as its dead letter would (`REFUSED_EVENT`), and the processor emits the events
+        # whose condition failed in the state that evaluates it (`REFUSED`).
+        self.refuses = refuses
         self.size = size
         self.advance = advance
         self.aggs = aggs
@@ -139,10 +145,11 @@ class WindowProcessor(StatefulProcessor):
             old = pd.DataFrame(
                 dict(zip(self.value_columns, state[2:], strict=True)), columns=self.value_columns
             )
+        refused: list[tuple[int, str]] = []
         if self.kind == "tuple":
             events, windows, rest, skip = self._tuple(old, new[self.value_columns], skip)
         else:
-            events, windows, rest, is_open = self._batch(old, new, is_open)
+            events, windows, rest, is_open = self._batch(old, new, is_open, refused)
         # Keep the window's remaining events (and the skip count and open flag) for the next batch.
         if len(rest) or skip or is_open:
             self.win.update((skip, is_open, *self._state_columns(rest)))
@@ -150,6 +157,8 @@ class WindowProcessor(StatefulProcessor):
             self.win.clear()
         if windows:
             yield self._aggregate(new, events, windows)
+        if refused:
+            yield self._refused(new, refused)
 
     def _state_columns(self, rest: pd.DataFrame) -> list[list[Any]]:
         """The buffer's columns as lists of plain Python values of the buffer's types. pandas hands
@@ -182,40 +191,40 @@ class WindowProcessor(StatefulProcessor):
         return events, [idx] if len(idx) else [], events.iloc[cut:], skip
 
     def _batch(
-        self, old: pd.DataFrame | None, new: pd.DataFrame, is_open: bool
+        self, old: pd.DataFrame | None, new: pd.DataFrame, is_open: bool, refused: list[tuple[int, str]]
     ) -> tuple[pd.DataFrame, list[np.ndarray], pd.DataFrame, bool]:
-        start = new["__start"].fillna(False).to_numpy(dtype=bool)
-        stop = new["__stop"].fillna(False).to_numpy(dtype=bool)
+        """The windows the new events close, the open window's events, and whether one is open;
+        the events whose START or STOP failed where it is evaluated go to `refused`
+        (deployer.spark.batch_bounds)."""
+        n = len(new)
+
+        def failed(column: str) -> np.ndarray:
+            return new[column].notna().to_numpy() if self.refuses else np.zeros(n, dtype=bool)
+
         vals = new[self.value_columns]
-        base = 0 if old is None else len(old)
-        events = (
-            pd.concat([old, vals], ignore_index=True)
-            if old is not None and len(old)
-            else vals.reset_index(drop=True)
+        held = 0 if old is None else len(old)
+        events = pd.concat([old, vals], ignore_index=True) if held else vals.reset_index(drop=True)
+        bounds = batch_bounds(
+            new["__start"].fillna(False).to_numpy(dtype=bool),
+            new["__stop"].fillna(False).to_numpy(dtype=bool),
+            failed(START_ERR),
+            failed(STOP_ERR),
+            held,
+            is_open,
         )
-        windows: list[np.ndarray] = []
-        i, n = 0, len(new)
-        open_at = 0 if is_open else -1  # index into `events` where the open window starts
-        # A loop over window boundaries (starts and stops), not over events.
-        while i < n:
-            if open_at < 0:
-                nxt = np.flatnonzero(start[i:])
-                if not len(nxt):
-                    break
-                i += int(nxt[0])
-                open_at = base + i
-                i += 1  # STOP is not tested on the event that opens the window
-                if i >= n:
-                    break
-            close = np.flatnonzero(stop[i:])
-            if not len(close):
-                break
-            i += int(close[0])
-            windows.append(np.arange(open_at, base + i + 1))
-            open_at = -1
-            i += 1
-        rest = events.iloc[open_at:] if open_at >= 0 else events.iloc[0:0]
-        return events, windows, rest, open_at >= 0
+        refused.extend(bounds.refused)
+        at = bounds.open_at
+        rest = events.iloc[at:][bounds.keep[at:]] if at >= 0 else events.iloc[0:0]
+        return events, bounds.windows, rest, at >= 0
+
+    def _refused(self, new: pd.DataFrame, refused: list[tuple[int, str]]) -> pd.DataFrame:
+        """The events the window refused, as rows of the output: why, and the event itself."""
+        rows = new.iloc[[i for i, _ in refused]]
+        out = {c: pd.Series([None] * len(rows), dtype=object) for c in self.out_columns}
+        out[REFUSED] = pd.Series([new[why].iloc[i] for i, why in refused], dtype=object)
+        out[REFUSED_EVENT] = pd.Series(rows[REFUSED_EVENT].tolist(), dtype=object)
+        out["__seq"] = pd.Series(rows["__seq"].tolist(), dtype=object)
+        return pd.DataFrame({c: out[c] for c in self.out_columns})
 
     def _aggregate(self, new: pd.DataFrame, events: pd.DataFrame, windows: list[np.ndarray]) -> pd.DataFrame:
         mats = [w if w.ndim == 2 else w[None, :] for w in windows]  # each: (windows x events) indices
@@ -252,7 +261,8 @@ class WindowProcessor(StatefulProcessor):
         seqs = events["__seq"].to_numpy(dtype=object)
         out["__seq"] = [seqs[i] for m in mats for i in m[:, -1]]
         # as Python objects: a column of big integers and NULLs would otherwise become floats
-        return pd.DataFrame({c: pd.Series(out[c], dtype=object) for c in self.out_columns})
+        none = [None] * n_win  # the columns of refused events (`_refused`)
+        return pd.DataFrame({c: pd.Series(out.get(c, none), dtype=object) for c in self.out_columns})
 
     def close(self) -> None:
         pass
@@ -270,6 +280,7 @@ class _Buffered:
     extra: list[Column]
     aggs: list[AggSpec]
     micros: set[int]  # aggregates computed over epoch microseconds (min/max of a timestamp)
+    refuses: bool = False  # BATCH: START or STOP can fail (the window's state tells which counts)
 
 
 def _buffered(c: ExprCompiler, node: g.Aggregate) -> _Buffered:
@@ -296,7 +307,25 @@ def _buffered(c: ExprCompiler, node: g.Aggregate) -> _Buffered:
         b.aggs.append(agg_spec(agg, f"_v{j}"))
     if node.window.kind == "batch":
         assert node.window.start is not None and node.window.stop is not None
-        b.extra = [c.compile(node.window.start).alias("__start"), c.compile(node.window.stop).alias("__stop")]
+        # Compiled apart from the keys and arguments: those are evaluated for every event (their
+        # failures split off before the state), START only while no window is open and STOP only
+        # inside one, so whether their failure counts is the state's to say (WindowProcessor._batch).
+        on_start, on_stop = ExprCompiler(), ExprCompiler()
+        start, stop = on_start.compile(node.window.start), on_stop.compile(node.window.stop)
+        b.extra = [start.alias("__start"), stop.alias("__stop")]
+        start_err, stop_err = error_column(on_start.errors), error_column(on_stop.errors)
+        if start_err is not None or stop_err is not None:
+            b.refuses = True
+            failing = F.lit(False)
+            for err in (start_err, stop_err):
+                failing = failing | (err.isNotNull() if err is not None else F.lit(False))
+            event = [(F.col(col_name(i)), spark_type(f.type)) for i, f in enumerate(node.input_schema)]
+            b.extra += [
+                (start_err if start_err is not None else F.lit(None).cast("string")).alias(START_ERR),
+                (stop_err if stop_err is not None else F.lit(None).cast("string")).alias(STOP_ERR),
+                # only for the events that may be refused: the others never need it
+                F.when(failing, F.to_json(encoded_event(event))).alias(REFUSED_EVENT),
+            ]
     return b
 
 
@@ -321,6 +350,8 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         T.StructField(SEQ, T.StringType()),
         T.StructField(AGG_ERR, T.StringType()),
     ]
+    if b.refuses:
+        out_fields += [T.StructField(REFUSED, T.StringType()), T.StructField(REFUSED_EVENT, T.StringType())]
     out_schema = T.StructType(out_fields)
     # Events are processed in the order key: event time, then arrival (see the module docstring).
     ts_index = sg.event_time_index(node.inputs[0])
@@ -342,6 +373,7 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         buf_schema,
         [f.name for f in out_fields],
         prepared.columns,
+        b.refuses,
     )
     result = prepared.groupBy(F.col("__group")).transformWithStateInPandas(
         statefulProcessor=processor,
@@ -349,10 +381,12 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         outputMode="Append",
         timeMode="None",
     )
-    return _finish(sg, node, result, b.micros)
+    return _finish(sg, node, result, b.micros, b.refuses)
 
 
-def _finish(sg: SparkGraph, node: g.Aggregate, result: DataFrame, micros: set[int]) -> DataFrame:
+def _finish(
+    sg: SparkGraph, node: g.Aggregate, result: DataFrame, micros: set[int], refuses: bool = False
+) -> DataFrame:
     """The processor's rows as the aggregated row (keys, aggregates, `__seq`), then HAVING and the
     projections."""
     nk = len(node.keys)
@@ -364,5 +398,6 @@ def _finish(sg: SparkGraph, node: g.Aggregate, result: DataFrame, micros: set[in
         ],
         F.col(SEQ),
         F.col(AGG_ERR),
+        *([F.col(REFUSED), F.col(REFUSED_EVENT)] if refuses else []),
     )
-    return finish_aggregate(sg, node, row)
+    return finish_aggregate(sg, node, row, refuses)

@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from deployer.spark.merge_sequencer import MergeSequencer
-from deployer.spark.sequencer import LATE, TAGGED, packer
+from deployer.spark.file_source import SEQ
+from deployer.spark.merge_sequencer import PLACEHOLDER, MergeSequencer
+from deployer.spark.sequencer import LATE, LATE_TS, TAGGED, packer
 
 STREAMS = ["a", "b"]
 DELAYS = [60_000_000, 0]  # a: WATERMARK 1 MINUTE, b: none
@@ -24,6 +25,10 @@ SCHEMA = pa.schema(
         ("__seq", pa.string()),
         ("__end", pa.bool_()),
     ]
+)
+# what a stage releases: the events' columns but `__end`, then why one is late and its time
+RELEASED = pa.schema(
+    [*(f for f in SCHEMA if f.name != "__end"), (LATE, pa.string()), (LATE_TS, pa.timestamp("us", tz="UTC"))]
 )
 
 
@@ -47,7 +52,7 @@ class Stage:
     """The stage of one stream of the merge, fed micro-batches of both streams."""
 
     def __init__(self, own: int) -> None:
-        self.processor = MergeSequencer(STREAMS, ["_1", "_1"], DELAYS, own)
+        self.processor = MergeSequencer(STREAMS, ["_1", "_1"], DELAYS, own, RELEASED)
         self.processor.init(_Handle())  # type: ignore[arg-type]
         self.seq = [0, 0]
 
@@ -66,10 +71,19 @@ class Stage:
         for released in self.processor.handleInputRows((0,), iter([frame]), None):
             for events in released["__events"]:
                 table = pa.ipc.open_stream(events).read_all()
-                out += [
-                    (v, late is not None)
-                    for v, late in zip(table["_0"].to_pylist(), table[LATE].to_pylist(), strict=True)
-                ]
+                for v, late, seq, ts in zip(
+                    table["_0"].to_pylist(),
+                    table[LATE].to_pylist(),
+                    table[SEQ].to_pylist(),
+                    table["_1"].to_pylist(),
+                    strict=True,
+                ):
+                    # a placeholder row: its event time, in seconds after T0
+                    out.append(
+                        ("placeholder", (ts - T0).total_seconds())
+                        if seq == PLACEHOLDER
+                        else (v, late is not None)
+                    )
         return out
 
     def _rows(self, k: int, seconds: list[int], end: bool) -> pa.RecordBatch:
@@ -144,3 +158,24 @@ def test_a_stream_that_ended_goes_on_when_events_come_after_its_end() -> None:
     )
     assert a == [[(0, False)], [], [(100, False)], [(300, False)]]
     assert b == [[(10, False)], [], [], [(200, False)]]
+
+
+def test_a_stream_that_ended_without_events_releases_a_placeholder_at_the_merges_watermark() -> None:
+    """Spark counts a stream that never saw a row as being at watermark 0, which would hold every TIME
+    window after the merge back for ever: at the end, the stage of a stream that had no event
+    releases one placeholder whose event time less its WATERMARK is the merge's watermark (the least
+    of the others' largest event time less theirs); deployer.spark.sources drops it right after."""
+    a, b = _run(
+        [
+            {"b": [0, 300]},  # a has had no event: nothing goes
+            {"ends": (0,)},  # a ended without events: it no longer holds b back; b is still live
+            {"b": [900], "ends": (1,)},  # all ended: a's placeholder at b's 900 + a's 60 s
+        ]
+    )
+    assert a == [[], [], [("placeholder", 960.0)]]
+    assert b == [[], [(0, False)], [(300, False), (900, False)]]
+
+
+def test_no_placeholder_while_a_stream_is_live_or_when_none_had_events() -> None:
+    a, b = _run([{"ends": (0,)}, {"ends": (1,)}])
+    assert a == [[], []] and b == [[], []]
