@@ -178,6 +178,8 @@ def _fails_itself(e: ir.Expr) -> bool:
     if isinstance(e, ir.Unary):
         return e.op == "neg" and e.type.kind in _INTEGER_KINDS  # overflow
     if isinstance(e, ir.Binary):
+        if e.op in ("/", "%", "+", "-", "*") and (e.left.type.is_null or e.right.type.is_null):
+            return False  # NULL whatever the other operand is (found by the fuzzer, seed 38013)
         if e.op in ("/", "%"):
             return True  # division by zero
         if e.op in ("+", "-", "*") and e.type.kind == "decimal":  # overflow, beyond 38 digits only

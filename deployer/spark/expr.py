@@ -152,6 +152,8 @@ class ExprCompiler:
                 ">": left.__gt__,
                 ">=": left.__ge__,
             }[op](right)
+        if e.left.type.is_null or e.right.type.is_null:
+            return F.lit(None).cast(spark_type(e.type))  # NULL, never an error (operators.analysis)
         if e.type.kind == "decimal":
             return decimal_arithmetic(op, e.left, e.right, left, right, e, self._error)
         t = spark_type(e.type)

@@ -284,3 +284,68 @@ def _timestamp(draw: Draw, fields: Sequence[Field], d: int) -> str:
         return common
     millis = draw(st.sampled_from(["1767225600000", "1767225610000", "0", "-1000"]))
     return f"from_epoch_millis({draw(st.sampled_from([millis, expr(draw, INT, fields, d)]))})"
+
+
+# ---- expressions that fail on some events ---------------------------------------------------------
+# Every position where an engine evaluates an expression (WHERE, SELECT items, GROUP BY keys, HAVING,
+# BATCH START and STOP, join conditions) is a failure path: the event (or the window's row, or the
+# pair) is dead-lettered with the reason and the run goes on. `at` draws one such expression about
+# one time in four: a failed CAST, a division by zero, an integer overflow, over the fields in scope
+# so that it fails on some events and not on others (the inputs hold 0, the integer bounds, texts
+# that are numbers and texts that are not).
+
+FAILS_ONE_IN = 4
+
+
+def at(draw: Draw, cat: str, fields: Sequence[Field], depth: int = 2) -> str:
+    """An expression for a position the fuzzer means to make fail now and then (see above)."""
+    if draw(st.integers(1, FAILS_ONE_IN)) == 1:
+        return failing(draw, cat, fields)
+    return expr(draw, cat, fields, depth)
+
+
+def _of(draw: Draw, cat: str, fields: Sequence[Field]) -> str:
+    """A field of `cat` in scope when there is one (so the failure depends on the event), else a
+    literal."""
+    mine = [f.ref for f in fields if f.cat == cat]
+    chosen: str = draw(st.sampled_from(mine)) if mine else literal(draw, cat)
+    return chosen
+
+
+def failing(draw: Draw, cat: str, fields: Sequence[Field]) -> str:
+    """An expression of category `cat` that fails for some values of the fields in scope."""
+    if cat == BOOL:
+        inner = failing(draw, draw(st.sampled_from([INT, DBL, DEC])), fields)
+        return f"({inner} {draw(st.sampled_from(['>', '<>', '<=']))} {literal(draw, INT)})"
+    if cat == STR:
+        src = draw(st.sampled_from([INT, DBL, DEC]))
+        return f"CAST({failing(draw, src, fields)} AS varchar)"
+    if cat == TS:
+        return f"from_epoch_millis({failing(draw, INT, fields)} * 1000000000)"
+    if cat == DBL:
+        form = draw(st.integers(0, 2))
+        if form == 0:
+            return f"({literal(draw, INT)} / {_of(draw, INT, fields)})"  # division by zero
+        if form == 1:
+            return f"CAST({_of(draw, STR, fields)} AS double)"
+        return f"sqrt({_of(draw, draw(st.sampled_from(NUMERIC)), fields)} - 1)"  # of a negative
+    if cat == DEC:
+        form = draw(st.integers(0, 2))
+        if form == 0:
+            return f"CAST({_of(draw, STR, fields)} AS decimal(6, 2))"
+        if form == 1:
+            return f"CAST({_of(draw, draw(st.sampled_from([INT, DBL])), fields)} AS decimal(4, 0))"
+        return f"({_of(draw, DEC, fields)} / {_of(draw, INT, fields)})"
+    form = draw(st.integers(0, 5))
+    x = _of(draw, INT, fields)
+    if form == 0:
+        return f"CAST({_of(draw, STR, fields)} AS integer)"  # 'a' fails, '10' does not
+    if form == 1:
+        return f"({x} * 2147483647)"  # overflows for |x| > 1 (an integer; a bigint beyond 2^32)
+    if form == 2:
+        return f"({x} + 2147483647)"
+    if form == 3:
+        return f"mod({literal(draw, INT)}, {x})"  # division by zero
+    if form == 4:
+        return f"CAST({_of(draw, draw(st.sampled_from([DBL, DEC, INT])), fields)} AS integer)"
+    return f"abs({x})"  # of the least integer

@@ -329,8 +329,9 @@ def _groups(rows: list[tuple[tuple[str, Any], ...]], keys: list[str]) -> dict[An
     return out
 
 
-def check_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> None:
-    """Run `case` on both engines; raise Divergence naming every difference."""
+def check_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> Result:
+    """Run `case` on both engines; raise Divergence naming every difference. The reference's result
+    (what the fuzzer's coverage reads: fuzz_coverage)."""
     ref, spk = run_case(case, spark, postgres_url, tmp)
     found = differences(case, ref, spk)
     if found:
@@ -338,3 +339,4 @@ def check_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> N
         if said:
             found.append("the Spark run printed:\n    " + "\n    ".join(said))
         raise Divergence("\n".join(found) + "\n\n--- the case ---\n" + case.describe())
+    return ref

@@ -17,11 +17,13 @@ from fuzz_exprs import Draw
 from hypothesis import strategies as st
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-UNIT_S = 10  # the fuzzer's TIME windows are multiples of this: events on boundaries are common
 
-# Seconds between an event and the one before it: ties, small steps, whole and half windows,
-# out of order by a little (within most WATERMARKs) and by a lot (late).
-STEPS = [0, 0, 1, 2, 5, 5, 10, 10, 20, 30, 60, -1, -3, -10, -45]
+# Seconds between an event and the one before it: ties, steps of a quarter second to a minute (the
+# fuzzer's TIME windows are multiples of a quarter second: events on boundaries are common), out of
+# order by a little (within most WATERMARKs) and by a lot (late); now and then an hour or a day
+# (JUMPS), so that windows of an hour or a day close too.
+STEPS = [0, 0, 0.25, 0.5, 1, 1.5, 2, 5, 5, 10, 10, 20, 30, 60, -0.5, -1, -3, -10, -45]
+JUMPS = [3600, 86400]
 
 
 def iso(ts: datetime) -> str:
@@ -96,6 +98,8 @@ def records(
         for name, kind, precision, scale in fields:
             if name == ts_field:
                 step = draw(st.sampled_from(STEPS)) if i else 0
+                if i and draw(st.integers(0, 29)) == 0:
+                    step = draw(st.sampled_from(JUMPS))
                 offset += step
                 record[name] = iso(T0 + timedelta(seconds=offset))
             else:

@@ -9,6 +9,7 @@ tests/fuzz/ (fuzz_case.regression_source).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz_case import Case, regression_source
+from fuzz_coverage import Coverage, Row
 from fuzz_harness import Divergence, check_case
 from fuzz_scripts import cases
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -30,6 +32,7 @@ class Tally:
 
     runs: int = 0  # cases run on both engines, shrinking included
     found: list[Path] = field(default_factory=list)  # regression files written
+    coverage: Coverage = field(default_factory=Coverage)  # of the cases that agreed
 
 
 def engines_agree(
@@ -42,8 +45,10 @@ def engines_agree(
     tally: Tally,
     stores: tuple[str | None, ...] = (None, "sqlite", "postgresql"),
     shrink: bool = True,
+    targets: tuple[Row, ...] = (),
 ) -> Callable[[], None]:
-    """The property as a function to call: `examples` cases drawn from `seed_value`."""
+    """The property as a function to call: `examples` cases drawn from `seed_value`, aimed at
+    `targets` (lines of the coverage table) when given."""
     target = out_dir / f"test_found_seed{seed_value}.py"
 
     def on_divergence(case: Case, err: Divergence) -> None:
@@ -67,12 +72,13 @@ def engines_agree(
         phases=[p for p in Phase if shrink or p is not Phase.shrink],
         print_blob=True,
     )
-    @given(cases(stores))
+    @given(cases(stores, targets))
     def prop(case: Case) -> None:
         tally.runs += 1
         tmp = Path(tempfile.mkdtemp(prefix="cep-fuzz-"))
         try:
-            check_case(case, spark, postgres_url, tmp)
+            ref = check_case(case, spark, postgres_url, tmp)
+            tally.coverage.add(case.script, ref.dead, silent(case))
         except Divergence as err:
             on_divergence(case, err)
             raise
@@ -80,3 +86,16 @@ def engines_agree(
             shutil.rmtree(tmp, ignore_errors=True)
 
     return prop  # type: ignore[no-any-return]
+
+
+def silent(case: Case) -> bool:
+    """Whether a source of `case` delivers no event (no file, empty files, only rejected records)."""
+
+    def event(line: str) -> bool:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return False
+        return isinstance(record, dict) and len(record) > 1
+
+    return any(not any(event(line) for f in files for line in f) for files in case.inputs.values())

@@ -6,6 +6,9 @@ cases from consecutive seeds, a few at a time, until the time is up, and prints 
 divergence is shrunk to a minimal case and written as a regression test under --out (default
 fuzz-found/), then the run goes on with the next seed. Exit status 1 when anything was found.
 
+Each seed's cases are aimed at the lines of the coverage table (tests/fuzz/fuzz_coverage.py) that
+still have a zero (coverage-guided; `--no-aim` draws at random), and the table is printed at the end.
+
 A Spark session that no longer answers (its JVM gone) ends the run with exit status 2: every later
 case would fail alike and be written as a divergence. The seed it was on is named, to run again
 alone: it may have been that seed's cases that brought the JVM down.
@@ -45,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=30.0, help="how long to run (default 30)")
     ap.add_argument("--out", type=Path, default=Path("fuzz-found"), help="where regression tests go")
     ap.add_argument("--no-shrink", action="store_true", help="write a divergence as found, unshrunk")
+    ap.add_argument(
+        "--no-aim",
+        action="store_true",
+        help="draw cases at random only (by default each seed aims its cases at the coverage table's zeros)",
+    )
     args = ap.parse_args(argv)
 
     print("starting Spark and PostgreSQL ...", flush=True)
@@ -73,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 out_dir=args.out,
                 tally=tally,
                 shrink=not args.no_shrink,
+                targets=() if args.no_aim else tally.coverage.gaps(),
             )
             try:
                 prop()
@@ -106,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         if answers(spark):
             spark.stop()
     last = current if lost else current - 1
+    print(tally.coverage.table())
     print(
         f"soak: seeds {args.seed}..{last}, {tally.runs} cases on both engines in "
         f"{(time.monotonic() - started) / 60:.1f} min; {len(tally.found)} divergence(s)"

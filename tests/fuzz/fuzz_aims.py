@@ -1,0 +1,91 @@
+"""Aiming a case at one line of the coverage table (fuzz_coverage): an operator, the kind of statement
+it reads and the place where an expression of it fails on some events.
+
+A soak aims its cases at the lines with a zero (coverage-guided): the case first makes a stream of the
+wanted kind (a Map, a join, a data store call ... over a source), then the operator over it, with an
+expression that fails on some events drawn at the position (fuzz_exprs.failing), then goes on
+drawing statements as any case does. Whether the expression fails on an event that reaches it is the
+inputs' to say; the table counts only what did.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fuzz_coverage import Row
+from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of
+from hypothesis import strategies as st
+
+if TYPE_CHECKING:
+    from fuzz_scripts import Builder, Stream
+
+OPERATOR_KIND = {
+    "Filter": "filter",
+    "MultiFilter": "multifilter",
+    "Map": "map",
+    "Aggregate TIME": "aggregate",
+    "Aggregate TUPLE": "aggregate",
+    "Aggregate BATCH": "aggregate",
+    "Join": "join",
+    "ReadSQL": "read",
+    "UpdateSQL": "write",
+}
+TIMED_OPERATORS = ("Aggregate TIME", "Join")
+
+
+def needs_store(target: Row) -> str | None:
+    """The store kind a target needs: a data store call or a table, on either side; a ReadSQL that
+    fails on its event's parameters needs PostgreSQL (SQLite refuses none of them)."""
+    op, up, pos = target
+    if op == "ReadSQL" and pos == "ON SQL":
+        return "postgresql"
+    if op in ("ReadSQL", "UpdateSQL", "Materialize") or up in ("read", "write"):
+        return "any"
+    return None
+
+
+def _upstream(b: Builder, up: str, timed: bool) -> Stream | None:
+    """A stream made by a statement of kind `up` (with event time when `timed`), made now if there
+    is none."""
+
+    def fits(s: Stream) -> bool:
+        return s.kind == up and (s.event_time is not None or not timed)
+
+    found = [s for s in b.streams.values() if fits(s)]
+    if found:
+        return found[-1]
+    if up == "source":
+        return None
+    if timed:
+        b.next_input = next((s.name for s in b.streams.values() if s.source and s.event_time), None)
+        if b.next_input is None:
+            return None
+    try:
+        made = STATEMENTS["twins" if up == "union" and b.draw(st.booleans()) else up](b)
+    finally:
+        b.next_input = None
+    found = [s for s in b.streams.values() if fits(s)]
+    return found[-1] if made and found else None
+
+
+def aim(b: Builder, target: Row) -> bool:
+    """Make the statements that put `target` in the case; False when the sources drawn cannot (a
+    TIME window over a stream without event time ...)."""
+    op, up, pos = target
+    s = _upstream(b, up, op in TIMED_OPERATORS)
+    if s is None:
+        return False
+    b.next_input, b.force = s.name, pos
+    b.window_kind = op.split()[1].lower() if op.startswith("Aggregate") else None
+    try:
+        if op == "Union":
+            return union_of(b, s)
+        if op == "Materialize":
+            if not b.store:
+                return False
+            if up == "aggregate":
+                return materialize_window(b, s)
+            return materialize_stream(b, s)
+        return bool(STATEMENTS[OPERATOR_KIND[op]](b))
+    finally:
+        b.next_input = b.force = b.window_kind = None

@@ -1,0 +1,212 @@
+"""What the differential fuzzer has exercised: per operator, the kind of statement it reads (its
+upstream) and the place where it evaluates an expression, how many cases had it and in how many an
+expression there actually failed on the reference executor (an event, a window's row or a pair
+dead-lettered from that place). A soak prints the table at its end, so that a gap shows as a zero.
+
+Everything is read off what ran: the compiled graph says what each case has, and each of the
+reference's dead letters is traced to its place by evaluating that node's expressions, in the order
+the reference does, on the dead-lettered event until one fails with the same reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cpl.compiler import compile_script
+from deployer.connectors.records import to_event
+from deployer.local.evaluate import compile_expr
+from deployer.local.runtime import EVAL_ERRORS
+from operators import expr as ir
+from operators import graph as g
+from operators.datatypes import Schema
+
+Row = tuple[str, str, str]  # (operator, upstream, position)
+
+# The upstream kinds: what produced the stream a statement reads (a statement is named by the
+# node that defines it, in this order of precedence).
+UPSTREAMS = ("source", "map", "filter", "union", "aggregate", "join", "read", "write")
+_TIMED = ("source", "map", "filter", "union", "join", "read", "write")  # the streams with event time
+POSITIONS: dict[str, tuple[str, ...]] = {
+    "Filter": ("WHERE",),
+    "MultiFilter": ("WHERE",),
+    "Map": ("SELECT",),
+    "Union": ("-",),
+    "Aggregate TIME": ("GROUP BY", "argument", "HAVING", "SELECT"),
+    "Aggregate TUPLE": ("GROUP BY", "argument", "HAVING", "SELECT"),
+    "Aggregate BATCH": ("GROUP BY", "argument", "START", "STOP", "HAVING", "SELECT"),
+    "Join": ("condition", "SELECT"),
+    "ReadSQL": ("ON SQL",),
+    "UpdateSQL": ("ON SQL",),
+    "Materialize": ("table row",),
+}
+# What each operator can read: a TIME window and a join need event time, which an aggregate's rows
+# do not have.
+READS = {op: _TIMED if op in ("Aggregate TIME", "Join") else UPSTREAMS for op in POSITIONS}
+
+
+def operator(node: g.Node) -> str | None:
+    if isinstance(node, g.Aggregate):
+        return f"Aggregate {node.window.kind.upper()}"
+    name = type(node).__name__
+    return name if name in POSITIONS else None
+
+
+def _statement_kind(graph: g.Graph, line: int, besides: type[g.Node] = g.Sink) -> str:
+    nodes = {type(n) for n in graph.nodes if n.line == line and not isinstance(n, g.Sink | besides)}
+    for kind, cls in (
+        ("source", g.Source),
+        ("aggregate", g.Aggregate),
+        ("join", g.Join),
+        ("read", g.ReadSQL),
+        ("write", g.UpdateSQL),
+        ("union", g.Union),
+        ("map", g.Map),
+    ):
+        if cls in nodes:
+            return kind
+    return "filter"
+
+
+def upstreams(graph: g.Graph, node: g.Node) -> set[str]:
+    """The kinds of the statements `node` reads: each input followed back to the first node of an
+    earlier statement."""
+    out = set()
+    for port in node.inputs:
+        up = graph.node(port.node)
+        while up.line == node.line and up.inputs and not isinstance(up, g.Source):
+            up = graph.node(up.inputs[0].node)
+        out.add(_statement_kind(graph, up.line) if up.line != node.line else "source")
+    return out
+
+
+def positions(node: g.Node) -> list[tuple[str, list[ir.Expr]]]:
+    """The places where `node` evaluates expressions, in the reference's order, with them."""
+    if isinstance(node, g.Filter):
+        return [("WHERE", [node.predicate])]
+    if isinstance(node, g.MultiFilter):
+        return [("WHERE", list(node.predicates))]
+    if isinstance(node, g.Map):
+        return [("SELECT", [p.expr for p in node.projections])]
+    if isinstance(node, g.Aggregate):
+        args = [a.expr.arg for a in node.aggs if isinstance(a.expr, ir.Agg) and a.expr.arg is not None]
+        out = [("GROUP BY", [k.expr for k in node.keys]), ("argument", args)]
+        w = node.window
+        if w.start is not None and w.stop is not None:
+            out += [("START", [w.start]), ("STOP", [w.stop])]
+        out += [("HAVING", [node.having] if node.having is not None else [])]
+        return [*out, ("SELECT", [p.expr for p in node.projections])]
+    if isinstance(node, g.Join):
+        return [("condition", [node.predicate]), ("SELECT", [p.expr for p in node.projections])]
+    if isinstance(node, g.ReadSQL | g.UpdateSQL):
+        return [("ON SQL", [])]
+    if isinstance(node, g.Materialize):
+        return [("table row", [])]
+    return [("-", [])]
+
+
+def _raises(e: ir.Expr, value: Any, reason: str, paired: bool = False) -> bool:
+    try:
+        compile_expr(e, paired=paired)(value)
+    except EVAL_ERRORS as err:
+        return (str(err) or type(err).__name__) == reason
+    return False
+
+
+def _typed(values: Sequence[Any], schema: Schema) -> tuple[Any, ...]:
+    return to_event({f.name: v for f, v in zip(schema, values, strict=False)}, schema)
+
+
+def place(node: g.Node, reason: str, event: Sequence[Any] | None) -> list[str]:
+    """Where in `node` a dead letter (its reason, the event as written) failed: one place, or two
+    that both fail alike on it (a BATCH window's START and STOP, whose state is not known here)."""
+    places = positions(node)
+    if len(places) == 1 or event is None:
+        return [places[0][0]]
+    try:
+        if isinstance(node, g.Join):
+            left = _typed(event[: len(node.left_schema)], node.left_schema)
+            right = _typed(event[len(node.left_schema) :], node.right_schema)
+            return [p for p, es in places if any(_raises(e, (left, right), reason, True) for e in es)][:1]
+        assert isinstance(node, g.Aggregate)
+        if "overflow: " in reason and reason.split("overflow: ", 1)[1].startswith(("sum(", "avg(")):
+            return ["argument"]  # the aggregate itself overflowed its type, over a window
+        if len(event) == len(node.input_schema):
+            typed = _typed(event, node.input_schema)
+            found = [p for p, es in places[:-2] if any(_raises(e, typed, reason) for e in es)]
+            if found:
+                return found if set(found) == {"START", "STOP"} else found[:1]
+        typed = _typed(event, node.row_schema)
+        return [p for p, es in places[-2:] if any(_raises(e, typed, reason) for e in es)][:1]
+    except Exception:
+        return ["?"]
+
+
+@dataclass
+class Coverage:
+    """The counts of a run of the fuzzer (see the module docstring)."""
+
+    cases: int = 0
+    had: Counter[Row] = field(default_factory=Counter)
+    failed: Counter[Row] = field(default_factory=Counter)
+    sources_silent: int = 0  # cases where a source stream delivered no event
+
+    def add(self, script: str, dead: Iterable[dict[str, Any]], silent: bool) -> None:
+        graph = compile_script(script).graph
+        self.cases += 1
+        self.sources_silent += silent
+        had: set[Row] = set()
+        for node in graph.nodes:
+            op = operator(node)
+            if op is None:
+                continue
+            for up in self._ups(graph, node):
+                had |= {(op, up, p) for p, es in positions(node) if es or p in ("-", "ON SQL", "table row")}
+        failed: set[Row] = set()
+        for d in dead:
+            node = next((n for n in graph.nodes if n.id == d.get("node")), None)
+            op = operator(node) if node is not None else None
+            if node is None or op is None or d.get("stage") in ("input", "late"):
+                continue
+            for p in place(node, str(d.get("reason")), d.get("event")):
+                failed |= {(op, up, p) for up in self._ups(graph, node)}
+        self.had.update(had)
+        self.failed.update(failed)
+
+    @staticmethod
+    def _ups(graph: g.Graph, node: g.Node) -> set[str]:
+        # a table is written what its own statement makes when that is a window's rows, a join's
+        # pairs or a store call's results, else the events of the stream it reads
+        if isinstance(node, g.Materialize):
+            own = _statement_kind(graph, node.line, besides=g.Materialize)
+            if own in ("aggregate", "join", "read", "write"):
+                return {own}
+        return upstreams(graph, node)
+
+    def expected(self) -> list[Row]:
+        return [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
+
+    def gaps(self) -> tuple[Row, ...]:
+        """The lines with a zero: never had, or (where an expression is evaluated) never failed."""
+        return tuple(r for r in self.expected() if self.had[r] == 0 or (r[2] != "-" and self.failed[r] == 0))
+
+    def table(self) -> str:
+        """One line per (operator, upstream, position) the language allows, with the cases that had
+        it and those where an expression there failed; a zero is a gap."""
+        expected = self.expected()
+        rows = expected + sorted(set(self.had) - set(expected))
+        width = max(len(f"{op} / {up} / {p}") for op, up, p in rows)
+        lines = [
+            f"coverage over {self.cases} cases ({self.sources_silent} with a source that delivered nothing):",
+            f"  {'operator / upstream / position':<{width}}  cases  failed",
+        ]
+        for op, up, p in rows:
+            fails = "-" if p in ("-",) else str(self.failed[(op, up, p)])
+            lines.append(f"  {f'{op} / {up} / {p}':<{width}}  {self.had[(op, up, p)]:5d}  {fails:>6}")
+        lines.append(f"  {len(self.gaps())} of {len(expected)} lines with a zero")
+        return "\n".join(lines)
+
+
+Recorder = Callable[[str, Iterable[dict[str, Any]], bool], None]

@@ -1,0 +1,419 @@
+"""The statements the differential fuzzer draws, each over any stream declared or produced before it.
+
+Every kind of statement reads every kind of upstream the language allows: a Map, Filter or
+MultiFilter, an Aggregate (TIME, TUPLE, BATCH) or an `ON SQL` over a source, a Map, a Union, a join's
+pairs, an aggregate's rows or a data store call's results; a Join over any two streams with event
+time (a source, a Map's, a Union's, another join's, a store call's: an aggregate's rows have no
+event time, so no join reads them); a Union of any two streams of one schema, and of two twin
+statements (the same SELECT over two streams of one schema, or over one stream twice), so that
+unions of aggregates, joins and Maps are met. Every expression position may draw an expression that
+fails on some events (fuzz_exprs.at).
+
+A statement is drawn as a template of its SELECT with its inputs left open (`{src}`, `{left}`,
+`{right}`), so that a twin is the same text over another stream.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fuzz_case import StoreTable
+from fuzz_exprs import BOOL, CATEGORIES, INT, NUMERIC, ORDERED, STR, Field
+from fuzz_windows import time_spec, tuple_spec
+from hypothesis import strategies as st
+
+if TYPE_CHECKING:
+    from fuzz_scripts import Builder, Stream
+
+STORE_TABLES = {
+    "ref": StoreTable(
+        "ref",
+        "CREATE TABLE ref (k integer, a integer, name varchar(20), w double precision)",
+        ("k", "a", "name", "w"),
+        (
+            (0, 10, "zero", 0.5),
+            (1, 11, "one", 1.5),
+            (1, 12, "uno", -2.0),
+            (2, None, "two", None),
+            (3, 13, None, 3.25),
+        ),
+    ),
+    "log": StoreTable("log", "CREATE TABLE log (k bigint, v bigint)", ("k", "v")),
+    "acc": StoreTable(
+        "acc",
+        "CREATE TABLE acc (k bigint PRIMARY KEY, total bigint)",
+        ("k", "total"),
+        ((0, 0), (1, 0), (2, 0), (3, 0)),
+    ),
+    # a NULL v is refused (a constraint): the UpdateSQL's failure path for the event's parameters
+    "strict": StoreTable("strict", "CREATE TABLE strict (k bigint, v bigint NOT NULL)", ("k", "v")),
+}
+# name -> (SQL, RETURNS, parameters, results, the store kinds it is drawn for)
+READ_QUERIES = {
+    "by_key": (
+        "SELECT a, name FROM ref WHERE k = ? ORDER BY a",
+        "RETURNS (a integer, name varchar)",
+        1,
+        2,
+        None,
+    ),
+    "weights": ("SELECT w FROM ref WHERE k = ? ORDER BY w", "RETURNS (w double)", 1, 1, None),
+    "count_over": ("SELECT count(*) FROM ref WHERE a >= ?", "RETURNS (c bigint)", 1, 1, None),
+    # PostgreSQL refuses a division by zero (for the event's parameter: dead-lettered); SQLite
+    # gives NULL and no error, so it is drawn for PostgreSQL only
+    "by_ratio": ("SELECT a FROM ref WHERE k = 100 / ?", "RETURNS (a integer)", 1, 1, "postgresql"),
+}
+WRITE_QUERIES = {
+    "log_it": ("INSERT INTO log (k, v) VALUES (?, ?)", "log", 2),
+    "add_to": ("UPDATE acc SET total = total + ? WHERE k = ?", "acc", 2),
+    "strict_put": ("INSERT INTO strict (k, v) VALUES (?, ?)", "strict", 2),
+}
+
+
+def _fill(template: str, **names: str) -> str:
+    for key, name in names.items():
+        template = template.replace("{" + key + "}", name)
+    return template
+
+
+def _where(b: Builder, s: Stream, chance: int = 2) -> str:
+    if not b.forced("WHERE") and b.draw(st.integers(0, chance)) == 0:
+        return ""
+    return f" WHERE {b.at(BOOL, s.scope(), 2, 'WHERE')}"
+
+
+# ---- one input --------------------------------------------------------------------------------------
+
+
+def map_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
+    if b.draw(st.integers(0, 3)) == 0:
+        items = ["*"]
+    else:
+        items = [n for n in s.names() if n in ("k", s.event_time) or b.draw(st.booleans())]
+    for _ in range(b.draw(st.integers(0 if items and not b.forced("SELECT") else 1, 3))):
+        cat = b.draw(st.sampled_from(CATEGORIES))
+        items.append(f"{b.at(cat, s.scope(), 3, 'SELECT')} AS {b.fresh('c')}")
+    return f"SELECT {', '.join(items)} FROM {{src}}{_where(b, s)}", s.order
+
+
+def filter_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
+    return f"SELECT * FROM {{src}} WHERE {b.at(BOOL, s.scope(), 2, 'WHERE')}", s.order
+
+
+def _aggregates(b: Builder, s: Stream) -> list[tuple[str, str]]:
+    """Aggregate calls over `s`, each with the category of its value; an argument may be an
+    expression, which may fail on some events."""
+    out = []
+    for _ in range(b.draw(st.integers(1, 3))):
+        fn = b.draw(st.sampled_from(["count", "count", "sum", "avg", "min", "max"]))
+        if fn == "count" and b.draw(st.booleans()):
+            out.append(("count(*)", INT))
+            continue
+        cats = NUMERIC if fn in ("sum", "avg") else ORDERED if fn in ("min", "max") else CATEGORIES
+        cat = b.draw(st.sampled_from([c for c in cats if c != "bool" or fn == "count"]))
+        fields = [f for f in s.scope() if f.cat == cat]
+        if fields and not b.forced("argument") and b.draw(st.integers(0, 2)) > 0:
+            arg = b.draw(st.sampled_from(fields)).ref
+        else:
+            arg = b.at(cat, s.scope(), 1, "argument")
+        if arg == "NULL":  # an untyped NULL has no aggregate
+            out.append(("count(*)", INT))
+            continue
+        result = INT if fn == "count" else "double" if fn == "avg" and cat == INT else cat
+        out.append((f"{fn}({arg})", result))
+    return out
+
+
+def _group_keys(b: Builder, s: Stream) -> list[tuple[str, str, str]]:
+    """GROUP BY keys: (expression, its output name, category); `k` or expressions, which may fail."""
+    keys = []
+    if "k" in s.names(INT) and b.draw(st.integers(0, 3)) > 0:
+        keys.append(("k", "k", INT))
+    if b.forced("GROUP BY") or b.draw(st.integers(0, 3)) == 0:
+        cat = b.draw(st.sampled_from([INT, STR, BOOL]))
+        keys.append((b.at(cat, s.scope(), 1, "GROUP BY"), b.fresh("g"), cat))
+    return keys
+
+
+def aggregate_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
+    kinds = ["tuple", "batch"] + (["time", "time"] if s.event_time else [])
+    kind = b.window_kind or b.draw(st.sampled_from(kinds))
+    if kind == "time":
+        spec = time_spec(b.draw)
+    elif kind == "tuple":
+        spec = tuple_spec(b.draw)
+    else:
+        spec = f"BATCH START {b.at(BOOL, s.scope(), 1, 'START')} STOP {b.at(BOOL, s.scope(), 1, 'STOP')}"
+    keys = _group_keys(b, s)
+    aggs = _aggregates(b, s)
+    over = [Field(text, cat) for text, _, cat in keys] + [Field(a, cat) for a, cat in aggs]
+    items = [text if text == name else f"{text} AS {name}" for text, name, _ in keys]
+    for i, (agg, cat) in enumerate(aggs):
+        # an expression over the aggregates and keys (which may fail on some windows' rows), but
+        # never all of them: a windowed statement must compute an aggregate
+        value = agg if i == 0 or b.draw(st.integers(0, 2)) > 0 else b.at(cat, over, 1, "SELECT")
+        items.append(f"{value} AS {b.fresh('a')}")
+    if b.forced("SELECT"):
+        agg, cat = aggs[0]
+        items.append(f"{b.at(cat, over, 1, 'SELECT')} AS {b.fresh('a')}")
+    if kind == "time":
+        items += [f"window_start() AS {b.fresh('ws')}", f"window_end() AS {b.fresh('we')}"]
+    group = f" GROUP BY {', '.join(text for text, _, _ in keys)}" if keys else ""
+    having = ""
+    form = 1 if b.forced("HAVING") else b.draw(st.integers(0, 5))
+    if form == 0:
+        having = f" HAVING count(*) > {b.draw(st.integers(0, 2))}"
+    elif form == 1:
+        having = f" HAVING {b.at(BOOL, over, 1, 'HAVING')}"
+    window = b.window(spec)
+    select = f"SELECT {', '.join(items)} FROM {{src}} WINDOW {window}{_where(b, s, 3)}{group}{having}"
+    return select, [name for _, name, _ in keys]
+
+
+def read_select(b: Builder, s: Stream) -> tuple[str, list[str] | None] | None:
+    names = [q for q, spec in READ_QUERIES.items() if spec[4] in (None, b.store)]
+    if not b.store or not s.names(INT):
+        return None
+    if b.forced("ON SQL") and b.store == "postgresql":
+        names = ["by_ratio"]  # refuses a parameter of 0: the event is dead-lettered
+    qname = b.draw(st.sampled_from(sorted(names)))
+    text, returns, nparams, nout, _ = READ_QUERIES[qname]
+    if b.draw(st.integers(0, 3)) == 0:
+        returns = ""  # untyped: read as the store describes it
+    b.declare_query(qname, text, returns)
+    b.need_table("ref")
+    params = [b.draw(st.sampled_from(s.names(INT))) for _ in range(nparams)]
+    outs = [b.fresh("r") for _ in range(nout)]
+    outer = "OUTER " if b.draw(st.booleans()) else ""
+    where = _where(b, s, 3)
+    on = f" ON {outer}SQL {qname}, p, {', '.join(params + outs)}"
+    return f"SELECT * FROM {{src}}{where}{on}", s.order
+
+
+def write_select(b: Builder, s: Stream) -> tuple[str, list[str] | None] | None:
+    if not b.store or not s.names(INT):
+        return None
+    qname = "strict_put" if b.forced("ON SQL") else b.draw(st.sampled_from(sorted(WRITE_QUERIES)))
+    text, table, nparams = WRITE_QUERIES[qname]
+    b.declare_query(qname, text, "")
+    b.need_table(table)
+    if table not in b.written:
+        b.written.append(table)
+    params = [b.draw(st.sampled_from(s.names())) for _ in range(nparams)]
+    params = [p if p in s.names(INT) else b.draw(st.sampled_from(s.names(INT))) for p in params]
+    count = [b.fresh("n")] if b.draw(st.booleans()) else []
+    return f"SELECT * FROM {{src}}{_where(b, s, 3)} ON SQL {qname}, x, {', '.join(params + count)}", s.order
+
+
+ONE_INPUT = {
+    "map": map_select,
+    "filter": filter_select,
+    "aggregate": aggregate_select,
+    "read": read_select,
+    "write": write_select,
+}
+
+
+def one_input(b: Builder, kind: str) -> bool:
+    s = b.pick()
+    made = ONE_INPUT[kind](b, s)
+    if made is None:
+        return False
+    template, order = made
+    out = b.fresh(kind[0])
+    b.add(f"INSERT INTO {out} {_fill(template, src=s.name)}", {out: order}, [s.name], kind)
+    return True
+
+
+def multifilter(b: Builder) -> bool:
+    """Several WHEREs over one stream: fused into one MultiFilter."""
+    s = b.pick()
+    outs = [b.fresh("f") for _ in range(b.draw(st.integers(2, 3)))]
+    for out in outs:
+        b.stmts.append(f"INSERT INTO {out} SELECT * FROM {s.name} WHERE {b.at(BOOL, s.scope(), 2, 'WHERE')}")
+    b.read.add(s.name)
+    graph = b.compile()
+    for out in outs:
+        b.learn(graph, out, s.order, "filter")
+    return True
+
+
+# ---- two inputs -----------------------------------------------------------------------------------------
+
+
+def _join_key(b: Builder, left: Stream, right: Stream) -> str | None:
+    """An integer field of both sides for the equality (`k` when both have it), or None."""
+    common = [n for n in left.names(INT) if n in right.names(INT)]
+    if not common:
+        return None
+    chosen: str = "k" if "k" in common and b.draw(st.integers(0, 3)) > 0 else b.draw(st.sampled_from(common))
+    return chosen
+
+
+def join_select(b: Builder, left: Stream, right: Stream) -> tuple[str, list[str] | None]:
+    both = [*left.scope("l"), *right.scope("r")]
+    key = _join_key(b, left, right)
+    conds = []
+    if key is not None and b.draw(st.integers(0, 3)) > 0:
+        conds.append(f"l.{key} = r.{key}")
+    if not conds or b.forced("condition") or b.draw(st.integers(0, 2)) == 0:
+        conds.append(b.at(BOOL, both, 1, "condition"))
+    lf = [f for f in left.names() if f not in ("k", left.event_time)]
+    rf = [f for f in right.names() if f not in ("k", right.event_time)]
+    items = (["l.k AS k"] if "k" in left.names() else []) + [f"l.{left.event_time} AS ts"]
+    items += [f"l.{f} AS l_{f}" for f in lf[: b.draw(st.integers(0, 2))]]
+    items += [f"r.{f} AS r_{f}" for f in rf[: b.draw(st.integers(0, 2))]]
+    items.append(f"r.{right.event_time} AS r_ts")
+    for _ in range(b.draw(st.integers(1 if b.forced("SELECT") else 0, 2))):
+        items.append(f"{b.at(b.draw(st.sampled_from(CATEGORIES)), both, 2, 'SELECT')} AS {b.fresh('c')}")
+    lw, rw = b.window(time_spec(b.draw)), b.window(time_spec(b.draw))
+    return (
+        f"SELECT {', '.join(items)} FROM {{left}} AS l WINDOW {lw}, {{right}} AS r WINDOW {rw} "
+        f"WHERE {' AND '.join(conds)}",
+        None,
+    )
+
+
+def join(b: Builder) -> bool:
+    timed = [s for s in b.streams.values() if s.event_time]
+    if not timed:
+        return False
+    left, right = b.pick(lambda s: s.event_time is not None), b.draw(st.sampled_from(timed))
+    template, order = join_select(b, left, right)
+    out = b.fresh("j")
+    b.add(
+        f"INSERT INTO {out} {_fill(template, left=left.name, right=right.name)}",
+        {out: order},
+        [left.name, right.name],
+        "join",
+    )
+    return True
+
+
+def _union(b: Builder, x: Stream, y: Stream) -> None:
+    out = b.fresh("u")
+    order = [] if x.event_time and x.order == [] and y.order == [] else None
+    b.add(f"INSERT INTO {out} SELECT * FROM {x.name}, {y.name}", {out: order}, [x.name, y.name], "union")
+
+
+def _alike(x: Stream, y: Stream) -> bool:
+    return x.fields == y.fields and (x.event_time is None) == (y.event_time is None)
+
+
+def union_of(b: Builder, s: Stream) -> bool:
+    """A Union of `s` and a stream of its schema: one there is, or a WHERE over `s` made for it."""
+    others = [t for t in b.streams.values() if t.name != s.name and _alike(s, t)]
+    if others:
+        twin = b.draw(st.sampled_from(others))
+    else:
+        template, order = filter_select(b, s)
+        out = b.fresh("f")
+        b.add(f"INSERT INTO {out} {_fill(template, src=s.name)}", {out: order}, [s.name], "filter")
+        twin = b.streams[out]
+    _union(b, s, twin)
+    return True
+
+
+def union(b: Builder) -> bool:
+    pairs = [
+        (x, y) for x in b.streams.values() for y in b.streams.values() if x.name < y.name and _alike(x, y)
+    ]
+    if not pairs:
+        return False
+    x, y = b.draw(st.sampled_from(pairs))
+    _union(b, x, y)
+    return True
+
+
+def twins(b: Builder) -> bool:
+    """The same statement over two streams of one schema (or one stream twice), then their Union:
+    unions of Maps', aggregates', joins' and data store calls' outputs."""
+    kind = b.draw(st.sampled_from(["map", "aggregate", "join", "read", "filter"]))
+    if kind == "join" and not any(t.event_time for t in b.streams.values()):
+        return False
+    s = b.pick(lambda s: kind != "join" or s.event_time is not None)
+    twin = b.draw(st.sampled_from([t for t in b.streams.values() if _alike(s, t)]))
+    if kind == "join":
+        if s.event_time is None:
+            return False
+        other = b.draw(st.sampled_from([t for t in b.streams.values() if t.event_time]))
+        template, order = join_select(b, s, other)
+        texts = [_fill(template, left=x.name, right=other.name) for x in (s, twin)]
+        reads = [s.name, twin.name, other.name]
+    else:
+        made = ONE_INPUT[kind](b, s)
+        if made is None:
+            return False
+        template, order = made
+        texts = [_fill(template, src=x.name) for x in (s, twin)]
+        reads = [s.name, twin.name]
+    outs = [b.fresh(kind[0]) for _ in texts]
+    for out, text in zip(outs, texts, strict=True):
+        b.stmts.append(f"INSERT INTO {out} {text}")
+    b.read.update(reads)
+    graph = b.compile()
+    for out in outs:
+        b.learn(graph, out, order, kind)
+    _union(b, b.streams[outs[0]], b.streams[outs[1]])
+    return True
+
+
+# ---- tables ---------------------------------------------------------------------------------------------
+
+
+def _type_text(kind: str, precision: int | None, scale: int | None) -> str:
+    return f"decimal({precision}, {scale or 0})" if kind == "decimal" else kind
+
+
+def materialize(b: Builder, select: str, keys: list[str], source: str) -> None:
+    shape = b.schema_of(select)
+    table = b.fresh("t")
+    cols = [f"{n} {_type_text(k, p, sc)}" for n, k, p, sc in shape.fields]
+    # a key refuses the rows whose key is NULL (the tail of most inputs)
+    keyed = keys and (b.forced("table row") or b.draw(st.integers(0, 3)) > 0)
+    key = f", PRIMARY KEY ({', '.join(keys)})" if keyed else ""
+    b.decls.append(f"CREATE TABLE {table} ({', '.join(cols)}{key}) IN db")
+    b.written.append(table)
+    b.stmts.append(f"INSERT INTO TABLE {table} {select}")
+    b.read.add(source)
+    b.compile()
+
+
+def materialize_window(b: Builder, s: Stream) -> bool:
+    """INSERT INTO TABLE of a window's rows over `s`, keyed by its group when it has one."""
+    template, keys = aggregate_select(b, s)
+    materialize(b, _fill(template, src=s.name), keys or [], s.name)
+    return True
+
+
+def materialize_stream(b: Builder, s: Stream) -> bool:
+    """INSERT INTO TABLE of `s` keyed by `k`, whose NULL keys the table refuses (a table row's
+    failure path)."""
+    if "k" not in s.names(INT):
+        return False
+    items = ", ".join(n for n in s.names() if n != s.event_time or b.draw(st.booleans()))
+    materialize(b, f"SELECT {items} FROM {s.name}{_where(b, s, 3)}", ["k"], s.name)
+    return True
+
+
+def table(b: Builder) -> bool:
+    if not b.store:
+        return False
+    if b.draw(st.booleans()):
+        return materialize_window(b, b.pick())
+    candidates = [s for s in b.streams.values() if "k" in s.names(INT)]
+    return bool(candidates) and materialize_stream(b, b.draw(st.sampled_from(candidates)))
+
+
+STATEMENTS: dict[str, Any] = {
+    "map": lambda b: one_input(b, "map"),
+    "filter": lambda b: one_input(b, "filter"),
+    "multifilter": multifilter,
+    "aggregate": lambda b: one_input(b, "aggregate"),
+    "read": lambda b: one_input(b, "read"),
+    "write": lambda b: one_input(b, "write"),
+    "join": join,
+    "union": union,
+    "twins": twins,
+    "table": table,
+}
