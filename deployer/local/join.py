@@ -11,10 +11,13 @@ considered exactly once, when the later of its two events (in merged order) is p
 
 Output event time, when the join projects the left time field, is l.ts, which can be up to Sl
 behind the merged time (a later right event r pairs with l while l.ts > r.ts - Sl); outputs are
-therefore re-sorted and released below (merge limit - Sl), which is the output's watermark: it
-keeps the output stream in event-time order, and a TIME window over it fires only once no later
-pair can fall into it — at the end of the input too (the least final watermark of the inputs,
-less Sl), as Spark's watermark propagation through a join has it.
+therefore re-sorted and released below (merge limit - max(Sl, Sr)), which is the output's
+watermark: it keeps the output stream in event-time order, and a TIME window over it fires only
+once no later pair can fall into it — at the end of the input too (the least final watermark of the
+inputs, less the larger size). Less Sl would do for l.ts; the larger size is what Spark's watermark
+propagation through a join computes (each side's state watermark, the least of the two), which does
+not know which side's time the output carries: found by the fuzzer (seed 38106), a TIME window over
+such a join fired more windows at the end on the reference.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import heapq
 from collections import deque
 from typing import Any
 
-from deployer.local.evaluate import compile_expr, compile_predicate
+from deployer.evaluation.evaluate import compile_expr, compile_predicate
 from deployer.local.runtime import EVAL_ERRORS, Event, Merger, Operator, Runtime
 from operators import expr as ir
 from operators import graph as g
@@ -65,7 +68,7 @@ class JoinOp(Operator):
                 self.emit(out, ts)
             final = self.merge.final
             self.emit_end(
-                final - self.sizes[0] if isinstance(final, int) and self.time_pos is not None else final
+                final - max(self.sizes) if isinstance(final, int) and self.time_pos is not None else final
             )
 
     def _drain(self) -> None:
@@ -74,8 +77,9 @@ class JoinOp(Operator):
         limit = self.merge.limit()
         if self.time_pos is None or not isinstance(limit, int):
             return
-        # Future outputs pair a future event (time >= limit) with a kept one: l.ts > limit - Sl.
-        out_wm = limit - self.sizes[0]
+        # Future outputs pair a future event (time >= limit) with a kept one: l.ts > limit - Sl;
+        # the watermark is the more cautious limit - max(Sl, Sr), as Spark's (module docstring).
+        out_wm = limit - max(self.sizes)
         while self.pending and self.pending[0][0] < out_wm:
             ts, _, out = heapq.heappop(self.pending)
             self.emit(out, ts)

@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from deployer.local.evaluate import compile_expr, compile_predicate
+from deployer.evaluation.evaluate import EVAL_ERRORS, compile_expr, compile_predicate
 from deployer.local.events import RunStats
 from operators import graph as g
 from operators.analysis import vouched_results
@@ -33,7 +33,6 @@ Event = tuple[Any, ...]
 
 # Per-event failures that dead-letter the event instead of stopping the run. ArithmeticError covers
 # decimal signals (e.g. an operation exceeding the 38-digit context).
-EVAL_ERRORS: tuple[type[BaseException], ...] = (EvalError, ArithmeticError)
 
 
 def per_event(err: StoreError) -> StoreError:

@@ -291,7 +291,7 @@ class ExprCompiler:
             self._error(failed, msg("cannot cast ", shown, f" to {dst}"))
         return cast
 
-    # ---- functions: the reference executor's `deployer.local.functions` --------------------------
+    # ---- functions: the reference executor's `deployer.evaluation.functions` --------------------------
 
     def _func(self, e: ir.Func) -> Column:
         if e.name.lower() != "coalesce":

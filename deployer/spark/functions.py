@@ -1,4 +1,4 @@
-"""CPL's scalar functions as Spark Columns: the reference executor's `deployer.local.functions`, with
+"""CPL's scalar functions as Spark Columns: the reference executor's `deployer.evaluation.functions`, with
 the same NULL rules, results and failures.
 
 Each translation gets the call, its arguments as Columns and `error(condition, message)`, which

@@ -17,7 +17,7 @@ from typing import Any
 
 from cpl.compiler import compile_script
 from deployer.connectors.records import to_event
-from deployer.local.evaluate import compile_expr
+from deployer.evaluation.evaluate import compile_expr
 from deployer.local.runtime import EVAL_ERRORS
 from operators import expr as ir
 from operators import graph as g

@@ -1,4 +1,4 @@
-"""Expression semantics of the reference executor (deployer.local.evaluate): SQL NULLs, errors, LIKE, CAST."""
+"""Expression semantics of the reference executor (deployer.evaluation.evaluate): SQL NULLs, errors, LIKE, CAST."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cpl.compiler import compile_script
-from deployer.local.evaluate import EvalError, compile_expr, like_regex
+from deployer.evaluation.evaluate import EvalError, compile_expr, like_regex
 from operators.graph import Map
 
 FIELDS = "a integer, b integer, x double, d decimal(10, 2), s varchar, p boolean, q boolean, t timestamp"
@@ -257,7 +257,7 @@ def test_timestamp_functions() -> None:
 
 
 def test_every_catalogue_function_has_an_implementation() -> None:
-    from deployer.local.functions import _SPECIAL, _STRICT, _TYPED
+    from deployer.evaluation.functions import _SPECIAL, _STRICT, _TYPED
     from operators.functions import FUNCTIONS
 
     assert set(FUNCTIONS) == set(_STRICT) | set(_SPECIAL) | set(_TYPED)

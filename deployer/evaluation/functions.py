@@ -1,6 +1,6 @@
 """The reference implementation of every scalar function in `operators.functions`.
 
-Each entry takes the argument closures and types (already compiled by `deployer.local.evaluate`) and
+Each entry takes the argument closures and types (already compiled by `deployer.evaluation.evaluate`) and
 returns one closure. NULL handling follows SQL: a NULL argument gives NULL, except where the
 function exists to handle NULLs (coalesce, nullif, concat, greatest, least).
 """

@@ -29,7 +29,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from deployer.local.functions import compile_function, sql_mod
+from deployer.evaluation.functions import compile_function, sql_mod
 from operators import decimals
 from operators import expr as ir
 from operators.datatypes import BIGINT, DECIMAL, DOUBLE, INTEGER, DataType, common_type
@@ -37,7 +37,10 @@ from operators.values import EvalError, caster, check_int, to_text, widener
 
 Fn = Callable[[Any], Any]
 
-__all__ = ["EvalError", "Fn", "compile_expr", "compile_predicate", "holds", "like_regex"]
+# What evaluating an expression may raise for one event's values: that event is dead-lettered.
+EVAL_ERRORS: tuple[type[BaseException], ...] = (EvalError, ArithmeticError)
+
+__all__ = ["EVAL_ERRORS", "EvalError", "Fn", "compile_expr", "compile_predicate", "holds", "like_regex"]
 
 
 def compile_expr(e: ir.Expr, *, paired: bool = False) -> Fn:
