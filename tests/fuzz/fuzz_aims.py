@@ -60,10 +60,11 @@ def _upstream(b: Builder, up: str, timed: bool) -> Stream | None:
         b.next_input = next((s.name for s in b.streams.values() if s.source and s.event_time), None)
         if b.next_input is None:
             return None
+    b.force = "-"  # no position: the statements made for it draw nothing meant to fail
     try:
         made = STATEMENTS["twins" if up == "union" and b.draw(st.booleans()) else up](b)
     finally:
-        b.next_input = None
+        b.next_input = b.force = None
     found = [s for s in b.streams.values() if fits(s)]
     return found[-1] if made and found else None
 

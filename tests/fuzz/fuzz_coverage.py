@@ -134,8 +134,11 @@ def place(node: g.Node, reason: str, event: Sequence[Any] | None) -> list[str]:
         if "overflow: " in reason and reason.split("overflow: ", 1)[1].startswith(("sum(", "avg(")):
             return ["argument"]  # the aggregate itself overflowed its type, over a window
         if len(event) == len(node.input_schema):
-            typed = _typed(event, node.input_schema)
-            found = [p for p, es in places[:-2] if any(_raises(e, typed, reason) for e in es)]
+            try:  # an input event's, or a window's row of as many fields
+                typed = _typed(event, node.input_schema)
+                found = [p for p, es in places[:-2] if any(_raises(e, typed, reason) for e in es)]
+            except Exception:
+                found = []
             if found:
                 return found if set(found) == {"START", "STOP"} else found[:1]
         typed = _typed(event, node.row_schema)

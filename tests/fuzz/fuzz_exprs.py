@@ -304,11 +304,38 @@ def at(draw: Draw, cat: str, fields: Sequence[Field], depth: int = 2) -> str:
     return expr(draw, cat, fields, depth)
 
 
-def _of(draw: Draw, cat: str, fields: Sequence[Field]) -> str:
-    """A field of `cat` in scope when there is one (so the failure depends on the event), else a
-    literal."""
+def _of(draw: Draw, cat: str, fields: Sequence[Field]) -> str | None:
+    """A field of `cat` in scope (so that the failure depends on the event), or None."""
     mine = [f.ref for f in fields if f.cat == cat]
-    chosen: str = draw(st.sampled_from(mine)) if mine else literal(draw, cat)
+    chosen: str | None = draw(st.sampled_from(mine)) if mine else None
+    return chosen
+
+
+def _failing_int(draw: Draw, fields: Sequence[Field]) -> str:
+    """An integer expression that fails for some values of the fields in scope: the inputs hold 0,
+    the integer bounds, 1e15 and texts that are numbers and texts that are not."""
+    forms = []
+    x = _of(draw, INT, fields)
+    if x is not None:
+        forms += [
+            f"({x} * 9223372036854775807)",  # overflows for |x| > 1, integer or bigint
+            f"({x} + 9223372036854775807)",  # ... for x > 0
+            f"({x} * 2147483647)",  # an integer for |x| > 1, a bigint beyond 2^32
+            f"mod(7, {x})",  # division by zero
+            f"(7 % {x})",
+            f"abs({x})",  # of the least integer
+            f"CAST({x} AS integer)",  # a bigint beyond an integer
+        ]
+    text = _of(draw, STR, fields)
+    if text is not None:
+        forms += [f"CAST({text} AS integer)", f"CAST({text} AS bigint)"]  # 'a' fails, '10' does not
+    for cat in (DBL, DEC):
+        y = _of(draw, cat, fields)
+        if y is not None:
+            forms.append(f"CAST({y} AS integer)")  # 1e15, or a decimal beyond an integer
+    if not forms:
+        return "CAST('x' AS integer)"  # no field to depend on: fails on every event
+    chosen: str = draw(st.sampled_from(forms))
     return chosen
 
 
@@ -316,36 +343,25 @@ def failing(draw: Draw, cat: str, fields: Sequence[Field]) -> str:
     """An expression of category `cat` that fails for some values of the fields in scope."""
     if cat == BOOL:
         inner = failing(draw, draw(st.sampled_from([INT, DBL, DEC])), fields)
-        return f"({inner} {draw(st.sampled_from(['>', '<>', '<=']))} {literal(draw, INT)})"
+        return f"({inner} {draw(st.sampled_from(['>', '<>', '<=']))} 1)"
     if cat == STR:
-        src = draw(st.sampled_from([INT, DBL, DEC]))
-        return f"CAST({failing(draw, src, fields)} AS varchar)"
+        return f"CAST({failing(draw, draw(st.sampled_from([INT, DBL, DEC])), fields)} AS varchar)"
     if cat == TS:
-        return f"from_epoch_millis({failing(draw, INT, fields)} * 1000000000)"
+        return f"from_epoch_millis({_failing_int(draw, fields)} * 1000)"
     if cat == DBL:
-        form = draw(st.integers(0, 2))
-        if form == 0:
-            return f"({literal(draw, INT)} / {_of(draw, INT, fields)})"  # division by zero
-        if form == 1:
-            return f"CAST({_of(draw, STR, fields)} AS double)"
-        return f"sqrt({_of(draw, draw(st.sampled_from(NUMERIC)), fields)} - 1)"  # of a negative
+        x = _of(draw, INT, fields)
+        text = _of(draw, STR, fields)
+        forms = [f"CAST({_failing_int(draw, fields)} AS double)"]
+        forms += [f"(7 / {x})"] if x is not None else []  # division by zero
+        forms += [f"CAST({text} AS double)"] if text is not None else []
+        chosen: str = draw(st.sampled_from(forms))
+        return chosen
     if cat == DEC:
-        form = draw(st.integers(0, 2))
-        if form == 0:
-            return f"CAST({_of(draw, STR, fields)} AS decimal(6, 2))"
-        if form == 1:
-            return f"CAST({_of(draw, draw(st.sampled_from([INT, DBL])), fields)} AS decimal(4, 0))"
-        return f"({_of(draw, DEC, fields)} / {_of(draw, INT, fields)})"
-    form = draw(st.integers(0, 5))
-    x = _of(draw, INT, fields)
-    if form == 0:
-        return f"CAST({_of(draw, STR, fields)} AS integer)"  # 'a' fails, '10' does not
-    if form == 1:
-        return f"({x} * 2147483647)"  # overflows for |x| > 1 (an integer; a bigint beyond 2^32)
-    if form == 2:
-        return f"({x} + 2147483647)"
-    if form == 3:
-        return f"mod({literal(draw, INT)}, {x})"  # division by zero
-    if form == 4:
-        return f"CAST({_of(draw, draw(st.sampled_from([DBL, DEC, INT])), fields)} AS integer)"
-    return f"abs({x})"  # of the least integer
+        text = _of(draw, STR, fields)
+        y = _of(draw, DBL, fields)
+        forms = [f"CAST({_failing_int(draw, fields)} AS decimal(10, 2))"]
+        forms += [f"CAST({text} AS decimal(6, 2))"] if text is not None else []
+        forms += [f"CAST({y} AS decimal(4, 0))"] if y is not None else []
+        chosen = draw(st.sampled_from(forms))
+        return chosen
+    return _failing_int(draw, fields)

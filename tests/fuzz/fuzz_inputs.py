@@ -86,12 +86,15 @@ def records(
     fields: Sequence[tuple[str, str, int | None, int | None]],
     ts_field: str | None,
     size: int,
+    null_keys: bool = False,
 ) -> list[str]:
     """`size` JSON lines for fields (name, kind, precision, scale); `ts_field` is the event time."""
     plain = [(n, k) for n, k, _, _ in fields if n != ts_field]
     offset = draw(st.sampled_from([0, 5, 10]))
     # a tail of events whose key is NULL: most WHEREs drop them, and they still move event time
     tail = draw(st.integers(0, 2)) if draw(st.booleans()) else 0
+    if null_keys:  # a case aimed at a failure path: a NULL key (a table row's) is among them
+        tail = max(tail, 1)
     lines = []
     for i in range(size):
         record: dict[str, Any] = {}

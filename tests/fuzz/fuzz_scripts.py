@@ -19,7 +19,7 @@ from typing import Any
 from fuzz_aims import aim, needs_store
 from fuzz_case import Case, StoreTable
 from fuzz_coverage import Row
-from fuzz_exprs import Draw, Field, at, category, failing
+from fuzz_exprs import Draw, Field, at, category, expr, failing
 from fuzz_inputs import records, split
 from fuzz_statements import STATEMENTS, STORE_TABLES
 from hypothesis import strategies as st
@@ -163,6 +163,8 @@ class Builder:
         """An expression for `position`: one that fails on some events when it is aimed at."""
         if self.force == position:
             return failing(self.draw, cat, fields)
+        if self.force is not None:  # aimed elsewhere: nothing drawn to fail before it
+            return expr(self.draw, cat, fields, min(depth, 1))
         return at(self.draw, cat, fields, depth)
 
     def forced(self, position: str) -> bool:
@@ -192,17 +194,20 @@ def stream_of(
     return Stream(name, fields, event_time, source, order, kind)
 
 
-def _input(draw: Draw, s: Stream) -> list[list[str]]:
+def _input(draw: Draw, s: Stream, aimed: bool = False) -> list[list[str]]:
     """A source's files. One stream in ten delivers no event at all: no file, empty files, or only
     records it must reject (a merge must not wait for it at the end; a join gets no pair)."""
-    if draw(st.integers(0, 9)) == 0:
+    if not aimed and draw(st.integers(0, 9)) == 0:
         form = draw(st.integers(0, 2))
         if form == 0:
             return []
         if form == 1:
             return [[] for _ in range(draw(st.integers(1, 2)))]
         return [["{not json"], ['{"k": "abc"}']]
-    return split(draw, records(draw, s.fields, s.event_time, draw(st.integers(1, 14))))
+    # a case aimed at a failure path has more events, so that one reaches it in the state it needs
+    return split(
+        draw, records(draw, s.fields, s.event_time, draw(st.integers(1, 30 if aimed else 14)), aimed)
+    )
 
 
 @st.composite
@@ -234,7 +239,7 @@ def cases(
         kind = draw(st.sampled_from(sorted(STATEMENTS)))
         if not STATEMENTS[kind](b):
             STATEMENTS["map"](b)
-    inputs = {s.name: _input(draw, s) for s in b.streams.values() if s.source}
+    inputs = {s.name: _input(draw, s, aimed) for s in b.streams.values() if s.source}
     # Every stream no statement reads, and some of the others: each sink is a streaming query on
     # Spark (stateless ones share one), the largest cost of a case.
     read = b.read

@@ -77,6 +77,8 @@ def _fill(template: str, **names: str) -> str:
 
 
 def _where(b: Builder, s: Stream, chance: int = 2) -> str:
+    if b.force is not None and not b.forced("WHERE"):
+        return ""  # aimed at another position: let every event reach it
     if not b.forced("WHERE") and b.draw(st.integers(0, chance)) == 0:
         return ""
     return f" WHERE {b.at(BOOL, s.scope(), 2, 'WHERE')}"
@@ -90,7 +92,8 @@ def map_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
         items = ["*"]
     else:
         items = [n for n in s.names() if n in ("k", s.event_time) or b.draw(st.booleans())]
-    for _ in range(b.draw(st.integers(0 if items and not b.forced("SELECT") else 1, 3))):
+    # aimed at (or made for) a failure path: a computed item, so that the Map is not left out
+    for _ in range(b.draw(st.integers(0 if items and b.force is None else 1, 3))):
         cat = b.draw(st.sampled_from(CATEGORIES))
         items.append(f"{b.at(cat, s.scope(), 3, 'SELECT')} AS {b.fresh('c')}")
     return f"SELECT {', '.join(items)} FROM {{src}}{_where(b, s)}", s.order
@@ -138,14 +141,23 @@ def _group_keys(b: Builder, s: Stream) -> list[tuple[str, str, str]]:
 def aggregate_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
     kinds = ["tuple", "batch"] + (["time", "time"] if s.event_time else [])
     kind = b.window_kind or b.draw(st.sampled_from(kinds))
+    aimed = b.force is not None  # then windows that fire often, so that rows reach the position
     if kind == "time":
-        spec = time_spec(b.draw)
+        spec = time_spec(b.draw, common=aimed)
     elif kind == "tuple":
-        spec = tuple_spec(b.draw)
+        spec = "TUPLE SIZE 2 ADVANCE 1" if aimed else tuple_spec(b.draw)
     else:
-        spec = f"BATCH START {b.at(BOOL, s.scope(), 1, 'START')} STOP {b.at(BOOL, s.scope(), 1, 'STOP')}"
+        start = "TRUE" if aimed and not b.forced("START") else b.at(BOOL, s.scope(), 1, "START")
+        stop = "TRUE" if aimed and not b.forced("STOP") else b.at(BOOL, s.scope(), 1, "STOP")
+        spec = f"BATCH START {start} STOP {stop}"
     keys = _group_keys(b, s)
     aggs = _aggregates(b, s)
+    if b.forced("HAVING") or b.forced("SELECT"):
+        # a value that varies with the events for the failing expression over the row to read
+        varying = [f for f in s.scope() if f.cat in ("int", "string")]
+        if varying:
+            f = b.draw(st.sampled_from(varying))
+            aggs.insert(0, (f"{'sum' if f.cat == 'int' else 'max'}({f.ref})", f.cat))
     over = [Field(text, cat) for text, _, cat in keys] + [Field(a, cat) for a, cat in aggs]
     items = [text if text == name else f"{text} AS {name}" for text, name, _ in keys]
     for i, (agg, cat) in enumerate(aggs):
@@ -362,6 +374,8 @@ def twins(b: Builder) -> bool:
 
 
 def _type_text(kind: str, precision: int | None, scale: int | None) -> str:
+    if kind == "null":  # a bare NULL item: any column takes it
+        return "varchar"
     return f"decimal({precision}, {scale or 0})" if kind == "decimal" else kind
 
 

@@ -52,9 +52,10 @@ def duration(draw: Draw, ms: int) -> str:
     return f"{ms // unit} {draw(st.sampled_from(names))}"
 
 
-def time_spec(draw: Draw, advance: bool = True) -> str:
-    """A TIME window's text; `advance`: whether an ADVANCE other than SIZE may be drawn."""
-    if draw(st.booleans()):
+def time_spec(draw: Draw, advance: bool = True, common: bool = False) -> str:
+    """A TIME window's text; `advance`: whether an ADVANCE other than SIZE may be drawn; `common`:
+    one of the sizes the inputs' times close often."""
+    if common or draw(st.booleans()):
         size = draw(st.sampled_from(COMMON))
         advances = next(a for s, a in TIME_SIZES if s == size)
     else:
