@@ -74,7 +74,7 @@ class JoinOp(Operator):
     def _drain(self) -> None:
         for side, ts, event in self.merge.release():
             self._process(side, ts, event)
-        limit = self.merge.limit()
+        limit = self.merge.watermark()
         if self.time_pos is None or not isinstance(limit, int):
             return
         # Future outputs pair a future event (time >= limit) with a kept one: l.ts > limit - Sl;

@@ -24,9 +24,9 @@ def bucketed(node: g.Aggregate) -> bool:
     for a in node.aggs:
         agg = a.expr
         assert isinstance(agg, ir.Agg)
-        if (
-            agg.arg is not None
-            and (agg.type if agg.func in ("sum", "avg") else agg.arg.type).kind not in _KINDS
+        if agg.arg is not None and (
+            agg.arg.type.is_null  # sum(NULL), avg(NULL): no number to pack (found by the fuzzer, seed 38208)
+            or (agg.type if agg.func in ("sum", "avg") else agg.arg.type).kind not in _KINDS
         ):
             return False
     return True

@@ -61,7 +61,7 @@ READ_QUERIES = {
     "count_over": ("SELECT count(*) FROM ref WHERE a >= ?", "RETURNS (c bigint)", 1, 1, None),
     # PostgreSQL refuses a division by zero (for the event's parameter: dead-lettered); SQLite
     # gives NULL and no error, so it is drawn for PostgreSQL only
-    "by_ratio": ("SELECT a FROM ref WHERE k = 100 / ?", "RETURNS (a integer)", 1, 1, "postgresql"),
+    "by_ratio": ("SELECT a FROM ref WHERE k = 100 / ? ORDER BY a", "RETURNS (a integer)", 1, 1, "postgresql"),
 }
 WRITE_QUERIES = {
     "log_it": ("INSERT INTO log (k, v) VALUES (?, ?)", "log", 2),

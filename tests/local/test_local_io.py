@@ -36,6 +36,8 @@ def test_file_round_trip_with_a_bad_record(tmp_path: Path) -> None:
         "\n"
         "{not json\n"
         '{"idcaller": 2, "idreceiver": 2, "duration": 20, "timestamp": 1767261600000}\n'  # 10:00Z
+        # a free call (under 10 s) on Jan 2: both streams pass Jan 1's end, so its window closes
+        '{"idcaller": 2, "idreceiver": 2, "duration": 5, "timestamp": "2026-01-02T00:00:00Z"}\n'
     )
     (cdr1 / "_ignored.jsonl").write_text("garbage\n")
     (cdr1 / ".hidden.jsonl").write_text("garbage\n")
@@ -70,7 +72,7 @@ def test_file_round_trip_with_a_bad_record(tmp_path: Path) -> None:
     ]
     assert dead[0]["record"].startswith('{"idcaller": 1, "idreceiver": 2, "duration": "abc"')
     assert dead[0]["stream"] == "cdr1"
-    assert stats.events_in == {"cdr1": 2, "cdr2": 2}
+    assert stats.events_in == {"cdr1": 3, "cdr2": 2}
     assert stats.dead_lettered == {"input": 3}
     assert stats.events_out["bill"] == 2
 
