@@ -9,12 +9,12 @@ from lark import Token, v_args
 
 from cpl import syntax_tree as ast
 from cpl.ast_builder import NameTok, unquote
-from cpl.ast_expressions import ExpressionRules
+from cpl.ast_patterns import PatternRules
 from cpl.errors import CplSyntaxError
 
 
 @v_args(meta=True)
-class ToAst(ExpressionRules):
+class ToAst(PatternRules):
     """A statement's lark tree → its `ast` node, with positions made absolute in the script."""
 
     # declarations
@@ -137,8 +137,9 @@ class ToAst(ExpressionRules):
         on_sqls = [i for i in items if isinstance(i, ast.OnSql)]
         if len(on_sqls) > 1:
             raise CplSyntaxError("a statement takes one ON SQL clause", on_sqls[1].pos)
+        pattern = next((i for i in items if isinstance(i, ast.PatternFrom)), None)
         return ast.Select(
-            sel, sources, where, group, having, on_sqls[0] if on_sqls else None, self._pos(meta)
+            sel, sources, where, group, having, on_sqls[0] if on_sqls else None, self._pos(meta), pattern
         )
 
     def select_list(self, meta: Any, children: list[Any]) -> tuple[ast.SelectItem, ...]:

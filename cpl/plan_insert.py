@@ -1,6 +1,6 @@
 """INSERT INTO stream / INSERT INTO TABLE ... SELECT: checks the target, plans the statement as a
-Join (two windowed inputs), an Aggregate (one windowed input) or stateless (no window), then names
-its output stream or Materializes it into the table."""
+Pattern (FROM PATTERN / SEQUENCE), a Join (two windowed inputs), an Aggregate (one windowed input)
+or stateless (no window), then names its output stream or Materializes it into the table."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from cpl.errors import PlanError
 from cpl.plan_aggregate import plan_aggregate
 from cpl.plan_join import plan_join
 from cpl.plan_materialize import plan_materialize
+from cpl.plan_pattern import plan_pattern
 from cpl.plan_state import Planned, PlanState, SkipStatement, Stream
 from cpl.plan_stateless import plan_stateless
 from operators import graph as g
@@ -57,6 +58,8 @@ def _input_stream(state: PlanState, item: ast.FromItem, target: str) -> Stream:
 
 
 def _plan_select(state: PlanState, sel: ast.Select, streams: list[Stream], line: int) -> Planned:
+    if sel.pattern is not None:
+        return plan_pattern(state, sel, line)
     windowed = [i for i in sel.sources if i.window is not None]
     if len(windowed) == 2 and len(sel.sources) == 2:
         return plan_join(state, sel, streams, line)

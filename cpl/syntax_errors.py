@@ -23,6 +23,11 @@ _TERMINAL_TEXT = {
     "COMP_OP": "a comparison",
     "ADD_OP": "'+', '-' or '||'",
     "MUL_OP": "'/' or '%'",
+    "ARROW": "'->'",
+    "COLON": "':'",
+    "QMARK": "'?'",
+    "LSQB": "'['",
+    "RSQB": "']'",
     "$END": "the end of the statement",
 }
 

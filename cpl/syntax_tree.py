@@ -125,6 +125,17 @@ class Call(Expr):
     pos: Pos = _pos()
 
 
+@dataclass(frozen=True)
+class Indexed(Expr):
+    """One event a pattern's counted step collected: `e2[0].f`, `e2[last].f`, `e2[last - 1].f`."""
+
+    alias: str
+    field: str
+    index: int | None = None  # from the first: e[0], e[1] ...
+    from_last: int | None = None  # from the last: e[last] is 0, e[last - 1] is 1
+    pos: Pos = _pos()
+
+
 def expr_children(e: Expr) -> list[Expr]:
     """The sub-expressions of an expression, in source order."""
     out: list[Expr] = []
@@ -251,6 +262,77 @@ class OnSql:
     pos: Pos = _pos()
 
 
+# ---- patterns and sequences (FROM PATTERN / FROM SEQUENCE; docs/language.md, "Patterns") -----------
+
+
+@dataclass(frozen=True)
+class PatternStep:
+    """`alias=stream[condition]`, taking one event, or several with a count or a quantifier."""
+
+    alias: str
+    stream: str
+    condition: Expr | None = None
+    count: tuple[int, int | None] | None = None  # <n> (n, n), <n:m>, <n:> (n, None), <:m> (0, m)
+    quantifier: str | None = None  # "+", "*" or "?" (sequences only: the planner says so)
+    pos: Pos = _pos()
+    alias_pos: Pos = _pos()
+    stream_pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class PatternAbsence:
+    """`NOT stream[condition] FOR d`; without FOR, the `NOT stream[condition] AND step` form."""
+
+    stream: str
+    condition: Expr | None = None
+    wait: Duration | None = None
+    pos: Pos = _pos()
+    stream_pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class PatternLogical:
+    """`a AND b` (both, in either order) or `a OR b` (the first of either)."""
+
+    op: str  # "and" | "or"
+    left: PatternStep | PatternAbsence
+    right: PatternStep | PatternAbsence
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class PatternEvery:
+    """`EVERY element`: a new match at every fitting event (a step) or after each completion (a group)."""
+
+    body: PatternElement
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class PatternGroup:
+    """Elements one after the other: `a -> b` (PATTERN: events may come in between) or `a, b`
+    (SEQUENCE: the very next event); `separators[i]` is what stands between items i and i + 1."""
+
+    items: tuple[PatternElement, ...]
+    separators: tuple[str, ...] = ()  # "->" or ","
+    pos: Pos = _pos()
+    separator_pos: tuple[Pos, ...] = field(default=(), compare=False, repr=False)
+
+
+PatternElement = PatternStep | PatternAbsence | PatternLogical | PatternEvery | PatternGroup
+
+
+@dataclass(frozen=True)
+class PatternFrom:
+    """FROM PATTERN | SEQUENCE ... [WITHIN d] [PARTITION BY ...]."""
+
+    kind: str  # "pattern" | "sequence"
+    body: PatternGroup
+    within: Duration | None = None
+    partition: tuple[Name, ...] = ()  # `field`, or one `stream.field` per stream
+    pos: Pos = _pos()
+
+
 @dataclass(frozen=True)
 class Select:
     items: tuple[SelectItem, ...]
@@ -260,6 +342,7 @@ class Select:
     having: Expr | None = None
     on_sql: OnSql | None = None
     pos: Pos = _pos()
+    pattern: PatternFrom | None = None  # FROM PATTERN/SEQUENCE (then `sources` is empty)
 
 
 @dataclass(frozen=True)

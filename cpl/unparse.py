@@ -65,6 +65,10 @@ def expr(e: ast.Expr) -> str:
         return " ".join(parts)
     if isinstance(e, ast.Cast):
         return f"CAST({expr(e.arg)} AS {type_name(e.to)})"
+    if isinstance(e, ast.Indexed):
+        last = "last" if not e.from_last else f"last - {e.from_last}"
+        at = str(e.index) if e.index is not None else last
+        return f"{name(e.alias)}[{at}].{name(e.field)}"
     if isinstance(e, ast.Call):
         if e.star:
             return f"{e.name}(*)"
@@ -102,7 +106,7 @@ def select(s: ast.Select) -> str:
     items = ", ".join(
         "*" if i.expr is None else expr(i.expr) + (f" AS {name(i.alias)}" if i.alias else "") for i in s.items
     )
-    sources = []
+    sources = [pattern(s.pattern)] if s.pattern is not None else []
     for f in s.sources:
         text = name(f.stream) + (f" AS {name(f.alias)}" if f.alias else "")
         if isinstance(f.window, str):
@@ -121,6 +125,49 @@ def select(s: ast.Select) -> str:
         o = s.on_sql
         names = ", ".join(".".join(name(p) for p in n) for n in o.names)
         out += f" ON {'OUTER ' if o.outer else ''}SQL {name(o.query)}, {name(o.alias)}, {names}"
+    return out
+
+
+def pattern(p: ast.PatternFrom) -> str:
+    out = f"{p.kind.upper()} {_pattern_group(p.body)}"
+    if p.within is not None:
+        out += f" WITHIN {duration(p.within)}"
+    if p.partition:
+        out += " PARTITION BY " + ", ".join(expr(n) for n in p.partition)
+    return out
+
+
+def _pattern_group(g: ast.PatternGroup) -> str:
+    out = _pattern_element(g.items[0])
+    for sep, item in zip(g.separators, g.items[1:], strict=True):
+        out += f"{' -> ' if sep == '->' else ', '}{_pattern_element(item)}"
+    return out
+
+
+def _pattern_element(e: ast.PatternElement) -> str:
+    if isinstance(e, ast.PatternGroup):
+        return f"({_pattern_group(e)})"
+    if isinstance(e, ast.PatternEvery):
+        body = e.body
+        inner = _pattern_element(body)
+        # EVERY takes the element after it; a group keeps its parentheses, so nothing is ambiguous
+        return f"EVERY {inner}"
+    if isinstance(e, ast.PatternLogical):
+        return f"{_pattern_operand(e.left)} {e.op.upper()} {_pattern_operand(e.right)}"
+    return _pattern_operand(e)
+
+
+def _pattern_operand(e: ast.PatternStep | ast.PatternAbsence) -> str:
+    cond = f"[{expr(e.condition)}]" if e.condition is not None else ""
+    if isinstance(e, ast.PatternAbsence):
+        wait = f" FOR {duration(e.wait)}" if e.wait is not None else ""
+        return f"NOT {name(e.stream)}{cond}{wait}"
+    out = f"{name(e.alias)}={name(e.stream)}{cond}"
+    if e.count is not None:
+        lo, hi = e.count
+        out += f"<{lo}>" if lo == hi else f"<{lo}:{'' if hi is None else hi}>"
+    elif e.quantifier is not None:
+        out += e.quantifier
     return out
 
 

@@ -57,6 +57,13 @@ class Settings:
         "CEP_COUNT_FILTERED",
         "Spark: count the events each WHERE drops (0 turns it off, for throughput)",
     )
+    pattern_max_partials: int = _setting(
+        100_000,
+        "CEP_PATTERN_MAX_PARTIALS",
+        "the most open partial matches a pattern keeps per partition key; beyond it the oldest is dropped "
+        "and dead-lettered, with the reason",
+        1,
+    )
     max_queries: int | None = _setting(
         None,
         "CEP_MAX_QUERIES",

@@ -27,6 +27,7 @@ from typing import Any
 
 from deployer.local.events import DeadLetter, RunStats
 from deployer.local.join import JoinOp
+from deployer.local.patterns import PatternOp
 from deployer.local.runtime import (
     Event,
     FilterOp,
@@ -134,6 +135,7 @@ OPERATORS: dict[type[g.Node], Callable[[Any, LocalExecutor], Operator]] = {
     g.ReadSQL: ReadSQLOp,
     g.UpdateSQL: UpdateSQLOp,
     g.Materialize: MaterializeOp,
+    g.Pattern: PatternOp,
     g.Sink: SinkOp,
 }
 

@@ -69,6 +69,59 @@ def _extend(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr
 exprs = st.recursive(literals | columns, _extend, max_leaves=6)
 
 
+durations = st.builds(ast.Duration, st.integers(1, 99), st.sampled_from(["seconds", "ms", "minute", "days"]))
+
+
+def _step(draw: st.DrawFn) -> ast.PatternStep | ast.PatternAbsence:
+    cond = draw(st.none() | exprs)
+    if draw(st.integers(0, 3)) == 0:
+        return ast.PatternAbsence(draw(names), cond, draw(st.none() | durations))
+    count = draw(
+        st.none()
+        | st.integers(0, 5).map(lambda n: (n, n))
+        | st.tuples(st.integers(0, 3), st.none() | st.integers(3, 9))
+    )
+    quant = None if count is not None else draw(st.none() | st.sampled_from(["+", "*", "?"]))
+    return ast.PatternStep(draw(names), draw(names), cond, count, quant)
+
+
+@st.composite
+def pattern_groups(draw: st.DrawFn, depth: int = 0) -> ast.PatternGroup:
+    items: list[ast.PatternElement] = []
+    for _ in range(draw(st.integers(1, 3))):
+        form = draw(st.integers(0, 5 if depth < 2 else 3))
+        element: ast.PatternElement
+        if form <= 1:
+            element = _step(draw)
+        elif form == 2:
+            element = ast.PatternLogical(draw(st.sampled_from(["and", "or"])), _step(draw), _step(draw))
+        elif form == 3:
+            element = ast.PatternEvery(_step(draw))
+        elif form == 4:
+            element = ast.PatternEvery(draw(pattern_groups(depth + 1)))
+        else:
+            element = draw(pattern_groups(depth + 1))
+        items.append(element)
+    seps = tuple(draw(st.sampled_from(["->", ","])) for _ in items[1:])
+    return ast.PatternGroup(tuple(items), seps)
+
+
+@st.composite
+def pattern_froms(draw: st.DrawFn) -> ast.PatternFrom:
+    partition = tuple(draw(st.lists(columns, max_size=2)))
+    return ast.PatternFrom(
+        draw(st.sampled_from(["pattern", "sequence"])),
+        draw(pattern_groups()),
+        draw(st.none() | durations),
+        partition,
+    )
+
+
+indexed = st.builds(ast.Indexed, names, names, st.integers(0, 9), st.none()) | st.builds(
+    ast.Indexed, names, names, st.none(), st.integers(0, 9)
+)
+
+
 @st.composite
 def statements(draw: st.DrawFn) -> ast.Statement:
     kind = draw(st.sampled_from(["schema", "window", "insert", "query", "table"]))
@@ -131,6 +184,10 @@ def statements(draw: st.DrawFn) -> ast.Statement:
             st.booleans(),
         )
     )
+    pattern = draw(st.none() | pattern_froms())
+    if pattern is not None:
+        sources = ()
+        items = (*items, ast.SelectItem(draw(indexed), draw(names)))
     select = ast.Select(
         items,
         sources,
@@ -138,6 +195,7 @@ def statements(draw: st.DrawFn) -> ast.Statement:
         tuple(draw(st.lists(exprs, max_size=2))),
         draw(st.none() | exprs),
         on_sql,
+        pattern=pattern,
     )
     return ast.Insert(draw(names), select, draw(st.booleans()))
 

@@ -1,0 +1,118 @@
+"""The Pattern operator in the reference executor: its inputs merged into one event-time order (time,
+then input in the order the streams first appear in the pattern, then arrival: `runtime.Merger`,
+the Union's rule), each event fed to the automaton of its partition key (deployer.patterns), and the
+merge's watermark passing the deadlines of every key (absences that held, WITHIN that ran out).
+
+Matches go out in event-time order: a match's time is its completing event's, or the deadline of the
+absence that completed it, which is at most the merge's watermark; so the rows are held until the
+watermark reaches their time, released in the order of `runner.Emit.order`, and the output's
+watermark is the merge's.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from deployer import settings
+from deployer.local.runtime import Event, Merger, Operator, Runtime
+from deployer.patterns.matcher import KeyState
+from deployer.patterns.runner import Emit, Fail, PatternRunner
+from operators import graph as g
+
+
+class PatternOp(Operator):
+    node: g.Pattern
+
+    def __init__(self, node: g.Pattern, rt: Runtime):
+        super().__init__(node, rt)
+        self.runner = PatternRunner(node, settings.current().pattern_max_partials)
+        self.merge = Merger(len(node.inputs))
+        self.keys: dict[Any, KeyState] = {}
+        self.deadlines: list[tuple[int, int, Any]] = []  # (time, key rank, key): a key's next deadline
+        self.rank: dict[Any, int] = {}
+        self.held: list[tuple[int, str, int, Event]] = []  # rows waiting for the watermark
+        self.seq = 0
+        self.time_pos = node.schema.position(node.event_time) if node.event_time else None
+        self.out_wm: int | None = None
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        assert ts is not None, "a pattern's inputs have event time"
+        self.merge.push(i, ts, event)
+
+    def watermark(self, i: int, wm: int) -> None:
+        self.merge.set_watermark(i, wm)
+        self._drain()
+
+    def end(self, i: int, final: int | None) -> None:
+        self.merge.end(i, final)
+        self._drain()
+        if self.merge.done:
+            if self.merge.final is not None:
+                self._advance(self.merge.final)
+            self._release(None)
+            self.emit_end(self.merge.final)
+
+    def _drain(self) -> None:
+        for i, ts, event in self.merge.release():
+            self._one(i, ts, event)
+        limit = self.merge.watermark()
+        if isinstance(limit, int):
+            self._advance(limit)
+            self._release(limit)
+
+    def _state(self, key: Any) -> KeyState:
+        state = self.keys.get(key)
+        if state is None:
+            state = self.keys[key] = self.runner.new_state()
+            self.rank[key] = len(self.rank)
+        return state
+
+    def _one(self, i: int, ts: int, event: Event) -> None:
+        key = self.runner.key(i, event)
+        m = self.runner.matcher(self._state(key))
+        self.seq += 1
+        self._handle(self.runner.on_event(m, i, event, ts, f"{self.seq:012d}"))
+        self._settle(key, m)
+
+    def _settle(self, key: Any, m: Any) -> None:
+        """Watch the key's next deadline, or forget the key when it is as new (its state no longer
+        holds anything an event could find: keys that go quiet leave nothing behind)."""
+        if self.keys[key].fresh(self.runner.program):
+            del self.keys[key], self.rank[key]
+            return
+        self._watch(key, m.next_deadline())
+
+    def _watch(self, key: Any, deadline: int | None) -> None:
+        if deadline is not None:
+            heapq.heappush(self.deadlines, (deadline, self.rank[key], key))
+
+    def _advance(self, until: int) -> None:
+        """Let every key's deadlines up to `until` pass, the earliest first."""
+        while self.deadlines and self.deadlines[0][0] <= until:
+            _, _, key = heapq.heappop(self.deadlines)
+            if key not in self.keys:
+                continue
+            m = self.runner.matcher(self.keys[key])
+            nxt = m.next_deadline()
+            if nxt is None or nxt > until:
+                self._watch(key, nxt)
+                continue
+            self._handle(self.runner.on_time(m, until))
+            self._settle(key, m)
+
+    def _handle(self, out: list[Emit | Fail]) -> None:
+        for o in out:
+            if isinstance(o, Fail):
+                self.fail(o.reason, o.event)
+            else:
+                heapq.heappush(self.held, (o.time, o.order, len(self.held), o.values))
+
+    def _release(self, limit: int | None) -> None:
+        """The held rows up to `limit` (all: None), in match-time order, and the output's watermark."""
+        while self.held and (limit is None or self.held[0][0] <= limit):
+            t, _, _, values = heapq.heappop(self.held)
+            self.emit(values, t if self.time_pos is not None else None)
+        if limit is not None and self.time_pos is not None and (self.out_wm is None or limit > self.out_wm):
+            self.out_wm = limit
+            self.emit_watermark(limit)

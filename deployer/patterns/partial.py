@@ -1,0 +1,134 @@
+"""A partial match, and the partials waiting at one state of the automaton.
+
+A partial holds one slot per alias: None (not bound), the event (a tuple of values) its step took, or
+the list of events its counted step collected. An event is stored once, in the slots of the partials
+that took it: a copy of a partial (EVERY) copies the list of slots, never the events, and the state
+store keeps them shared (deployer.patterns.codec pickles the whole key, which writes each event
+once).
+
+The partials waiting at a state are kept in their order of arrival there (the oldest is tried first,
+and completes first: docs/language.md, "Patterns"), in buckets by the value of the state's key when
+its condition has one (`operators.patterns.Condition.key`): an event then looks only at the partials
+of its own value, so the work per event does not grow with the partials that wait for other values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+# A partial whose key is NULL can never fit the state's equality: kept apart, never looked at.
+NEVER = object()
+
+
+class Partial:
+    """One partial match. `order` is its rank among the key's partials (creation order);
+    `entered` the event time (µs) at which it reached its current state; `start` the time of its
+    first event (WITHIN counts from it), None while it holds none. `homes`: the states where it
+    waits (two for a counted step that holds its minimum: its own and the next), each with its
+    bucket there. `sides`: for an AND/OR state, which sides are bound (1 left, 2 right); for an
+    absence side, which ones were cancelled (4 left, 8 right). `timer`: the tag of the deadline it
+    waits for, if any."""
+
+    __slots__ = ("dead", "entered", "homes", "order", "sides", "slots", "start", "timer")
+
+    def __init__(self, slots: list[Any], order: int, start: int | None, entered: int) -> None:
+        self.slots = slots
+        self.order = order
+        self.start = start
+        self.entered = entered
+        self.homes: dict[int, Any] = {}
+        self.sides = 0
+        self.timer: int | None = None
+        self.dead = False
+
+    def copy(self, order: int, keep: int, entered: int) -> Partial:
+        """A new partial with this one's slots before `keep` and none after (EVERY)."""
+        slots = [s if i < keep else None for i, s in enumerate(self.slots)]
+        start = self.start if any(s is not None for s in slots) else None
+        return Partial(slots, order, start, entered)
+
+    def __repr__(self) -> str:  # for tests and debugging
+        return f"Partial(#{self.order}, at {sorted(self.homes)}, slots={self.slots})"
+
+
+def _hashable(v: Any) -> Any:
+    """A key value as a dict key: NULL never matches; NaN equals nothing (a bucket of its own that
+    no event finds is right, since NaN = NaN is not true)."""
+    if v is None:
+        return NEVER
+    if isinstance(v, float) and math.isnan(v):
+        return NEVER
+    return v
+
+
+class Pending:
+    """The partials waiting at one state, oldest first; in buckets by the partial's value of the
+    state's key when it has one (see the module docstring). Plain data, so that a key's state
+    pickles without the compiled conditions."""
+
+    __slots__ = ("buckets", "items", "keyed")
+
+    def __init__(self, keyed: bool) -> None:
+        self.keyed = keyed
+        self.items: dict[int, Partial] = {}  # unkeyed: order -> partial
+        self.buckets: dict[Any, dict[int, Partial]] = {}
+
+    def add(self, p: Partial, state: int, key: Any = None) -> None:
+        """Add `p`; `key`: its value of the state's key (keyed states)."""
+        if not self.keyed:
+            self.items[p.order] = p
+            p.homes[state] = None
+            return
+        k = _hashable(key)
+        bucket = self.buckets.get(k)
+        if bucket is None:
+            bucket = self.buckets[k] = {}
+        bucket[p.order] = p
+        p.homes[state] = k
+
+    def remove(self, p: Partial, state: int) -> None:
+        k = p.homes.pop(state, None)
+        if not self.keyed:
+            self.items.pop(p.order, None)
+            return
+        bucket = self.buckets.get(k)
+        if bucket is not None:
+            bucket.pop(p.order, None)
+            if not bucket:
+                del self.buckets[k]
+
+    def candidates(self, event_key: Any = None) -> list[Partial]:
+        """The partials an event may fit: all of them, or those of its key's bucket."""
+        if not self.keyed:
+            return list(self.items.values())
+        k = _hashable(event_key)
+        if k is NEVER:
+            return []
+        bucket = self.buckets.get(k)
+        return list(bucket.values()) if bucket else []
+
+    def all(self) -> list[Partial]:
+        if not self.keyed:
+            return list(self.items.values())
+        out = [p for b in self.buckets.values() for p in b.values()]
+        out.sort(key=lambda p: p.order)
+        return out
+
+    def __len__(self) -> int:
+        if not self.keyed:
+            return len(self.items)
+        return sum(len(b) for b in self.buckets.values())
+
+    def clear(self, state: int) -> list[Partial]:
+        gone = self.all()
+        for p in gone:
+            p.homes.pop(state, None)
+        self.items.clear()
+        self.buckets.clear()
+        return gone
+
+
+def oldest_first(partials: Iterable[Partial]) -> list[Partial]:
+    return sorted(partials, key=lambda p: p.order)
