@@ -42,12 +42,14 @@ class JoinOp(Operator):
         super().__init__(node, rt)
         self.merge = Merger(2)
         self.sizes = (node.left_window.size * _US_PER_MS, node.right_window.size * _US_PER_MS)
-        self.kept: tuple[deque[tuple[int, Event]], deque[tuple[int, Event]]] = (deque(), deque())
+        # per side: (time, place in the merged order, event)
+        self.kept: tuple[deque[tuple[int, int, Event]], deque[tuple[int, int, Event]]] = (deque(), deque())
         always = isinstance(node.predicate, ir.Lit) and node.predicate.value is True
         self.pred = None if always else compile_predicate(node.predicate, paired=True)
         self.project = [compile_expr(p.expr, paired=True) for p in node.projections]
         self.time_pos = node.schema.position(node.event_time) if node.event_time else None
-        self.pending: list[tuple[int, int, Event]] = []  # (ts, seq, output) awaiting release
+        # (ts, the pair's rank, output) awaiting release
+        self.pending: list[tuple[int, tuple[int, int, int], Event]] = []
         self.seq = 0
         self.out_wm: int | None = None
 
@@ -92,7 +94,8 @@ class JoinOp(Operator):
             kept, size = self.kept[s], self.sizes[s]
             while kept and kept[0][0] + size <= ts:
                 kept.popleft()
-        for _, other in self.kept[1 - side]:
+        self.seq += 1  # this event's place in the merged order
+        for other_ts, other_seq, other in self.kept[1 - side]:
             pair = (event, other) if side == 0 else (other, event)
             try:
                 if self.pred is not None and not self.pred(pair):
@@ -101,13 +104,15 @@ class JoinOp(Operator):
             except EVAL_ERRORS as err:
                 self.fail(err, pair[0] + pair[1])
                 continue
-            self._output(out)
-        self.kept[side].append((ts, event))
+            # (left's place, right's time, right's place): Spark's order of a pair (the left's order
+            # key, then the right's: deployer/spark/join.py), found by the fuzzer (seed 38209)
+            rank = (self.seq, other_ts, other_seq) if side == 0 else (other_seq, ts, self.seq)
+            self._output(out, rank)
+        self.kept[side].append((ts, self.seq, event))
 
-    def _output(self, out: Event) -> None:
+    def _output(self, out: Event, rank: tuple[int, int, int]) -> None:
         if self.time_pos is None:
             self.emit(out, None)
             return
         value: Any = out[self.time_pos]
-        heapq.heappush(self.pending, (to_micros(value), self.seq, out))
-        self.seq += 1
+        heapq.heappush(self.pending, (to_micros(value), rank, out))

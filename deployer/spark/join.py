@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from deployer.spark.columns import col_name
 from deployer.spark.expr import ExprCompiler
-from deployer.spark.graph import SEQ, SparkGraph, project
+from deployer.spark.graph import SEQ, SparkGraph, order_key, project
 from operators import expr as ir
 from operators import graph as g
 
@@ -70,7 +70,10 @@ def join(sg: SparkGraph, node: g.Join) -> None:
     def then(kept: DataFrame) -> DataFrame:
         if checked:
             kept = kept.filter(pred)
-        kept = kept.select(*cols, F.concat(F.col(SEQ), F.lit("|"), F.col("__rseq")).alias(SEQ))
+        # a pair's place: the left's arrival, then the right's time and arrival (the reference's
+        # order of pairs of one left event: its partners in their merged order)
+        seq = F.concat(F.col(SEQ), F.lit("|"), order_key(rt), F.lit("|"), F.col("__rseq"))
+        kept = kept.select(*cols, seq.alias(SEQ))
         return kept.select(*_outputs(node), SEQ)
 
     sg.ports[g.Port(node.id)] = sg.split_errors(node, joined, c.errors, pair, then=then)
