@@ -37,11 +37,11 @@ from pyspark.sql import functions as F
 from spark_workloads import timed_batches
 
 from cpl.compiler import compile_script
-from deployer.spark.columns import col_name
-from deployer.spark.graph import SEQ, named
+from deployer.spark.datastores.materialize import materialize_writer
 from deployer.spark.handlers import spark_graph
-from deployer.spark.interrupt import interruptible
-from deployer.spark.materialize import materialize_writer
+from deployer.spark.run.interrupt import interruptible
+from deployer.spark.translate.columns import col_name
+from deployer.spark.translate.graph import SEQ, named
 from operators import graph as g
 from stores.bindings import StoreBindings
 from stores.urls import parse_store_url

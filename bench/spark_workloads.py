@@ -18,10 +18,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cpl.compiler import compile_script
-from deployer.spark.columns import col_name
-from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
-from deployer.spark.interrupt import interruptible
+from deployer.spark.run.interrupt import interruptible
+from deployer.spark.translate.columns import col_name
+from deployer.spark.translate.graph import SEQ, named
 
 CDR = "idcaller integer, idreceiver integer, duration integer, ts timestamp TIMESTAMP BY ts"
 
@@ -44,7 +44,7 @@ INSERT INTO recent SELECT idcaller, sum(duration) AS total, count(*) AS calls
 """
 
 
-# A MultiFilter into three sinks: deployer.spark.shared's one query, which plans every micro-batch.
+# A MultiFilter into three sinks: deployer.spark.run.shared's one query, which plans every micro-batch.
 MULTI_SINKS = f"""
 CREATE STREAMSCHEMA cdr1 WITH {CDR};
 INSERT INTO free SELECT idcaller, ts FROM cdr1 WHERE duration < 10;
@@ -88,7 +88,7 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
             df = generator(spark, rows, offset=k)
             df = df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ)
             if s.event_time is not None:
-                # where `cep run` declares it (deployer.spark.sources): the generated events are in
+                # where `cep run` declares it (deployer.spark.streams.sources): the generated events are in
                 # order, so they pass no Sequencer, as a generator: source's do not
                 ts = col_name(s.schema.position(s.event_time))
                 df = df.withWatermark(ts, f"{s.watermark_ms or 0} milliseconds")
@@ -100,9 +100,9 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
 
 
 def project_shared(spark: SparkSession, rows: int) -> Job:
-    """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark.shared), each
+    """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark.run.shared), each
     sink written to noop."""
-    from deployer.spark.shared import batch_plans, shared_writer, stem
+    from deployer.spark.run.shared import batch_plans, shared_writer, stem
 
     graph = compile_script(MULTI_SINKS).graph
     src = graph.sources()[0]
@@ -216,9 +216,9 @@ def bare_transform_with_state(spark: SparkSession, rows: int) -> DataFrame:
 
 def on_spark_defaults(build: Callable[[SparkSession, int], Job]) -> Callable[[SparkSession, int], Job]:
     """`build` in a session of its own (the same SparkContext) that writes checkpoint files with
-    Spark's default manager, not the one deployer.spark.deployment.SESSION_CONF picks: a micro-batch's
+    Spark's default manager, not the one deployer.spark.run.deployment.SESSION_CONF picks: a micro-batch's
     fixed cost on Spark as it comes."""
-    from deployer.spark.session import CHECKPOINT_FILE_MANAGER
+    from deployer.spark.run.session import CHECKPOINT_FILE_MANAGER
 
     def job(spark: SparkSession, rows: int) -> Job:
         own = spark.newSession()
@@ -230,7 +230,7 @@ def on_spark_defaults(build: Callable[[SparkSession, int], Job]) -> Callable[[Sp
 
 def start(job: Job, checkpoint: str) -> StreamingQuery:
     """`job` started with no pause between micro-batches. A foreachBatch writer, the project's or a
-    baseline's, is wrapped in deployer.spark.interrupt's `interruptible`, which only changes how
+    baseline's, is wrapped in deployer.spark.run.interrupt's `interruptible`, which only changes how
     it fails when the query is stopped in the middle of a batch (as every measurement ends): in two
     lines, not with a stack trace that makes Spark's stream thread overflow its stack."""
     df, writer = job if isinstance(job, tuple) else (job, None)

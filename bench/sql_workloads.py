@@ -29,9 +29,9 @@ from pyspark.sql import types as T
 from spark_workloads import generator
 
 from cpl.compiler import compile_script
-from deployer.spark.columns import col_name
-from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
+from deployer.spark.translate.columns import col_name
+from deployer.spark.translate.graph import SEQ, named
 from operators.graph import DataStore
 from stores.bindings import StoreBindings
 from stores.sql.describe import bindings_describer

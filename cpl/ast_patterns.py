@@ -4,6 +4,7 @@ step's events (`e2[0].f`, `e2[last].f`, `e2[last - 1].f`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from lark import Token, v_args
@@ -12,8 +13,19 @@ from cpl import syntax_tree as ast
 from cpl.ast_builder import NameTok, span
 from cpl.ast_expressions import ExpressionRules
 from cpl.errors import CplSyntaxError
+from cpl.limits import MAX_INT
 
 Element = ast.PatternElement
+
+_COUNT_FORMS = "a count is written <n>, <n:m>, <n:> or <:m>"
+_INDEX_FORMS = "expected a number, last or last - n between the brackets"
+# What an index may be, one letter a part: n a number, l the name last, - a minus.
+_INDEX_SHAPES = ("n", "l", "l-n")
+
+
+def _fitting_parts(shape: str) -> int:
+    """How many parts of an index's shape begin some index that is allowed."""
+    return max(i for i in range(len(shape) + 1) if any(s.startswith(shape[:i]) for s in _INDEX_SHAPES))
 
 
 @v_args(meta=True)
@@ -51,8 +63,9 @@ class PatternRules(ExpressionRules):
         return ast.PatternEvery(self._items(children)[0], self._pos(meta))
 
     def pattern_group(self, meta: Any, children: list[Any]) -> ast.PatternGroup:
+        # the parenthesised group's place includes its parentheses, where an error about it points
         group: ast.PatternGroup = self._items(children)[0]
-        return group
+        return replace(group, pos=self._pos(meta))
 
     def pattern_and(self, meta: Any, children: list[Any]) -> Element:
         items = self._items(children)
@@ -89,24 +102,32 @@ class PatternRules(ExpressionRules):
         return ("cond", self._items(children)[0])
 
     def _brackets(self, children: list[Any]) -> None:
+        # `<` and `>` are COMP_OP tokens (the lexer cannot tell a count from a comparison), so the
+        # grammar takes any comparison there and this says which one is wrong
         ops = [c for c in children if isinstance(c, Token) and c.type == "COMP_OP"]
-        if [str(o) for o in ops] != ["<", ">"]:
-            bad = next((o for o in ops if str(o) not in "<>"), ops[0])
-            raise CplSyntaxError(
-                f"unexpected {str(bad)!r}; a count is written <n>, <n:m>, <n:> or <:m>", self._tpos(bad)
-            )
+        bad = ops[0] if str(ops[0]) != "<" else ops[-1] if str(ops[-1]) != ">" else None
+        if bad is not None:
+            raise CplSyntaxError(f"unexpected {str(bad)!r}; {_COUNT_FORMS}", self._tpos(bad))
+
+    def _number(self, tok: Token, what: str) -> int:
+        value = int(tok)
+        if value > MAX_INT:
+            raise CplSyntaxError(f"{what} is out of range for bigint", self._tpos(tok))
+        return value
 
     def pattern_range(self, meta: Any, children: list[Any]) -> tuple[str, tuple[int, int | None]]:
         self._brackets(children)
-        before = [c for c in children if isinstance(c, Token) and c.type in ("INT", "COLON")]
-        lo = int(before[0]) if before[0].type == "INT" else 0
-        after = before[before.index(next(c for c in before if c.type == "COLON")) + 1 :]
-        hi = int(after[0]) if after else None
+        parts = [c for c in children if isinstance(c, Token) and c.type in ("INT", "COLON")]
+        colon = next(i for i, c in enumerate(parts) if c.type == "COLON")
+        if len(parts) == 1:  # <:> bounds nothing
+            raise CplSyntaxError(f"a count needs a number; {_COUNT_FORMS}", self._pos(meta))
+        lo = self._number(parts[0], "a count") if colon == 1 else 0
+        hi = self._number(parts[-1], "a count") if colon < len(parts) - 1 else None
         return ("count", (lo, hi))
 
     def pattern_exact(self, meta: Any, children: list[Any]) -> tuple[str, tuple[int, int]]:
         self._brackets(children)
-        n = int(next(c for c in children if isinstance(c, Token) and c.type == "INT"))
+        n = self._number(next(c for c in children if isinstance(c, Token) and c.type == "INT"), "a count")
         return ("count", (n, n))
 
     def pattern_star(self, meta: Any, children: list[Any]) -> tuple[str, str]:
@@ -130,16 +151,29 @@ class PatternRules(ExpressionRules):
         return ast.Indexed(alias.text, field.text, index[0], index[1], self._pos(meta))
 
     def pattern_index(self, meta: Any, children: list[Any]) -> tuple[int | None, int | None]:
-        first = children[0]
-        if isinstance(first, Token) and first.type == "INT":
-            return (int(first), None)
-        name: NameTok = first
-        wrong = "expected a number, last or last - n between the brackets"
-        if name.text.lower() != "last":
-            raise CplSyntaxError(f"unexpected {name.text!r}; {wrong}", name.pos)
-        if len(children) == 1:
-            return (None, 0)
-        op: Token = children[1]
-        if str(op) != "-":
-            raise CplSyntaxError(f"unexpected {str(op)!r}; {wrong}", self._tpos(op))
-        return (None, int(children[2]))
+        """(index, None) for `e[n]`, (None, n) for `e[last - n]`; anything else in the brackets is
+        an error at the first part that does not fit, saying what an index may be."""
+        shape = "".join(self._index_letter(c) for c in children)
+        if shape not in _INDEX_SHAPES:
+            fits = _fitting_parts(shape)
+            if fits == len(shape):  # `last -` and nothing after it
+                raise CplSyntaxError(
+                    f"'last -' needs a number; {_INDEX_FORMS}", self._index_pos(children[-1])
+                )
+            bad = children[fits]
+            text = bad.text if isinstance(bad, NameTok) else str(bad)
+            raise CplSyntaxError(f"unexpected {text!r}; {_INDEX_FORMS}", self._index_pos(bad))
+        if shape == "n":
+            return (self._number(children[0], "an index"), None)
+        return (None, self._number(children[2], "an index") if shape == "l-n" else 0)
+
+    @staticmethod
+    def _index_letter(part: Token | NameTok) -> str:
+        if isinstance(part, NameTok):
+            return "l" if part.text.lower() == "last" else "?"
+        if part.type == "INT":
+            return "n"
+        return "-" if str(part) == "-" else "?"
+
+    def _index_pos(self, part: Token | NameTok) -> ast.Pos:
+        return part.pos if isinstance(part, NameTok) else self._tpos(part)

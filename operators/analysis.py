@@ -93,7 +93,7 @@ def merged_sources(graph: g.Graph) -> list[tuple[str, ...]]:
     streams a Union with event time reads, directly or through per-event operators; two merges that
     share a stream make one set. Each set in script order, the sets in the order of their first
     stream. An engine must release the events of a set's streams in one event-time order
-    (docs/language.md, "Merges"), so it sequences them together (deployer/spark/sequencer.py)."""
+    (docs/language.md, "Merges"), so it sequences them together (deployer/spark/streams/sequencer.py)."""
     timed = [s.stream for s in graph.sources() if s.event_time is not None]
     owner = {s: s for s in timed}  # union-find: each stream's representative
 
@@ -120,7 +120,7 @@ def self_merged_sources(graph: g.Graph) -> set[str]:
     its inputs (`FROM s, t` where t is a WHERE or SELECT over s). Their events meet themselves in the
     merge, whose order puts an event's copy from the first input before the copy from the second:
     an engine may release their events at a time only once none can come later at that time, as for
-    streams that meet other streams (deployer.spark.sequencer)."""
+    streams that meet other streams (deployer.spark.streams.sequencer)."""
     timed = {s.stream for s in graph.sources() if s.event_time is not None}
     out: set[str] = set()
     for node in graph.nodes:
@@ -295,7 +295,7 @@ def _reads(node: g.Node, outs: list[Live]) -> Live:
     # A ReadSQL may dead-letter any event, whole: its store may refuse the event's read (a bad
     # cast, a NUL in text for PostgreSQL) or return a value that does not fit; so every field of its
     # input is live (the Spark translation still leaves the unread ones behind on the way to its
-    # consumers: deployer.spark.sql.read_sql), as for every operator not listed here.
+    # consumers: deployer.spark.datastores.sql.read_sql), as for every operator not listed here.
     return None
 
 

@@ -144,7 +144,7 @@ _FALSE = {"false", "f", "no", "n", "0"}
 def sql_quoted(text: str) -> str:
     """Text as a CPL string literal: in single quotes, a quote doubled (`'x''y'`).
 
-    Reasons quote text this way on both engines (Spark: `deployer.spark.columns.quoted`); unlike
+    Reasons quote text this way on both engines (Spark: `deployer.spark.translate.columns.quoted`); unlike
     Python's repr it needs no escapes that a Spark column would have to reproduce.
     """
     return "'" + text.replace("'", "''") + "'"

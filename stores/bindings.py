@@ -28,7 +28,7 @@ class StoreBindings:
     `urls` and `declared` are keyed alike, by the keys of the script's `Graph.stores`.
     `deployment` names the deployment for the exactly-once ledger (stores/ledger.py): a replay of
     the same deployment skips what already took effect, so two different deployments must not
-    share it; None lets the engine name it (deployer.spark.sql.deployment_of).
+    share it; None lets the engine name it (deployer.spark.datastores.sql.deployment_of).
     """
 
     urls: Mapping[str, StoreURL]

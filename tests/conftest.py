@@ -169,7 +169,7 @@ def redis_db(redis_url: str) -> str:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The one Spark session of this test process (each xdist worker has its own), its JVM's output
     in a log file (named in the run's summary), with the settings `cep run` gives its own session
-    (deployer.spark.session) and cheaper ones where they change nothing a test checks."""
+    (deployer.spark.run.session) and cheaper ones where they change nothing a test checks."""
     _use_jvm_archive()
     log = tmp_path_factory.mktemp("spark-log") / "spark.log"
     session = make_spark_session(tmp_path_factory.mktemp("spark-warehouse"), log=log)

@@ -21,7 +21,7 @@ def make_spark_session(
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from deployer.spark.session import SESSION_CONF, launch_jvm, python_worker_conf
+    from deployer.spark.run.session import SESSION_CONF, launch_jvm, python_worker_conf
 
     options = {
         **SESSION_CONF,

@@ -29,8 +29,8 @@ from deployer.cli import service as service_cli
 from deployer.cli.common import friendly, pairs, read_script
 from deployer.engine import RunFailed, RunRequest
 from deployer.runner import compile_bound, run_script
-from deployer.spark.checkpoint import CheckpointRefused
-from deployer.spark.queries import describe, plan_queries
+from deployer.spark.run.checkpoint import CheckpointRefused
+from deployer.spark.run.queries import describe, plan_queries
 from operators import explain as dump
 from operators import graph as g
 
@@ -113,7 +113,7 @@ def explain(script: str, fmt: str, stores: Sequence[str]) -> None:
 
 def _queries(graph: g.Graph) -> str:
     """The Spark query split of a run with every stream no statement reads as a sink, file sources
-    and the data stores bound to their declared kind (deployer.spark.queries)."""
+    and the data stores bound to their declared kind (deployer.spark.run.queries)."""
     sinks = [n.stream for n in graph.nodes if isinstance(n, g.Sink)]
     sources = {s.stream: f"file:{s.stream}" for s in graph.sources()}
     kinds = {name: store.type for name, store in graph.stores.items()}

@@ -27,7 +27,7 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
         )
     except StoreError as err:
         # Not about one event (those are dead-lettered): the run stops with the store's message,
-        # already redacted, as the Spark engine's does (deployer.spark.deployment).
+        # already redacted, as the Spark engine's does (deployer.spark.run.deployment).
         raise RunFailed(f"{one_line(str(err))}{RERUN}") from err
     finally:
         if registry is not None:

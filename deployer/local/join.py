@@ -105,7 +105,7 @@ class JoinOp(Operator):
                 self.fail(err, pair[0] + pair[1])
                 continue
             # (left's place, right's time, right's place): Spark's order of a pair (the left's order
-            # key, then the right's: deployer/spark/join.py), found by the fuzzer (seed 38209)
+            # key, then the right's: deployer/spark/translate/join.py), found by the fuzzer (seed 38209)
             rank = (self.seq, other_ts, other_seq) if side == 0 else (other_seq, ts, self.seq)
             self._output(out, rank)
         self.kept[side].append((ts, self.seq, event))

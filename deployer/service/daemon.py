@@ -37,7 +37,7 @@ from deployer.service.catalog import NOTIFY_CHANNEL, Catalog, CatalogError, data
 from deployer.service.models import Deployment
 from deployer.service.reports import absorb, redact, summarize_error, totals
 from deployer.service.spark_runs import ServiceDeployment
-from deployer.spark.session import spark_session
+from deployer.spark.run.session import spark_session
 
 log = logging.getLogger("paascep.service")
 

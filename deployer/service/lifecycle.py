@@ -28,7 +28,7 @@ from deployer.service.catalog import (
     without_password_file,
 )
 from deployer.service.models import Deployment
-from deployer.spark.compat import incompatibilities
+from deployer.spark.run.compat import incompatibilities
 from operators import graph as g
 from stores.urls import parse_store_url
 
@@ -188,7 +188,7 @@ def _unchanged(catalog: Catalog, s: Session, row: Deployment) -> Outcome:
 def _check_compatible(
     spec: DeploySpec, row: Deployment, graph: g.Graph, bindings: dict[str, Any], reset_state: bool
 ) -> None:
-    """Refuse a new script that cannot resume from the deployment's checkpoint (deployer.spark.compat),
+    """Refuse a new script that cannot resume from the deployment's checkpoint (deployer.spark.run.compat),
     unless its state is reset."""
     old_graph = _compile_deployed(row.script, row.bindings.get("stores") or {})
     if old_graph is None:

@@ -8,8 +8,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from deployer.service.reports import OUT_METRIC, as_dict
-from deployer.spark.deployment import SparkDeployment
-from deployer.spark.queries import SHARED_QUERY
+from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.queries import SHARED_QUERY
 
 
 class ServiceDeployment(SparkDeployment):
@@ -22,7 +22,7 @@ class ServiceDeployment(SparkDeployment):
 
     def reports(self, query: Any) -> list[dict[str, Any]]:
         """The recent progress of `query` as dicts. The shared query of the stateless sinks
-        (deployer.spark.shared) writes from batch DataFrames, which report nothing: its writer
+        (deployer.spark.run.shared) writes from batch DataFrames, which report nothing: its writer
         counted the rows it wrote, added here as if observed."""
         recent = [as_dict(p) for p in query.recentProgress]
         if query.name.endswith(f":{SHARED_QUERY}"):

@@ -1,7 +1,7 @@
 """`cep run --engine spark`: a SparkDeployment in a session of its own, stopped on SIGTERM or SIGINT
 between micro-batches.
 
-A run with --checkpoint first checks the directory (deployer.spark.checkpoint) before Spark starts, so
+A run with --checkpoint first checks the directory (deployer.spark.run.checkpoint) before Spark starts, so
 a refused checkpoint starts no query and writes nothing anywhere.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from deployer.engine import RunRequest, RunSummary, check_bindings, stop_requests
-from deployer.spark.checkpoint import CheckpointGuard
-from deployer.spark.deployment import SparkDeployment
-from deployer.spark.session import jvm_log, run_log, spark_session, stop_session
+from deployer.spark.run.checkpoint import CheckpointGuard
+from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.session import jvm_log, run_log, spark_session, stop_session
 from stores.bindings import StoreBindings
 
 
@@ -32,7 +32,7 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     owned = SparkSession.getActiveSession() is None
     spark = None
     try:
-        # Spark's own output goes to a file beside the checkpoint (deployer.spark.session), when
+        # Spark's own output goes to a file beside the checkpoint (deployer.spark.run.session), when
         # this run starts the JVM; a caller's JVM keeps its own.
         spark = spark_session(req.master, log=run_log(req.checkpoint) if owned else None)
         if owned and jvm_log() is not None:

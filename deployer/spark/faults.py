@@ -16,7 +16,7 @@ can check what the ledger (stores/ledger.py) does there:
     took place. One-shot across processes through the file; Spark retries the task when the master
     allows task retries (`local[N,M]`), and the retry executes the same events again.
 
-Both are read once, on the driver, when the plan is built (deployer/spark/sql.py); the UpdateSQL hook
+Both are read once, on the driver, when the plan is built (deployer/spark/datastores/sql.py); the UpdateSQL hook
 travels to the executors inside the task's closure.
 """
 

@@ -3,9 +3,9 @@
 A handler translates one node: it reads its inputs' DataFrames from the SparkGraph (translating them
 first) and stores the DataFrame of each of its output ports. Stateless operators, TIME windows and
 joins are native Spark (docs/architecture.md, decision 3); TUPLE and BATCH windows keep per-key
-ordered state (deployer.spark.window_state, deployer.spark.tuple_buckets); ReadSQL and UpdateSQL
-call the stores once per Arrow batch (deployer.spark.sql). Sinks and tables have no output port:
-deployer.spark.deployment writes their input. The reference executor (deployer.local) defines what
+ordered state (deployer.spark.windows.window_state, deployer.spark.windows.tuple_buckets); ReadSQL and UpdateSQL
+call the stores once per Arrow batch (deployer.spark.datastores.sql). Sinks and tables have no output port:
+deployer.spark.run.deployment writes their input. The reference executor (deployer.local) defines what
 each operator means; tests/spark compares the two on the same input, and tests/architecture checks
 that every operator of the graph has a handler here.
 """
@@ -16,12 +16,12 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from deployer.spark import stateless
-from deployer.spark.graph import Handler, SparkGraph
-from deployer.spark.join import join
-from deployer.spark.sql import read_sql, update_sql
-from deployer.spark.time_window import time_aggregate
-from deployer.spark.window_state import tuple_or_batch_aggregate
+from deployer.spark.datastores.sql import read_sql, update_sql
+from deployer.spark.translate import stateless
+from deployer.spark.translate.graph import Handler, SparkGraph
+from deployer.spark.translate.join import join
+from deployer.spark.windows.time_window import time_aggregate
+from deployer.spark.windows.window_state import tuple_or_batch_aggregate
 from operators import graph as g
 
 
@@ -49,7 +49,7 @@ def _updatesql(sg: SparkGraph, node: g.Node) -> None:
 
 
 def _terminal(sg: SparkGraph, node: g.Node) -> None:
-    sg.input(node)  # Sink and Materialize: their input is what deployer.spark.deployment writes
+    sg.input(node)  # Sink and Materialize: their input is what deployer.spark.run.deployment writes
 
 
 HANDLERS: dict[type[g.Node], Handler] = {

@@ -1,10 +1,10 @@
 """The counts a micro-batch reports, read off a query's progress report (a plain dict), with no
-Spark needed: by the deployment's tally (deployer.spark.progress) and by the service's counters
+Spark needed: by the deployment's tally (deployer.spark.run.progress) and by the service's counters
 (deployer.service.reports), so that both count alike (docs/guarantees.md, "Counting events").
 
 The queries publish them as observed metrics named here: records read per source (`cep_in:<stream>`,
-deployer.spark.sources), events dropped per Filter node (`cep_filtered:<node>`,
-deployer.spark.graph), late events per stream (`cep_late:<stream>`).
+deployer.spark.streams.sources), events dropped per Filter node (`cep_filtered:<node>`,
+deployer.spark.translate.graph), late events per stream (`cep_late:<stream>`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def batch_counts(p: Any) -> BatchCounts | None:
         elif name.startswith(LATE_METRIC):
             late += int(row["rows"] or 0)
     for src in p.get("sources") or []:
-        # File and Redis sources count their records by observation (deployer.spark.sources.split);
+        # File and Redis sources count their records by observation (deployer.spark.streams.sources.split);
         # the synthetic generator's rows are its input rows.
         key = str(src.get("description"))
         if key.startswith("RateStream"):

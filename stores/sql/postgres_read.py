@@ -136,7 +136,7 @@ class PgReader:
                 raise self.db.query_error(f"query {query.name}, parameter {i + 1}: {e}") from None
             if t is None and any("\x00" in v for v in values if v is not None):
                 # psycopg refuses the whole batch for it; Spark finds these events beforehand
-                # (deployer.spark.sql._unsendable), so this is the reference executor's one event
+                # (deployer.spark.datastores.sql._unsendable), so this is the reference executor's one event
                 raise self.db.query_error(
                     f"query {query.name}, parameter {i + 1}: {NUL_IN_TEXT}", about_event=True
                 )

@@ -21,7 +21,7 @@ PACKAGES = ("cpl", "operators", "stores", "deployer")
 # (module, imported module) -> why the import waits for a function to run.
 LAZY = {
     ("deployer.connectors.redis_stream", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
-    ("deployer.spark.redis_source", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
+    ("deployer.spark.streams.redis_source", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
     ("deployer.cli.service", "deployer.service.daemon"): "Spark, pandas and the engine, for `cep serve` only",
     ("deployer.runner", "stores.sql.describe"): "psycopg and SQLAlchemy, for a script that asks a store",
 }

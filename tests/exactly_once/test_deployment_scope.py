@@ -1,10 +1,10 @@
-"""Which deployment name scopes a Spark graph's ledger entries (deployer.spark.sql.deployment_of)."""
+"""Which deployment name scopes a Spark graph's ledger entries (deployer.spark.datastores.sql.deployment_of)."""
 
 from __future__ import annotations
 
 from cpl.compiler import compile_script
+from deployer.spark.datastores.store_calls import deployment_of
 from deployer.spark.handlers import spark_graph
-from deployer.spark.store_calls import deployment_of
 from stores.bindings import StoreBindings
 
 SCRIPT = """

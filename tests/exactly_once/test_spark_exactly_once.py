@@ -21,9 +21,9 @@ import pytest
 
 from cpl.compiler import compile_script
 from deployer.runner import bind_stores
-from deployer.spark.deployment import SparkDeployment
+from deployer.spark.datastores.materialize import materialize_writer
 from deployer.spark.handlers import spark_graph
-from deployer.spark.materialize import materialize_writer
+from deployer.spark.run.deployment import SparkDeployment
 from operators import graph as g
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.slow]

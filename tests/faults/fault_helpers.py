@@ -166,7 +166,7 @@ def tail(log: Path, n: int = 4000) -> str:
 
 def spark_logs(checkpoint: Path) -> str:
     """What the runs on `checkpoint` wrote to their Spark log files (`CHECKPOINT/logs/`,
-    deployer.spark.session): Spark's log, and what its Python workers (ReadSQL, UpdateSQL) print,
+    deployer.spark.run.session): Spark's log, and what its Python workers (ReadSQL, UpdateSQL) print,
     such as a store's retries. A run prints none of it."""
     return "".join(p.read_text(errors="replace") for p in sorted((checkpoint / "logs").glob("*.log")))
 

@@ -116,7 +116,7 @@ def replay_last_batch(checkpoint: Path) -> dict[str, int]:
     for q in sorted(checkpoint.iterdir()):
         commits = q / "commits"
         if not commits.is_dir():
-            continue  # the checkpoint's manifest (deployer/spark/checkpoint.py), not a query
+            continue  # the checkpoint's manifest (deployer/spark/run/checkpoint.py), not a query
         done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
         if done:
             (commits / str(done[-1])).unlink()

@@ -1,5 +1,5 @@
 """A checkpoint that is missing, truncated or written by a different script is refused with a clear
-error, never silently restarted from zero (deployer.spark.checkpoint).
+error, never silently restarted from zero (deployer.spark.run.checkpoint).
 
 A first run (Spark, in this process, `--until-idle`) prices calls into a Postgres table (append) and
 writes an hourly TIME window aggregate to a file sink, with `--checkpoint DIR`. New input files then
@@ -37,7 +37,7 @@ from fault_helpers import CEP, Feeder, Row, generate, rows, run_env
 from cpl.compiler import compile_script
 from deployer.engine import RunRequest
 from deployer.runner import run_script
-from deployer.spark.checkpoint import LOCK, MANIFEST, CheckpointGuard, CheckpointRefused
+from deployer.spark.run.checkpoint import LOCK, MANIFEST, CheckpointGuard, CheckpointRefused
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 

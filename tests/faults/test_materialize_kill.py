@@ -131,7 +131,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(
     script = tmp_path / "calls.cpl"
     script.write_text(CALLS_SCRIPT, encoding="utf-8")
     graph = compile_script(CALLS_SCRIPT).graph
-    # Materialize node id -> the checkpoint dir of its query (deployer.spark.deployment names it table:<name>)
+    # Materialize node id -> the checkpoint dir of its query (deployer.spark.run.deployment names it table:<name>)
     tables = {n.id: f"table_{n.table.name}" for n in graph.nodes if isinstance(n, g.Materialize)}
     assert sorted(tables.values()) == ["table_call_log", "table_hourly_bill"]
 

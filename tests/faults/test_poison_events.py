@@ -314,7 +314,7 @@ def test_poison_events_are_dead_lettered_once_and_the_rest_applies(
     )  # fmt: skip
     replayed = replay_last_batch(checkpoint)
     # every query's batch 1: the two tables', the sink's (which writes the UpdateSQL's failures
-    # too: deployer.spark.failures) and the dead letters'
+    # too: deployer.spark.run.failures) and the dead letters'
     assert set(replayed) == {"table_items", "table_items_kv", "sink_audited", "dead-letters"}, replayed
     assert set(replayed.values()) == {1}, replayed
     again = cep_run(script, "spark", spark_args, tmp_path, checkpoint=checkpoint)

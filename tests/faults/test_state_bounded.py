@@ -17,9 +17,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from cpl.compiler import compile_script
-from deployer.spark.columns import col_name
-from deployer.spark.graph import SEQ, named
 from deployer.spark.handlers import spark_graph
+from deployer.spark.translate.columns import col_name
+from deployer.spark.translate.graph import SEQ, named
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -47,7 +47,7 @@ def test_window_state_levels_off_with_the_watermark(spark: Any, tmp_path: Path) 
         F.timestamp_millis(v * 10).alias(col_name(3)),
         F.format_string("%020d", v).alias(SEQ),
     )
-    # A source declares its stream's watermark where the stream enters (deployer.spark.sources);
+    # A source declares its stream's watermark where the stream enters (deployer.spark.streams.sources);
     # these events are in event-time order by construction, so no Sequencer is needed.
     calls = calls.withWatermark(col_name(3), "5 seconds")
     sg = spark_graph(graph, {"calls": calls})

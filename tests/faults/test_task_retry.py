@@ -1,6 +1,6 @@
 """A Spark task that fails after its UpdateSQL transaction committed, and that Spark runs again.
 
-UpdateSQL runs in executor tasks (deployer/spark/sql.py). The test hook
+UpdateSQL runs in executor tasks (deployer/spark/datastores/sql.py). The test hook
 `CEP_FAULT_AFTER_UPDATE=QUERY:MARKER` (deployer/spark/faults.py) makes the first task whose UpdateSQL
 committed a batch raise, once (the marker file), and master `local[2,3]` lets Spark retry a task up
 to three times: the retry executes the same events again. The statement takes one unit of stock

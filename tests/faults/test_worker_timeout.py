@@ -1,4 +1,4 @@
-"""A Python worker that starts too slowly does not fail the run (deployer.spark.progress.TRANSIENT).
+"""A Python worker that starts too slowly does not fail the run (deployer.spark.run.progress.TRANSIENT).
 
 Spark waits 10 s (hard-coded) for a Python worker it starts to connect back, and fails the query
 when one does not: on a loaded machine a worker that imports pyspark, pyarrow and pandas can take

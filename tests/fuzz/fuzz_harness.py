@@ -201,7 +201,7 @@ def run_engine(
 
 def run_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> tuple[Result, Result]:
     """(reference, Spark) results of one case. `spark` is the session Spark's engine finds active."""
-    del spark  # the engine takes the active session (deployer.spark.session.spark_session)
+    del spark  # the engine takes the active session (deployer.spark.run.session.spark_session)
     graph = compile_script(case.script).graph
     sources = write_inputs(case, tmp / "in")
     results = []

@@ -2,7 +2,7 @@
 
 A Map that copies the event time under another name (`ts AS c2`), joined: both copies kept the
 watermark's mark on Spark, and the join failed (MULTIPLE_EVENT_TIME_COLUMNS). Only the output's
-event-time field carries it now (deployer.spark.graph.project).
+event-time field carries it now (deployer.spark.translate.graph.project).
 
 a run failed: reference ran; Spark QueryFailed: query cep:sink:j4 failed: [MULTIPLE_EVENT_TIME_COLUMNS] More than one event time columns are available. Please ensure there is at most one event time column per stream. event time columns: (_r1#120712-T0ms,_r2#120713-T0ms) SQLSTATE: 42K09; its unfinished batch is kept in the checkpoint: run the same command again to resume
 """

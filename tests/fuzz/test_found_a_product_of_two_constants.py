@@ -4,7 +4,7 @@
 product checked for overflow). Spark's optimizer reassociated the chain into `v * (2147483647 *
 1000000000)`, whose constant overflows an integer, and every event was dead-lettered with
 `integer overflow: 0 is out of range for integer`. The rule is excluded from the session
-(ReorderAssociativeOperator, deployer/spark/session.py).
+(ReorderAssociativeOperator, deployer/spark/run/session.py).
 """
 
 from __future__ import annotations

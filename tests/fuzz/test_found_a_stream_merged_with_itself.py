@@ -6,7 +6,7 @@ the copies from its first input before those from its second at the same event t
 soon as the watermark reached it, so its two copies went out before the second event's first copy
 (None, None, -1, -1); the reference waits until the watermark passes 00:00:20 and merges all four
 (None, -1, None, -1). Such a stream is now released strictly below its watermark, as streams that
-meet other streams are (operators.analysis.self_merged_sources, deployer/spark/sequencer.py).
+meet other streams are (operators.analysis.self_merged_sources, deployer/spark/streams/sequencer.py).
 """
 
 from __future__ import annotations

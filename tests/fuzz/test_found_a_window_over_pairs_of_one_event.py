@@ -4,7 +4,7 @@ A TUPLE window over a join's pairs: one left event pairs with two right events t
 event-time order (within the right stream's WATERMARK). The reference takes the pairs in the order it
 makes them (the right events in their merged order: time, then arrival), Spark took them by the right
 event's arrival: the windows differed. Both now order a pair by the left event, then the right one's
-time and arrival (deployer/local/join.py, deployer/spark/join.py).
+time and arrival (deployer/local/join.py, deployer/spark/translate/join.py).
 """
 
 from __future__ import annotations

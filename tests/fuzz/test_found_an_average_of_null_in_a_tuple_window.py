@@ -1,9 +1,9 @@
 """Found by the differential fuzzer (tests/fuzz): seed 38208, minimized by hand.
 
 `avg(coalesce(NULL, NULL))` in a TUPLE window: the argument has no type but NULL's, which the Spark
-layout that packs a bucket's numbers (deployer/spark/tuple_buckets.py) took for a number and filled
+layout that packs a bucket's numbers (deployer/spark/windows/tuple_buckets.py) took for a number and filled
 with 0 into a text column: the query failed (ArrowTypeError). Such a window now keeps its state per
-group (deployer/spark/state_layout.py `bucketed`), as windows over text do.
+group (deployer/spark/windows/state_layout.py `bucketed`), as windows over text do.
 """
 
 from __future__ import annotations

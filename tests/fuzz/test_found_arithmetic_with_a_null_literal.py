@@ -5,7 +5,7 @@ minimized by hand.
 point for it (operators.analysis took the NULL for a decimal(38, 0), whose difference may overflow)
 where the Spark translation, rightly, compiled it to NULL and found none; the deployment's check of
 the two stopped the run. An arithmetic operation with a NULL operand is NULL and never fails, on
-either engine: both now say so (operators.analysis._fails_itself, deployer.spark.expr).
+either engine: both now say so (operators.analysis._fails_itself, deployer.spark.translate.expr).
 """
 
 from __future__ import annotations

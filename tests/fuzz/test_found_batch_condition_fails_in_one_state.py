@@ -2,7 +2,7 @@
 that arrives while no window is open. The reference evaluates START only while no window is open and
 STOP only on the events after the one that opened it (docs/language.md, "BATCH window"), so such a
 failure is no failure; Spark evaluated both on every event, before the window's state, and
-dead-lettered all four events (`cannot cast 'a%b' to boolean`). Fixed in deployer/spark/window_state.py:
+dead-lettered all four events (`cannot cast 'a%b' to boolean`). Fixed in deployer/spark/windows/window_state.py:
 the conditions' failures are decided inside the state, where it is known which one is evaluated.
 
 The second case makes both fail where they are evaluated (START on a closed window, STOP inside an

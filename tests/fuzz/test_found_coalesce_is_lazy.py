@@ -2,7 +2,7 @@
 
 coalesce(a, b) evaluates b only when a is NULL (it is CASE WHEN a IS NOT NULL THEN a ELSE b END):
 the reference did so, Spark dead-lettered the event when b failed although a was not NULL
-(`coalesce(mod(k, 10), mod(k, k))` with k = 0: division by zero). Fixed in deployer/spark/expr.py.
+(`coalesce(mod(k, 10), mod(k, k))` with k = 0: division by zero). Fixed in deployer/spark/translate/expr.py.
 """
 
 from __future__ import annotations

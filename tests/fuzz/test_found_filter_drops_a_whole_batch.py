@@ -3,8 +3,8 @@
 Two stateless sinks share one query; a micro-batch whose events a WHERE all drops (a single such
 event is enough), or that has no events, failed the whole run on Spark: `toPyRow` "assertion
 failed" reading the Filter's Observation, which adaptive execution had dropped with the empty
-stage it replaced. Then the events were not counted as filtered. Fixed in deployer/spark/session.py
-(SESSION_CONF: AQEPropagateEmptyRelation excluded) and deployer/spark/shared.py (an empty
+stage it replaced. Then the events were not counted as filtered. Fixed in deployer/spark/run/session.py
+(SESSION_CONF: AQEPropagateEmptyRelation excluded) and deployer/spark/run/shared.py (an empty
 Observation is read as nothing observed).
 """
 

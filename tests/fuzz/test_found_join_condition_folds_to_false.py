@@ -3,7 +3,7 @@
 A self-join whose condition folds to FALSE, read by a WHERE that folds to NULL: Spark's
 optimizer reduced the join condition to a constant and the query failed with "Stream-stream join
 without equality predicate is not supported"; the reference emits nothing. Fixed in
-deployer/spark/join.py (the residual conjuncts cannot fold the equality away).
+deployer/spark/translate/join.py (the residual conjuncts cannot fold the equality away).
 """
 
 from __future__ import annotations

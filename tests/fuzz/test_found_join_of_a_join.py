@@ -2,7 +2,7 @@
 
 A join (or a TIME window) over a join's output: Spark failed the query with
 MULTIPLE_EVENT_TIME_COLUMNS (both inputs' time columns kept the watermark's mark through the
-first join). Fixed in deployer/spark/join.py: only the output's event time carries it.
+first join). Fixed in deployer/spark/translate/join.py: only the output's event time carries it.
 """
 
 from __future__ import annotations

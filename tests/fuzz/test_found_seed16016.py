@@ -4,7 +4,7 @@ A table keyed by `k`, filled by a SELECT that does not keep the stream's event t
 one key arrive out of event-time order (within the watermark). The reference upserts them in event
 time (the later event's row stays); Spark sorted each table batch by event time and arrival, and
 with no event-time column left in the rows only by arrival, so the earlier event's row stayed.
-Fixed in deployer/spark/materialize.py: such rows are written in the Sequencer's order.
+Fixed in deployer/spark/datastores/materialize.py: such rows are written in the Sequencer's order.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A sliding TIME window (SIZE 30 s, ADVANCE 5 s) into a table keyed by the group: 
 one key close in the same micro-batch, and the last one upserted wins. Spark upserted them in the
 order its shuffle left them (the table kept the window ending at 00:00:25); the reference in window
 order (the one ending at 00:00:35, the last the final watermark closes). A table's batch is now
-written in the reference's order, event time then `SEQ` (deployer/spark/materialize.py).
+written in the reference's order, event time then `SEQ` (deployer/spark/datastores/materialize.py).
 """
 
 from __future__ import annotations

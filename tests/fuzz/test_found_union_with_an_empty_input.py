@@ -3,8 +3,8 @@
 far as the other input's watermark goes, as docs/language.md says ("at the end of the input, an
 input that had no events does not hold the merge's watermark back"); Spark fired none: its
 watermark is the least of its streams', and a stream that never saw a row counts as 0. Fixed in
-deployer/spark/merge_sequencer.py: such a stream releases a placeholder row at the end, which puts
-its watermark at the merge's and is dropped before any operator sees it (deployer/spark/sources.py).
+deployer/spark/streams/merge_sequencer.py: such a stream releases a placeholder row at the end, which puts
+its watermark at the merge's and is dropped before any operator sees it (deployer/spark/streams/sources.py).
 """
 
 from __future__ import annotations

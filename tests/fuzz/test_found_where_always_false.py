@@ -5,8 +5,8 @@ false (`NOT ('b' > '_')`, `FALSE`). Spark's optimizer replaced each WHERE by an 
 (PruneFilters), with the observation that counts the events it drops: no sink's plan ran, so the
 batch did not run at all and the Sequencer's state in it did not commit its batch (the query failed:
 STATE_STORE_COMMIT_VALIDATION_FAILED); and the dropped events were not counted (filtered 0 where the
-reference counts 7). PruneFilters is excluded (deployer/spark/session.py), and the shared query runs
-a batch that no sink ran (deployer/spark/shared.py).
+reference counts 7). PruneFilters is excluded (deployer/spark/run/session.py), and the shared query runs
+a batch that no sink ran (deployer/spark/run/shared.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ merge_sequencer.py), and takes a merge's events in one partition before a store 
 from __future__ import annotations
 
 from cpl.compiler import compile_script
-from deployer.spark.queries import sequenced_merges
+from deployer.spark.run.queries import sequenced_merges
 from operators import graph as g
 from operators.analysis import merge_upstream, merged_sources, self_merged_sources
 

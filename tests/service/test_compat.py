@@ -5,7 +5,7 @@ from __future__ import annotations
 from service_helpers import CALLS
 
 from cpl.compiler import compile_script
-from deployer.spark.compat import incompatibilities
+from deployer.spark.run.compat import incompatibilities
 
 BINDINGS = {"sources": {"calls": "file:in"}, "sinks": {"priced": "file:out", "per_caller": "file:agg"}}
 
@@ -83,7 +83,7 @@ def test_a_changed_join_is_not() -> None:
 
 def test_a_tuple_window_whose_state_changes_layout_is_not() -> None:
     # On Spark, a TUPLE window over numbers keeps its groups' state per bucket of groups
-    # (deployer.spark.tuple_buckets), one over a decimal per group: the checkpoint of one cannot feed the other.
+    # (deployer.spark.windows.tuple_buckets), one over a decimal per group: the checkpoint of one cannot feed the other.
     tuple_window = CALLS.replace("TIME SIZE 1 MINUTE ADVANCE 1 MINUTE", "TUPLE SIZE 3 ADVANCE 3")
     as_decimal = tuple_window.replace("sum(cost)", "sum(CAST(cost AS decimal(12, 2)))")
     problems = why(as_decimal, old=tuple_window)
@@ -93,7 +93,7 @@ def test_a_tuple_window_whose_state_changes_layout_is_not() -> None:
 
 
 def test_a_sink_moving_into_or_out_of_the_shared_query_is_not() -> None:
-    """Two or more stateless sinks share one query (deployer.spark.shared): a sink that had a query
+    """Two or more stateless sinks share one query (deployer.spark.run.shared): a sink that had a query
     of its own, or a new one joining a shared query mid-input, or one left on its own, would be
     written again from the beginning or miss events."""
     second = CALLS + "INSERT INTO free SELECT id, caller FROM calls WHERE duration < 10;\n"

@@ -35,7 +35,7 @@ from typing import Any
 
 from cpl.compiler import compile_script
 from deployer.local.driver import run_local
-from deployer.spark.deployment import SparkDeployment
+from deployer.spark.run.deployment import SparkDeployment
 from operators import graph as g
 from stores.bindings import StoreBindings
 from stores.sql.describe import bindings_describer

@@ -1,4 +1,4 @@
-"""A BATCH window's boundaries over a micro-batch (deployer/spark/batch_bounds.py), without a JVM:
+"""A BATCH window's boundaries over a micro-batch (deployer/spark/windows/batch_bounds.py), without a JVM:
 START only while no window is open, STOP only after the event that opened it, and a condition that
 fails only where it is evaluated refusing its event."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deployer.spark.batch_bounds import START_ERR, STOP_ERR, batch_bounds
+from deployer.spark.windows.batch_bounds import START_ERR, STOP_ERR, batch_bounds
 
 
 def _bools(text: str) -> np.ndarray:

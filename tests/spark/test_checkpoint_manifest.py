@@ -1,4 +1,4 @@
-"""The manifest `cep run --checkpoint DIR` keeps (deployer.spark.checkpoint), without Spark: what it
+"""The manifest `cep run --checkpoint DIR` keeps (deployer.spark.run.checkpoint), without Spark: what it
 records, what it refuses and what it lets resume. The query checkpoints here are written by hand in
 the format Spark 4 writes them (copied from a real run); tests/faults/test_checkpoint_guard.py runs
 the same checks against checkpoints Spark wrote."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cpl.compiler import compile_script
-from deployer.spark.checkpoint import (
+from deployer.spark.run.checkpoint import (
     FORMAT,
     LOCK,
     MANIFEST,
@@ -24,7 +24,7 @@ from deployer.spark.checkpoint import (
     arrival_log,
     query_problems,
 )
-from deployer.spark.compat import incompatibilities
+from deployer.spark.run.compat import incompatibilities
 from operators import graph as g
 
 SCRIPT = """
@@ -283,7 +283,7 @@ def test_a_run_in_progress_holds_the_directory(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; from cpl.compiler import compile_script; "
-            "from deployer.spark.checkpoint import CheckpointGuard; "
+            "from deployer.spark.run.checkpoint import CheckpointGuard; "
             "guard = CheckpointGuard.open(Path(sys.argv[1]), compile_script(sys.argv[2]).graph, "
             "{'calls': 'file:/data/in'}, {'hourly': 'file:/data/out'}); print('held', flush=True); time.sleep(60)",
             str(d),
@@ -319,7 +319,7 @@ MERGED_SOURCES = {**SOURCES, "more": "file:/data/more"}
 
 
 def test_the_streams_sequenced_together_must_not_change(tmp_path: Path) -> None:
-    """Streams that meet in a merge pass the Sequencer together (deployer/spark/merge_sequencer.py):
+    """Streams that meet in a merge pass the Sequencer together (deployer/spark/streams/merge_sequencer.py):
     a run that would sequence them otherwise, or a checkpoint of an earlier version, which
     sequenced them one by one, is refused; a format-3 checkpoint without merges still resumes."""
     d = tmp_path / "ck"

@@ -1,5 +1,5 @@
 """Event time on Spark as on the reference executor, whatever the micro-batches (docs/language.md,
-"Semantics of the stateful operators"; deployer/spark/sequencer.py).
+"Semantics of the stateful operators"; deployer/spark/streams/sequencer.py).
 
 Each case runs the same files through both engines, and Spark twice: reading every file in one
 micro-batch, and one file per micro-batch (`max_files=1`), which cuts the input where the earlier

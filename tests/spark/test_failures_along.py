@@ -1,5 +1,5 @@
 """The failures of a window's rows and of a join's pairs, written by the query of the sink or table
-that writes those rows (deployer.spark.failures): the plan has no `failed:` query for them, and a
+that writes those rows (deployer.spark.run.failures): the plan has no `failed:` query for them, and a
 run resumed from its checkpoint with more files has the reference executor's dead letters, each
 once, its rows and its table. The window read by a second sink through a Map keeps its rows there,
 without its failures. (Every differential test with a failing window or join runs this path too.)
@@ -26,7 +26,7 @@ from spark_helpers import (
 )
 
 from deployer.runner import bind_stores
-from deployer.spark.queries import plan_queries, store_kinds
+from deployer.spark.run.queries import plan_queries, store_kinds
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """Merges of timed streams on Spark as on the reference, whatever the micro-batches (docs/language.md,
-"Merges"; deployer/spark/sequencer.py).
+"Merges"; deployer/spark/streams/sequencer.py).
 
 Two streams with event time and different WATERMARKs meet in a Union (one of them through a WHERE)
 that feeds a TUPLE window, a BATCH window, an UpdateSQL and an ordered stateless sink. Stream `a`

@@ -1,4 +1,4 @@
-"""The merge's Sequencer (deployer/spark/merge_sequencer.py) on its own, without a JVM: the stages of
+"""The merge's Sequencer (deployer/spark/streams/merge_sequencer.py) on its own, without a JVM: the stages of
 two streams fed micro-batches cut differently release each stream's events only below the least of
 the streams' watermarks, so that what they release later never comes before what they released
 earlier, in the merged order (event time, then input)."""
@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from deployer.spark.file_source import SEQ
-from deployer.spark.merge_sequencer import PLACEHOLDER, MergeSequencer
-from deployer.spark.sequencer import LATE, LATE_TS, TAGGED, packer
+from deployer.spark.streams.file_source import SEQ
+from deployer.spark.streams.merge_sequencer import PLACEHOLDER, MergeSequencer
+from deployer.spark.streams.sequencer import LATE, LATE_TS, TAGGED, packer
 
 STREAMS = ["a", "b"]
 DELAYS = [60_000_000, 0]  # a: WATERMARK 1 MINUTE, b: none
@@ -164,7 +164,7 @@ def test_a_stream_that_ended_without_events_releases_a_placeholder_at_the_merges
     """Spark counts a stream that never saw a row as being at watermark 0, which would hold every TIME
     window after the merge back for ever: at the end, the stage of a stream that had no event
     releases one placeholder whose event time less its WATERMARK is the merge's watermark (the least
-    of the others' largest event time less theirs); deployer.spark.sources drops it right after."""
+    of the others' largest event time less theirs); deployer.spark.streams.sources drops it right after."""
     a, b = _run(
         [
             {"b": [0, 300]},  # a has had no event: nothing goes

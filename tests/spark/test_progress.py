@@ -1,17 +1,17 @@
-"""How a failed query's error is told (deployer.spark.progress.root_cause), without a JVM: the data
+"""How a failed query's error is told (deployer.spark.run.progress.root_cause), without a JVM: the data
 store's message inside the Python traceback Spark wraps it in, whole and in one line, so that a run
 on Spark stops with the words the reference executor stops with (deployer.engine.one_line)."""
 
 from __future__ import annotations
 
-from deployer.spark.progress import root_cause
+from deployer.spark.run.progress import root_cause
 
 # What Spark's StreamingQueryException says when a batch's writer (or a worker) raised a store error:
 # the Python traceback, then a blank line and the query's description, or Spark's SQLSTATE of a Python
 # error (38000) and the JVM's frames.
 DRIVER = """org.apache.spark.api.python.PythonException: An exception was raised by the Python Proxy.
 Traceback (most recent call last):
-  File "/x/deployer/spark/materialize.py", line 54, in write
+  File "/x/deployer/spark/datastores/materialize.py", line 54, in write
     result = worker_stores(config).materialize_arrow(
 stores.errors.StoreSchemaError: store crm (sqlite:///crm.db): table seen already exists with a different definition:
   existing: (k integer, note text) PRIMARY KEY (k)
@@ -23,7 +23,7 @@ Identifier: cep:table:seen
 """
 WORKER = """Job aborted due to stage failure: Task 0 in stage 1.0 failed 1 times
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
-  File "/x/deployer/spark/sql.py", line 150, in run
+  File "/x/deployer/spark/datastores/sql.py", line 150, in run
 stores.errors.StoreQueryError: store crm (postgresql://app:***@db/crm): query plan_of: relation "plans" does not exist
  SQLSTATE: 38000
 \tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:600)

@@ -1,11 +1,11 @@
-"""Golden tests of how a script splits into Spark streaming queries (deployer.spark.queries), without a
+"""Golden tests of how a script splits into Spark streaming queries (deployer.spark.run.queries), without a
 JVM: which sinks share the stateless query, which queries keep state or call a store, and where the
 dead letters go. Each script of tests/cpl/golden/ runs with every sink stream requested, its sources
 bound to files and its data stores to their declared kind; golden/*.cpl add cases of their own.
 
 Regenerate after an intended change with `CEP_UPDATE_GOLDEN=1 pytest tests/spark/test_query_split.py`,
 then read the diff. The deployment checks at start-up that its translation finds exactly the planned
-failure points (deployer.spark.deployment), so these files describe what really runs.
+failure points (deployer.spark.run.deployment), so these files describe what really runs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cpl.compiler import compile_script
-from deployer.spark.queries import describe, plan_queries
+from deployer.spark.run.queries import describe, plan_queries
 from operators import graph as g
 
 HERE = Path(__file__).parent

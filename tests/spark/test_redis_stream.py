@@ -30,9 +30,9 @@ from deployer.connectors.redis_stream import (
     seq_of,
 )
 from deployer.local import driver as local_engine
-from deployer.spark import deployment as spark_run
-from deployer.spark.redis_source import redis_stream_source, redis_stream_writer
-from deployer.spark.sources import sequence
+from deployer.spark.run import deployment as spark_run
+from deployer.spark.streams.redis_source import redis_stream_source, redis_stream_writer
+from deployer.spark.streams.sources import sequence
 from stores.errors import StoreConfigError
 
 SCRIPT = """
@@ -279,7 +279,7 @@ def spark_wired(spark: Any) -> Any:
 
 
 def _deploy(spark: Any, source: str, tmp_path: Path) -> Any:
-    from deployer.spark.deployment import SparkDeployment
+    from deployer.spark.run.deployment import SparkDeployment
 
     return SparkDeployment(
         spark,

@@ -1,4 +1,4 @@
-"""A Spark run's progress (deployer.spark.reporter): a bar on a terminal, plain lines elsewhere.
+"""A Spark run's progress (deployer.spark.run.reporter): a bar on a terminal, plain lines elsewhere.
 
 Without a JVM: the queries are stand-ins that report progress as Spark's StreamingQuery does.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from deployer.spark import reporter
-from deployer.spark.reporter import Reporter, progress_text
+from deployer.spark.run import reporter
+from deployer.spark.run.reporter import Reporter, progress_text
 
 
 @dataclass

@@ -96,8 +96,8 @@ def test_an_overflow_no_real_window_reaches_stops_the_run_with_its_reason(spark:
     from pyspark.errors import PySparkException
     from spark_helpers import compile_text
 
-    from deployer.spark.aggregate_rows import AGG_ERR, finish_aggregate
     from deployer.spark.handlers import spark_graph
+    from deployer.spark.windows.aggregate_rows import AGG_ERR, finish_aggregate
     from operators import graph as g
 
     graph = compile_text(

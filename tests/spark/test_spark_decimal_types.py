@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from deployer.spark.columns import spark_type
+from deployer.spark.translate.columns import spark_type
 from operators.decimals import arithmetic_type, decimal, integral_type, remainder_too_wide, round_type
 
 pytestmark = pytest.mark.spark

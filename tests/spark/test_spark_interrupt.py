@@ -1,4 +1,4 @@
-"""A foreachBatch writer cut short by its query's stop (deployer.spark.interrupt), on a real Spark.
+"""A foreachBatch writer cut short by its query's stop (deployer.spark.run.interrupt), on a real Spark.
 
 In a process of its own, so that the JVM's standard error can be read: without the compact
 interruption, Spark's check of the writer's error overflows the stream thread's stack and the JVM
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.spark
 
 SCRIPT = r"""
 import json, sys, tempfile, threading, time
-from deployer.spark.interrupt import BatchInterrupted, interruptible
-from deployer.spark.session import spark_session
+from deployer.spark.run.interrupt import BatchInterrupted, interruptible
+from deployer.spark.run.session import spark_session
 
 spark = spark_session("local[2]", "interrupt-test")
 raised = []

@@ -18,9 +18,9 @@ import pytest
 from spark_helpers import assert_same, assert_same_dead_letters, at, compile_text, prepare, run_both
 
 from deployer.runner import bind_stores
-from deployer.spark import sql as spark_sql
-from deployer.spark.deployment import SparkDeployment
+from deployer.spark.datastores import sql as spark_sql
 from deployer.spark.handlers import spark_graph
+from deployer.spark.run.deployment import SparkDeployment
 from operators import graph as g
 from operators.analysis import unfit_results
 from operators.declarations import DataStore

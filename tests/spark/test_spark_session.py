@@ -1,4 +1,4 @@
-"""The session settings of deployer.spark.deployment: Python workers over a Unix domain socket
+"""The session settings of deployer.spark.run.deployment: Python workers over a Unix domain socket
 locally, and Python functions whose environment no query changes while others use it."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from deployer.spark import file_source
-from deployer.spark.deployment import SparkDeployment
-from deployer.spark.session import POLLING_DELAY, prepare_session, python_worker_conf
+from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.session import POLLING_DELAY, prepare_session, python_worker_conf
+from deployer.spark.streams import file_source
 
 pytestmark = pytest.mark.spark
 
@@ -93,7 +93,7 @@ def test_no_query_adds_to_the_environment_of_a_python_function_others_share(
     run, itself, unsynchronized, while the other queries of the deployment start in threads of their
     own and serialize tasks holding the same map: two runners adding a key at once corrupted it and
     failed the queries (java.io.OptionalDataException when a task was deserialized). The deployment
-    gives every function those entries beforehand (deployer.spark.session.prepare_session): then the
+    gives every function those entries beforehand (deployer.spark.run.session.prepare_session): then the
     runners only replace values. Checked on the maps themselves after a run: nothing was added."""
     from spark_helpers import at, compile_text, prepare
 

@@ -1,4 +1,4 @@
-"""Stateless sinks share one query that reads each input once (deployer.spark.shared).
+"""Stateless sinks share one query that reads each input once (deployer.spark.run.shared).
 
 A MultiFilter's three outputs, a Union of two streams and a Map that can fail are written by the
 shared query; a TIME window keeps a query of its own. Compared with the reference executor: the
@@ -29,11 +29,11 @@ from spark_helpers import (
 )
 
 from deployer.local.driver import run_local
-from deployer.spark.checkpoint import CheckpointGuard, CheckpointRefused
-from deployer.spark.deployment import SparkDeployment
-from deployer.spark.progress import SparkRunStats
-from deployer.spark.queries import SHARED_QUERY, shared_sinks
-from deployer.spark.shared import batch_plans
+from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused
+from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.progress import SparkRunStats
+from deployer.spark.run.queries import SHARED_QUERY, shared_sinks
+from deployer.spark.run.shared import batch_plans
 
 pytestmark = pytest.mark.spark
 
@@ -174,8 +174,8 @@ def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
 
     from pyspark.sql import types as T
 
-    from deployer.spark.graph import SEQ, SparkGraph, named
     from deployer.spark.handlers import spark_graph
+    from deployer.spark.translate.graph import SEQ, SparkGraph, named
 
     graph = compile_text(SCRIPT)
     schema = T.StructType(

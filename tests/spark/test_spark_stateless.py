@@ -210,9 +210,9 @@ def test_filter_counts_can_be_turned_off(spark: Any, monkeypatch: pytest.MonkeyP
     from pyspark.sql import functions as F
 
     from cpl.compiler import compile_script
-    from deployer.spark.columns import col_name
-    from deployer.spark.graph import SEQ
     from deployer.spark.handlers import spark_graph
+    from deployer.spark.translate.columns import col_name
+    from deployer.spark.translate.graph import SEQ
 
     graph = compile_script(
         "CREATE STREAMSCHEMA s WITH a integer;\nINSERT INTO big SELECT a FROM s WHERE a > 1;"

@@ -31,8 +31,8 @@ from spark_helpers import (
 
 from deployer.engine import one_line
 from deployer.runner import bind_stores
-from deployer.spark.checkpoint import query_dir
-from deployer.spark.progress import QueryFailed
+from deployer.spark.run.checkpoint import query_dir
+from deployer.spark.run.progress import QueryFailed
 from operators.declarations import DataStore
 from stores.bindings import resolve_bindings
 from stores.errors import StoreError

@@ -1,4 +1,4 @@
-"""TUPLE windows of many groups at once (deployer.spark.tuple_buckets), without Spark: the processor's
+"""TUPLE windows of many groups at once (deployer.spark.windows.tuple_buckets), without Spark: the processor's
 step, fed micro-batch after micro-batch with its own state, against a plain model of the windows
 (per group, in arrival order: fire when SIZE events are buffered, then drop ADVANCE of them, or
 skip the events of the gap when ADVANCE > SIZE). Spark runs it in tests/spark/test_spark_windows.py."""
@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from deployer.spark.arrow_batches import packed, unpacked
-from deployer.spark.reduce import AggSpec
-from deployer.spark.tuple_buckets import BucketedTuple, loaded, stored_state
+from deployer.spark.streams.arrow_batches import packed, unpacked
+from deployer.spark.windows.reduce import AggSpec
+from deployer.spark.windows.tuple_buckets import BucketedTuple, loaded, stored_state
 from operators.datatypes import T_BIGINT, T_DOUBLE
 
 AGGS: list[AggSpec] = [

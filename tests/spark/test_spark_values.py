@@ -15,10 +15,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.connectors.records import json_value
-from deployer.spark.columns import double_text as _double_text
-from deployer.spark.dead_letters import _decoded, dead_letter_frame
-from deployer.spark.expr import like_pattern
-from deployer.spark.sinks import ordered_values
+from deployer.spark.streams.dead_letters import _decoded, dead_letter_frame
+from deployer.spark.streams.sinks import ordered_values
+from deployer.spark.translate.columns import double_text as _double_text
+from deployer.spark.translate.expr import like_pattern
 
 pytestmark = pytest.mark.spark
 

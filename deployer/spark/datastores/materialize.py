@@ -1,0 +1,103 @@
+"""Materialize on Spark: each micro-batch of a table's query written through the stores, exactly once.
+
+The batch reaches the store as the Arrow table `toArrow()` collects; the ledger key (deployment, node,
+batch id) makes a replayed batch write nothing (stores/ledger.py). Rows the store refuses go to the
+dead letter with the store's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from deployer.spark import faults
+from deployer.spark.datastores.store_calls import bound, deployment_of, worker_stores
+from deployer.spark.streams.arrow_batches import in_order
+from deployer.spark.streams.dead_letters import dead_letter_writer
+from deployer.spark.translate.columns import col_name
+from deployer.spark.translate.graph import SEQ, SparkGraph, named
+from operators import graph as g
+from operators.analysis import in_release_order
+from stores.arrow import rows as arrow_rows
+
+DeadLetterWriter = Callable[[DataFrame, int], None]
+_ORDER = ("__order_ts", "__order_seq")
+
+
+def table_shape(
+    sg: SparkGraph, node: g.Materialize
+) -> tuple[Callable[[DataFrame], DataFrame], tuple[str, ...]]:
+    """How the rows of a table's input become the rows its query writes, with the table's column
+    names, and the columns after them that `materialize_writer` sorts each batch by: event time
+    (when the rows have one) and `SEQ`, the reference executor's order, as a sink writes them. A
+    batch of a stream's events comes in that order already, but not one over a merge (its inputs'
+    partitions one after another) nor an aggregate's windows (a TIME window's `SEQ` starts with the
+    window's end): the rows of one key are upserted in that order, so the last one wins on both
+    engines. A function of the rows, for a query that splits them off its input's failures in each
+    micro-batch (deployer.spark.run.failures)."""
+    ts = sg.event_time_index(node.inputs[0])
+    if ts is None and in_release_order(sg.graph, node.inputs[0]):
+        return (lambda rows: named(rows, node.input_schema)), ()
+    order = {_ORDER[0]: F.col(col_name(ts))} if ts is not None else {}
+
+    def shape(rows: DataFrame) -> DataFrame:
+        return named(rows.withColumns({**order, _ORDER[1]: F.col(SEQ)}), node.input_schema, *order, _ORDER[1])
+
+    return shape, (*order, _ORDER[1])
+
+
+def materialize_writer(
+    sg: SparkGraph,
+    node: g.Materialize,
+    dead_letter: DeadLetterWriter | None = None,
+    applied: Callable[[int], None] | None = None,
+    order: tuple[str, ...] = (),
+) -> Any:
+    """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
+
+    Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
+    (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
+    `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
+    its input is counted again by the run that replays it). `order`: columns after the table's, to
+    sort each batch by and drop (`table_shape`).
+    """
+    config = bound(sg)
+    table = node.table
+    columns = node.input_schema.names
+    deployment = deployment_of(sg)
+    fallback = dead_letter_writer(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
+    failed_to = dead_letter or fallback
+    fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
+        # other stores convert it to Python rows (stores/arrow.py). Sorted here, on the driver, not
+        # with Spark's orderBy, which samples the batch in a job of its own first.
+        data = in_order(df.toArrow(), order)
+        if not data.num_rows:
+            return
+        result = worker_stores(config).materialize_arrow(
+            table, columns, data, ledger_key=(deployment, node.id, batch_id)
+        )
+        if fault is not None:
+            fault(batch_id)
+        failed = result.failed
+        if applied is not None:
+            applied(data.num_rows - len(failed))
+        if failed:
+            rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
+            event = T.StructType(
+                [T.StructField(f"_{i}", f.dataType) for i, f in enumerate(df.schema.fields[: len(columns)])]
+            )
+            schema = T.StructType([T.StructField("reason", T.StringType()), T.StructField("event", event)])
+            bad = df.sparkSession.createDataFrame(
+                [(result.errors[i], r) for i, r in zip(failed, rows, strict=True)], schema
+            )
+            failed_to(bad, batch_id)
+
+    return write

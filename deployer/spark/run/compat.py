@@ -1,0 +1,199 @@
+"""Can a changed script resume from the checkpoint of the script it replaces?
+
+A deployment's checkpoint holds, per streaming query (one per sink stream and per materialized
+table), how far each input was read and the state of its stateful operators (window aggregates,
+joins). Spark resumes a changed query from it only when those are unchanged, and otherwise fails
+late and obscurely (or, worse, silently misreads the state). So the rule, checked before the
+catalog is changed:
+
+    for every output that the old and the new deployment both have, the inputs it reads (stream,
+    schema, event-time field, bound URI, in plan order) and its stateful operators (Aggregate:
+    window, group-by keys, aggregates, and for TUPLE/BATCH windows the buffered rows' schema;
+    Join: both windows, both schemas, the event-time fields, the condition), in topological order,
+    must be the same.
+
+Node ids, line numbers and stateless operators (Map, Filter, MultiFilter, Union, ReadSQL, UpdateSQL)
+are free to change: their effect on the checkpoint is nil, with one exception: the streams with event
+time that meet in a merge (a Union) pass the Sequencer together, each in a stage that reads all of
+them and keeps their state (deployer.spark.streams.merge_sequencer), in every query that reads one of them.
+So which streams are sequenced together must not change either (`remerged`). A new output starts with
+its own empty checkpoint; a removed one is simply no longer run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from deployer.spark.run.queries import sequenced_merges, shared_sinks
+from deployer.spark.windows.state_layout import bucketed
+from operators import graph as g
+from operators.analysis import ancestors
+
+Part = tuple[str, str]  # (what, value), e.g. ("window", "TIME SIZE 1 DAY ADVANCE 1 DAY")
+
+
+def _source(node: g.Source, sources: Mapping[str, str]) -> tuple[str, tuple[Part, ...]]:
+    uri = next((u for s, u in sources.items() if s.lower() == node.stream.lower()), "")
+    return (
+        f"input stream '{node.stream}'",
+        (
+            ("stream", node.stream.lower()),
+            ("schema", str(node.schema)),
+            ("event time", node.event_time or "none"),
+            ("source", uri),
+        ),
+    )
+
+
+def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
+    if isinstance(node, g.Aggregate):
+        parts: list[Part] = [
+            ("window", node.window.describe()),
+            ("group by", ", ".join(f"{k.expr.to_cpl()} {k.expr.type}" for k in node.keys) or "nothing"),
+            ("aggregates", ", ".join(f"{a.expr.to_cpl()} {a.expr.type}" for a in node.aggs) or "none"),
+        ]
+        if node.window.kind != "time":  # TUPLE/BATCH windows keep the events themselves in state
+            parts.append(("buffered schema", str(node.input_schema)))
+        if bucketed(
+            node
+        ):  # the state is per bucket of groups, not per group (deployer.spark.windows.tuple_buckets)
+            parts.append(("state", "per bucket of groups, Arrow IPC"))
+        return f"the window aggregate of line {node.line}", tuple(parts)
+    if isinstance(node, g.Join):
+        return (
+            f"the join of line {node.line}",
+            (
+                ("windows", f"{node.left_window.describe()} / {node.right_window.describe()}"),
+                ("schemas", f"{node.left_schema} / {node.right_schema}"),
+                ("event time", f"{node.left_time} / {node.right_time}"),
+                ("condition", node.predicate.to_cpl()),
+            ),
+        )
+    return None
+
+
+Signature = tuple[tuple[tuple[str, tuple[Part, ...]], ...], tuple[tuple[str, tuple[Part, ...]], ...]]
+
+
+def outputs(graph: g.Graph, sources: Mapping[str, str], sinks: Mapping[str, str]) -> dict[str, Signature]:
+    """Per output query ("sink <stream>" / "table <name>"): (its inputs, its stateful operators)."""
+    ends: dict[str, str] = {}
+    for stream in sinks:
+        port = next((p for s, p in graph.streams.items() if s.lower() == stream.lower()), None)
+        if port is not None:
+            ends[f"sink '{stream.lower()}'"] = port.node
+    for n in graph.nodes:
+        if isinstance(n, g.Materialize):
+            ends[f"table '{n.table.name.lower()}'"] = n.id
+    out: dict[str, Signature] = {}
+    for key, node_id in ends.items():
+        upstream = ancestors(graph, node_id)
+        inputs = tuple(_source(n, sources) for n in upstream if isinstance(n, g.Source))
+        stateful = tuple(s for s in (_stateful(n) for n in upstream) if s is not None)
+        out[key] = (inputs, stateful)
+    return out
+
+
+def _diff(
+    kind: str, old: tuple[tuple[str, tuple[Part, ...]], ...], new: tuple[tuple[str, tuple[Part, ...]], ...]
+) -> list[str]:
+    if [p for _, p in old] == [p for _, p in new]:
+        return []
+    if len(old) != len(new):
+        before = "; ".join(label for label, _ in old) or "none"
+        after = "; ".join(label for label, _ in new) or "none"
+        return [f"its {kind} changed from [{before}] to [{after}]"]
+    out = []
+    for (_, parts_o), (label, parts_n) in zip(old, new, strict=True):
+        # Labels hold line numbers, which may move freely: only the parts are compared. An operator
+        # may have more parts than the one it replaces (a TUPLE window adds its buffered schema).
+        was, now = dict(parts_o), dict(parts_n)
+        for what in dict.fromkeys([*was, *now]):
+            vo, vn = was.get(what, ""), now.get(what, "")
+            if vo != vn:
+                out.append(f"{label}: {what} changed from {vo or 'none'} to {vn or 'none'}")
+    return out
+
+
+def incompatibilities(
+    old: g.Graph,
+    old_bindings: Mapping[str, Mapping[str, str]],
+    new: g.Graph,
+    new_bindings: Mapping[str, Mapping[str, str]],
+) -> list[str]:
+    """Why `new` cannot resume from `old`'s checkpoint; empty when it can."""
+    before = outputs(old, old_bindings.get("sources", {}), old_bindings.get("sinks", {}))
+    after = outputs(new, new_bindings.get("sources", {}), new_bindings.get("sinks", {}))
+    was, now = shared(old, old_bindings.get("sinks", {})), shared(new, new_bindings.get("sinks", {}))
+    merged = remerged(
+        merges(old, old_bindings.get("sources", {})), merges(new, new_bindings.get("sources", {}))
+    )
+    return compare(before, after) + regrouped(was, now, set(before) - set(was), set(after)) + merged
+
+
+def merges(graph: g.Graph, sources: Mapping[str, str]) -> list[list[str]]:
+    """The streams Spark sequences together, lower-case (deployer.spark.run.queries.sequenced_merges)."""
+    return [[s.lower() for s in merge] for merge in sequenced_merges(graph, sources)]
+
+
+def shown(merges: list[list[str]]) -> str:
+    """`merges` as text: "a, b; c, d"."""
+    return "; ".join(", ".join(merge) for merge in merges) or "none"
+
+
+def remerged(before: list[list[str]], after: list[list[str]]) -> list[str]:
+    """Why the checkpoint of a run whose streams were sequenced together as `before` (`merges`)
+    cannot be resumed by one that sequences them as `after`: the Sequencers' state differs."""
+    if before == after:
+        return []
+    return [
+        f"the streams with event time that meet in a merge (a Union), which Spark sequences together, "
+        f"changed from [{shown(before)}] to [{shown(after)}]; the state of their Sequencers "
+        "(deployer/spark/streams/merge_sequencer.py) cannot be carried over"
+    ]
+
+
+def shared(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
+    """The output keys of the sinks the stateless sinks' shared query writes (deployer.spark.run.shared)."""
+    asked = {s.lower() for s in sinks}
+    return [
+        f"sink '{s.lower()}'" for s in shared_sinks(graph, [s for s in graph.streams if s.lower() in asked])
+    ]
+
+
+def regrouped(before: list[str], after: list[str], own: set[str], keys: set[str]) -> list[str]:
+    """Why sinks would move into or out of the query the stateless sinks share (deployer.spark.run.shared).
+
+    `before`/`after`: the sinks it writes in the old and the new run; `own`: the outputs that had
+    queries of their own; `keys`: the outputs of the new run. A query of its own would start from the
+    beginning of the inputs and write everything again; a sink joining a shared query that resumes
+    where it stopped would miss the events before."""
+    problems = []
+    for key in sorted(keys):
+        if key in after and key in own:
+            problems.append(
+                f"output {key} was written by a query of its own, and would now share one query with "
+                "the other stateless sinks"
+            )
+        elif key in after and before and key not in before:
+            problems.append(
+                f"output {key} would join the query of the stateless sinks {', '.join(sorted(before))}, "
+                "which resumes where it stopped, so it would miss the events read before"
+            )
+        elif key in before and key not in after:
+            problems.append(
+                f"output {key} was written by the query shared with other stateless sinks, and would now "
+                "have a query of its own, which would write it again from the beginning"
+            )
+    return problems
+
+
+def compare(before: Mapping[str, Signature], after: Mapping[str, Signature]) -> list[str]:
+    """`incompatibilities` of two sets of `outputs` signatures (deployer.spark.run.checkpoint keeps the
+    signatures of a checkpoint's outputs in its manifest, not the script)."""
+    problems: list[str] = []
+    for key in sorted(before.keys() & after.keys()):
+        (ins_o, st_o), (ins_n, st_n) = before[key], after[key]
+        for why in _diff("inputs", ins_o, ins_n) + _diff("stateful operators", st_o, st_n):
+            problems.append(f"output {key}: {why}")
+    return problems

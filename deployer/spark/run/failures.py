@@ -1,0 +1,163 @@
+"""Where the failed rows of a Spark deployment are written: the queries that write failures only, and
+the failures a sink's or a table's query writes along with its rows (deployer.spark.run.queries).
+
+A failure point after a window, a join or a data store call whose rows a sink or a table writes,
+as they are or through Maps (`queries.written_with`), is written by that query: it runs the frame
+before the split once per micro-batch (`graph.Split.whole`), persists the batch and writes its
+failed rows as dead letters, then its other rows (`along`). A query of its own would compute the
+window, or call the store, a second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from deployer.spark.run.queries import failed_query, split_chain
+from deployer.spark.run.shared import batch_plans, stem, unstem
+from deployer.spark.streams.dead_letters import dead_letter_frame
+from deployer.spark.translate.graph import DeadLetter, SparkGraph
+from operators import graph as g
+from operators.analysis import ancestors
+
+Writer = Callable[[DataFrame, int], None]
+
+
+def numbered(dead_letters: Sequence[DeadLetter]) -> list[tuple[DeadLetter, str]]:
+    """Each dead letter with the name of its failure point's query, `failed:<node>[-k]`: a node may
+    split off failed rows in more than one place (an Aggregate: its input events and its result
+    rows), numbered in the order the translation met them, as `queries.plan_queries` numbers them."""
+    seen: dict[str, int] = {}
+    out = []
+    for dl in dead_letters:
+        if dl.stateless:
+            out.append((dl, ""))
+            continue
+        k = seen[dl.node] = seen.get(dl.node, 0) + 1
+        out.append((dl, failed_query(dl.node, k)))
+    return out
+
+
+def where(dl: DeadLetter) -> dict[str, Any]:
+    """What a dead letter of `dl` says of where it failed."""
+    return {"stage": dl.stage, "stream": dl.stream, "node": dl.node, "line": dl.line}
+
+
+def along(
+    sg: SparkGraph,
+    port: g.Port,
+    assigned: Collection[str],
+    dead: Callable[[str], Writer],
+    write: Writer,
+    shape: Callable[[DataFrame], DataFrame] | None,
+) -> tuple[DataFrame, Writer, set[str]]:
+    """For a query that writes the rows of `port` and the failures of the nodes `assigned` to it
+    (queries.written_with): what it runs, its foreachBatch, and the failure points it writes.
+
+    It runs the rows of the window, join or store call the port's rows come from
+    (`queries.split_chain`), before their split when they have one (`Split.whole`). Each micro-batch
+    is persisted; its failed rows are written by `dead(query name of the failure point)`, the others
+    go through the Maps of the chain as a batch (their own failures written the same way) and,
+    made the port's rows (and `shape`d: a table's), to `write`. All are written again, whole, if the
+    batch is replayed."""
+    found = split_chain(sg.graph, port)
+    assert found is not None, f"no window, join or data store call before {port}"
+    base, chain = found
+    base_port = g.Port(base.id)
+    frame = sg.port(base_port)
+    sg.port(port)  # translated, so that the Maps' failure points are known
+    named = numbered(sg.dead_letters)
+    # the base's split of its results (the only one with a Split), when this query writes it
+    own = [(dl, dl.split, n) for dl, n in named if dl.node == base.id and dl.split is not None]
+    split = own[0] if own and base.id in assigned else None
+    maps = {dl.node: n for dl, n in named if dl.node in assigned and dl.node != base.id}
+    writers = {n: dead(n) for n in [*([split[2]] if split else []), *maps.values()]}
+    memo: dict[tuple[str, str], Any] = {}
+
+    def both(batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            rows = batch
+            if split is not None:
+                dl, cut, name = split
+                writers[name](dead_letter_frame(cut.failed(batch), where(dl)), batch_id)
+                rows = cut.kept(batch)
+            if chain:
+                over = SparkGraph(
+                    sg.graph, {}, sg.handlers, sg.stores_config, ports={base_port: rows}, memo=memo
+                )
+                rows = over.port(port)
+                for failed in over.dead_letters:
+                    if failed.node in maps:
+                        writers[maps[failed.node]](dead_letter_frame(failed.df, where(failed)), batch_id)
+            write(rows if shape is None else shape(rows), batch_id)
+        finally:
+            batch.unpersist()
+
+    return (frame if split is None else split[1].whole), both, set(writers)
+
+
+def failure_queries(sg: SparkGraph, written: Collection[str]) -> dict[str, DataFrame]:
+    """The failure points with a query of their own (query name -> its dead letters), leaving out
+    those `written` by a sink's or a table's query and those of stateless operators (`dead_letters`)."""
+    return {
+        name: dead_letter_frame(dl.df, where(dl))
+        for dl, name in numbered(sg.dead_letters)
+        if not dl.stateless and name not in written
+    }
+
+
+_REJECTED = "rejected:"  # the name of a source's rejected records among the dead-letters query's inputs
+
+
+def dead_letters(
+    sg: SparkGraph, rejected: Sequence[tuple[str, DataFrame]], dead: Writer
+) -> tuple[DataFrame, Writer] | None:
+    """The dead-letters query, if the deployment has one: the `rejected` records of its sources
+    (stream, its rejects: unparsable records, events without event time, late events) and the
+    failures of its stateless operators, in one `dead_letter_frame` per micro-batch, for `dead`.
+
+    It reads each source once: its streaming DataFrame is the sources' events and rejects side by
+    side (deployer.spark.run.shared.stem), and each micro-batch translates the stateless operators
+    that can fail as batch DataFrames (deployer.spark.run.shared.batch_plans). A union of each
+    operator's failed rows as streaming DataFrames would repeat the source, and its Sequencer (a
+    stateful operator, planned and stored once per copy), for every such operator."""
+    nodes = list(dict.fromkeys(dl.node for dl in sg.dead_letters if dl.stateless))
+    if not nodes and not rejected:
+        return None
+    upstream = {a.id for n in nodes for a in ancestors(sg.graph, n)}
+    streams = [s.stream for s in sg.graph.sources() if s.id in upstream]
+    frames = {s: sg.sources[s] for s in streams} | {f"{_REJECTED}{s}": bad for s, bad in rejected}
+    inputs = list(frames)
+    plan = batch_plans(sg.graph, sg.stores_config, sg.timed_sources, dead_letters=True)
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            # The batch runs whole, whatever its dead letters: the state of the Sequencers in it must
+            # commit the batch (an optimizer that folds a plan to nothing would not run them).
+            batch.count()
+            parts = unstem(batch, inputs)
+            out = [
+                dead_letter_frame(parts[f"{_REJECTED}{s}"], {"stage": "input", "stream": s})
+                for s, _ in rejected
+            ]
+            over = plan({s: parts[s] for s in streams})
+            over.observations = {}  # the Filters' counts are their sinks' queries' to report
+            for node in nodes:
+                over.port(g.Port(node))
+            # Only the stateless failure points: translating a window or a store call for the
+            # failures of its input also splits its results, which its own query writes (the batch
+            # frames of the window itself, or of the store call, are never run).
+            out += [dead_letter_frame(dl.df, where(dl)) for dl in over.dead_letters if dl.stateless]
+            union = out[0]
+            for frame in out[1:]:
+                union = union.unionByName(frame)
+            # one task: a union has a partition per operator and batch partition, each a task to schedule
+            dead(union.coalesce(1), batch_id)
+        finally:
+            batch.unpersist()
+
+    return stem(frames, inputs), write

@@ -1,0 +1,66 @@
+"""The source streams of a Spark deployment, built once and shared by all its queries.
+
+Each bound source is read (deployer.spark.streams.sources: file directories and the synthetic generator;
+deployer.spark.streams.redis_source: Redis streams), its rows split into events and dead letters, and the
+streams with event time pass the Sequencer: alone, or together with the streams they meet in a merge
+(deployer.spark.run.queries.sequenced_merges, deployer.spark.streams.merge_sequencer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from deployer.connectors.redis_stream import is_redis_stream_uri
+from deployer.spark.run.checkpoint import arrival_log
+from deployer.spark.run.queries import sequenced_merges
+from deployer.spark.streams.redis_source import redis_stream_source
+from deployer.spark.streams.sources import file_source, generator_source, sequence
+from operators import graph as g
+from operators.analysis import self_merged_sources
+
+
+@dataclass
+class Inputs:
+    """Per source stream, its events (`frames`), and per stream whose source rejects records, its
+    dead letters: rejected records, events without event time, late events (`rejected`); both in
+    the order of the script's sources."""
+
+    frames: dict[str, DataFrame] = field(default_factory=dict)
+    rejected: list[tuple[str, DataFrame]] = field(default_factory=list)
+
+
+def read_inputs(
+    spark: SparkSession,
+    graph: g.Graph,
+    uris: Mapping[str, str],
+    checkpoint: Path,
+    max_files_per_trigger: int | None = None,
+) -> Inputs:
+    """The events and dead letters of every source of `graph`; `uris`: stream → its bound URI."""
+    frames: dict[str, DataFrame] = {}
+    bad: dict[str, DataFrame] = {}
+    timed: dict[str, tuple[g.Source, DataFrame]] = {}
+    for src in graph.sources():
+        uri = uris[src.stream]
+        if uri.startswith("generator:"):
+            frames[src.stream] = generator_source(spark, uri, src)
+            continue
+        if is_redis_stream_uri(uri):
+            good, bad[src.stream] = redis_stream_source(spark, uri, src)
+        else:
+            log = arrival_log(checkpoint, src.stream)
+            good, bad[src.stream] = file_source(spark, uri, src, log, max_files_per_trigger)
+        if src.event_time is None:
+            frames[src.stream] = good
+        else:
+            timed[src.stream] = (src, good)
+    merges = sequenced_merges(graph, uris)
+    for stream, (events, late) in sequence(timed, merges, self_merged_sources(graph)).items():
+        frames[stream] = events
+        bad[stream] = bad[stream].unionByName(late, allowMissingColumns=True)
+    order = [s.stream for s in graph.sources()]
+    return Inputs({s: frames[s] for s in order}, [(s, bad[s]) for s in order if s in bad])

@@ -1,0 +1,277 @@
+"""How a script splits into Spark streaming queries, answered from the graph alone (no pyspark here).
+
+A Spark deployment runs one streaming query per output, each with its own checkpoint, named after
+what it writes (the names are the checkpoint's sub-directories, so they must not change between
+runs of a deployment):
+
+- `sinks:stateless`: two or more requested sinks whose streams need no state and no data store
+  share one query, which reads each input once per micro-batch (deployer.spark.run.shared);
+- `sink:<stream>`: every other requested sink;
+- `table:<name>`: every Materialize;
+- `dead-letters`: the rejected records of every file or Redis source and the failures of every
+  stateless operator, in one query;
+- `failed:<node>` (`failed:<node>-2` for a node's second failure point): the failures at an operator
+  after a window, a join or a data store call, each in a query of its own, which re-runs that part;
+  except the failures of a window's rows, a join's pairs or a data store call's results that a sink
+  or a table writes, as they are or through Maps, and those Maps' own (`written_with`): the query
+  writing the rows writes them, from the same micro-batch (one computation of the window, one store
+  call; deployer.spark.run.failures).
+
+`plan_queries` lists them; the deployment starts exactly these (deployer.spark.run.deployment checks that
+its translation found the same failure points), and `cep explain --queries` and the golden tests
+(tests/spark/golden/*.queries) print them. Failure points follow the translation: an operator has
+one where an expression it evaluates can fail (operators.analysis.can_fail), an Aggregate one for
+its input (keys, arguments) and one for its rows (an aggregate that can overflow, HAVING,
+projections, and the events on which a BATCH window's START or STOP fails where its state evaluates
+them), a ReadSQL one more for text parameters bound for PostgreSQL (a NUL is refused there) and one for the events whose read the database refuses for their data, whose rows have
+another number of columns than ON SQL names, or whose result values do not fit their fields (any
+SELECT may meet one of these: a cast in its text, a table that holds other values than described),
+an UpdateSQL one for the statements the database refuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from deployer.spark.windows.state_layout import bucketed
+from operators import expr as ir
+from operators import graph as g
+from operators.analysis import ancestors, can_fail, can_overflow, merged_sources, stateless_upstream
+from stores.bindings import StoreBindings
+
+SHARED_QUERY = "sinks:stateless"
+DEAD_LETTERS = "dead-letters"
+
+
+@dataclass(frozen=True)
+class Query:
+    """One streaming query: its name, what it writes, the source streams it reads, and the stateful
+    operators and data store calls it runs (node ids, in plan order)."""
+
+    name: str
+    writes: tuple[str, ...]
+    reads: tuple[str, ...]
+    stateful: tuple[str, ...] = ()
+    store_calls: tuple[str, ...] = ()
+
+    def describe(self, graph: g.Graph) -> str:
+        parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
+        if self.stateful:
+            parts.append("state " + ", ".join(_stateful_label(graph.node(n)) for n in self.stateful))
+        if self.store_calls:
+            parts.append("stores " + ", ".join(f"{graph.node(n).op} {n}" for n in self.store_calls))
+        return f"{self.name}: " + "; ".join(parts)
+
+
+def _stateful_label(node: g.Node) -> str:
+    if isinstance(node, g.Aggregate):
+        layout = " per bucket" if bucketed(node) else ""
+        return f"Aggregate {node.id} ({node.window.kind.upper()}{layout})"
+    return f"{node.op} {node.id}"
+
+
+def store_kinds(stores: StoreBindings | None) -> dict[str, str]:
+    """The bound kind (postgresql, sqlite, redis) of every data store of a binding."""
+    return {} if stores is None else {name: url.kind for name, url in stores.urls.items()}
+
+
+def shared_sinks(graph: g.Graph, sinks: Iterable[str]) -> list[str]:
+    """The streams among `sinks` (the graph's own names) that `SHARED_QUERY` writes, in script
+    order: those computed without state or data store; none unless there are two or more."""
+    wanted = set(sinks)
+    found = [
+        stream
+        for stream, port in graph.streams.items()
+        if stream in wanted and stateless_upstream(graph, graph.node(port.node))
+    ]
+    return found if len(found) >= 2 else []
+
+
+def shared_inputs(graph: g.Graph, streams: Iterable[str]) -> list[str]:
+    """The source streams the shared sinks read, in script order."""
+    wanted = {n.id for s in streams for n in ancestors(graph, graph.streams[s].node)}
+    return [n.stream for n in graph.sources() if n.id in wanted]
+
+
+def has_rejects(uri: str) -> bool:
+    """Whether a source bound to `uri` rejects records (files and Redis streams parse text; the
+    synthetic `generator:` source makes typed events)."""
+    return not uri.startswith("generator:")
+
+
+def sequenced_merges(graph: g.Graph, sources: Mapping[str, str]) -> list[tuple[str, ...]]:
+    """The streams Spark sequences together (operators.analysis.merged_sources; deployer.spark.
+    merge_sequencer), given the sources' URIs: a stream of the synthetic generator passes no
+    Sequencer (its events are in order by construction), so it is left out."""
+    out = []
+    for merge in merged_sources(graph):
+        kept = tuple(s for s in merge if has_rejects(_uri(sources, s)))
+        if len(kept) > 1:
+            out.append(kept)
+    return out
+
+
+def failure_points(
+    node: g.Node, graph: g.Graph, store_kinds: Mapping[str, str], rejecting: bool
+) -> list[tuple[bool, bool]]:
+    """The places where the translation of `node` splits failed rows off into a dead letter, in the
+    order it does: (whether the failed rows are the node's input rather than its results, whether
+    they go to the shared dead-letters query). `store_kinds`: the bound kind of every data store
+    (lower-case names); `rejecting`: for a Source, whether its stream's source already dead-letters
+    events without event time with its rejected records."""
+    own = stateless_upstream(graph, node)
+    if isinstance(node, g.Source):
+        return [(False, True)] if node.event_time is not None and not rejecting else []
+    if isinstance(node, g.Map):
+        return [(False, own)] if any(can_fail(p.expr) for p in node.projections) else []
+    if isinstance(node, g.Filter | g.MultiFilter):
+        preds = [node.predicate] if isinstance(node, g.Filter) else list(node.predicates)
+        return [(False, own)] if any(map(can_fail, preds)) else []
+    before = (True, stateless_upstream(graph, node, on_input=True))
+    if isinstance(node, g.Aggregate):
+        read = [k.expr for k in node.keys] + [a.expr for a in node.aggs]
+        rows = [p.expr for p in node.projections] + ([node.having] if node.having is not None else [])
+        # a BATCH window's START and STOP fail in its state (only while closed, only while open):
+        # the events they refuse come out with the window's rows (deployer.spark.windows.window_state)
+        rows += [c for c in (node.window.start, node.window.stop) if c is not None]
+        overflow = any(isinstance(a.expr, ir.Agg) and can_overflow(a.expr) for a in node.aggs)
+        return ([before] if any(map(can_fail, read)) else []) + (
+            [(False, False)] if overflow or any(map(can_fail, rows)) else []
+        )
+    if isinstance(node, g.Join):
+        exprs = [node.predicate, *(p.expr for p in node.projections)]
+        return [(False, False)] if any(map(can_fail, exprs)) else []
+    if isinstance(node, g.ReadSQL):
+        nul = store_kinds.get(node.query.store.lower()) == "postgresql" and any(
+            a.type.is_string for a in node.args
+        )
+        # and always one for the events the store refuses or whose results do not fit (deployer.spark.datastores.sql)
+        return ([before] if nul or any(map(can_fail, node.args)) else []) + [(False, False)]
+    if isinstance(node, g.UpdateSQL):
+        return ([before] if any(map(can_fail, node.args)) else []) + [(False, False)]
+    return []
+
+
+def split_chain(graph: g.Graph, port: g.Port) -> tuple[g.Node, list[g.Map]] | None:
+    """For the rows of `port`: the window, join or data store call they come from through Maps only
+    (none or more), and those Maps from the first; None when they do not (deployer.spark.run.failures
+    splits a micro-batch of that node's rows and translates the Maps over each)."""
+    chain: list[g.Map] = []
+    node = graph.node(port.node)
+    while isinstance(node, g.Map) and port.index == 0:
+        chain.insert(0, node)
+        port = node.inputs[0]
+        node = graph.node(port.node)
+    if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL):
+        return node, chain
+    return None
+
+
+def written_with(graph: g.Graph, sinks: Iterable[str]) -> dict[str, str]:
+    """Node id -> the query that writes the failures of the node's results along with the rows it
+    writes: the first sink (not in the shared query) or table, in plan order, whose rows come from
+    the node through Maps only (`split_chain`): a window's rows, a join's pairs, a data store call's
+    results (the failure point (False, False) of `failure_points`) and those Maps' own. The steps
+    after that split are stateless, so each micro-batch of the rows before it splits in two
+    (deployer.spark.translate.graph.Split) and the Maps run over the batch."""
+    sinks = list(sinks)
+    together = set(shared_sinks(graph, sinks))
+    writers = [(f"sink:{s}", graph.streams[s]) for s in sinks if s not in together]
+    writers += [(f"table:{n.table.name}", n.inputs[0]) for n in graph.nodes if isinstance(n, g.Materialize)]
+    out: dict[str, str] = {}
+    for name, port in writers:
+        found = split_chain(graph, port)
+        if found is not None:
+            for node in [found[0], *found[1]]:
+                out.setdefault(node.id, name)
+    return out
+
+
+def failed_query(node_id: str, k: int) -> str:
+    """The name of the query of a node's `k`-th failure point with a query of its own (from 1)."""
+    return f"failed:{node_id}" if k == 1 else f"failed:{node_id}-{k}"
+
+
+def _uri(sources: Mapping[str, str], stream: str) -> str:
+    return next((u for s, u in sources.items() if s.lower() == stream.lower()), "")
+
+
+def plan_queries(
+    graph: g.Graph,
+    sinks: Iterable[str],
+    sources: Mapping[str, str],
+    store_kinds: Mapping[str, str] | None = None,
+) -> list[Query]:
+    """The streaming queries a run of `graph` starts, in the order it starts them. `sinks`: the
+    requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
+    store name -> bound kind (postgresql, sqlite, redis)."""
+    kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
+    sinks = list(sinks)
+    together = shared_sinks(graph, sinks)
+    out: list[Query] = []
+    if together:
+        out.append(_query(graph, SHARED_QUERY, tuple(together), [graph.streams[s].node for s in together]))
+    out += [_query(graph, f"sink:{s}", (s,), [graph.streams[s].node]) for s in sinks if s not in together]
+    out += [
+        _query(graph, f"table:{n.table.name}", (n.table.name,), [n.id])
+        for n in graph.nodes
+        if isinstance(n, g.Materialize)
+    ]
+    # Translated: what the outputs need, and every UpdateSQL (its statements are effects of their own).
+    roots = [graph.streams[s].node for s in sinks]
+    roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize | g.UpdateSQL)]
+    needed = {a.id for r in roots for a in ancestors(graph, r)}
+    shared_reads = {s.stream for s in graph.sources() if has_rejects(_uri(sources, s.stream))}
+    along = written_with(graph, sinks)
+    for node in (n for n in graph.nodes if n.id in needed):
+        rejecting = isinstance(node, g.Source) and has_rejects(_uri(sources, node.stream))
+        k = 0
+        for on_input, stateless in failure_points(node, graph, kinds, rejecting):
+            if stateless:
+                shared_reads |= {a.stream for a in ancestors(graph, node.id) if isinstance(a, g.Source)}
+                continue
+            k += 1
+            if not on_input and node.id in along:
+                i = next(i for i, q in enumerate(out) if q.name == along[node.id])
+                out[i] = replace(out[i], writes=(*out[i].writes, f"failures of {node.id}"))
+                continue
+            upto = [p.node for p in node.inputs] if on_input else [node.id]
+            out.append(_query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto))
+    if shared_reads:
+        reads = tuple(s.stream for s in graph.sources() if s.stream in shared_reads)
+        out.append(Query(DEAD_LETTERS, ("rejected records and failures of stateless operators",), reads))
+    return out
+
+
+def _query(graph: g.Graph, name: str, writes: tuple[str, ...], ends: list[str]) -> Query:
+    upstream = {a.id for e in ends for a in ancestors(graph, e)}
+    nodes = [n for n in graph.nodes if n.id in upstream]
+    return Query(
+        name,
+        writes,
+        tuple(n.stream for n in nodes if isinstance(n, g.Source)),
+        tuple(n.id for n in nodes if isinstance(n, g.Aggregate | g.Join)),
+        tuple(n.id for n in nodes if isinstance(n, g.ReadSQL | g.UpdateSQL)),
+    )
+
+
+def describe(graph: g.Graph, queries: list[Query]) -> str:
+    """A stable text dump, one query per line (golden tests, `cep explain --queries`)."""
+    return "".join(q.describe(graph) + "\n" for q in queries)
+
+
+def fired_by_watermark(node: g.Node) -> bool:
+    """Whether Spark's own watermark drives the operator: it emits (a TIME window's rows) or evicts
+    (a join's state) in the micro-batch after the one that advanced the watermark. The other stateful
+    operators (the Sequencers, TUPLE and BATCH windows) act on the events of a batch alone and
+    register no timers."""
+    return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
+
+
+def runs_empty_batches(graph: g.Graph, query: Query | None) -> bool:
+    """Whether `query` runs Spark's micro-batches without data: only an operator Spark's watermark
+    fires needs them (`fired_by_watermark`); elsewhere such a batch did nothing but cost a second or
+    more (planning, state stores, the checkpoint's logs) after the last one of every query that
+    declares a watermark. Unknown queries (None) keep them."""
+    return query is None or any(fired_by_watermark(graph.node(n)) for n in query.stateful)

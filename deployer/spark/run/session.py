@@ -1,0 +1,264 @@
+"""The Spark session a deployment runs in: its settings, its log, and stopping it quietly.
+
+`cep run` starts its own session (`spark_session`) and stops it before its summary (`stop_session`);
+`cep serve`, the tests and the benchmarks may bring theirs, which `SparkDeployment` configures with
+`SESSION_CONF` (what every query's checkpoint records and a restart must keep).
+
+Spark's log goes to a file, not to the terminal (docs/settings.md, "Spark's log"): the JVM that
+`spark_session` starts writes its standard output and error there (log4j's console, the JVM's own
+warnings, and what the Python workers it starts print: their output passes through it), and so do
+the py4j and pyspark loggers of this process. A run prints that file's path once, and its errors
+once, in a line of its own. With a local master, the Python processes that JVM starts import the
+installed PySpark rather than Spark's zip of it (deployer/spark/run/worker_path/sitecustomize.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import SparkSession
+
+from deployer import settings
+from stores.urls import redact_text
+
+# What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
+# (failures are found per event and dead-lettered, never left to fail a batch) and the RocksDB
+# state store (transformWithStateInPandas, for TUPLE and BATCH windows, supports no other), which
+# commits a micro-batch's state changes as a changelog rather than a copy of its files: a stateful
+# micro-batch's fixed cost is lower (an ad-hoc comparison in one process). Spark reads a checkpoint
+# written either way (its documentation: the setting can be turned on for an existing query).
+# Checkpoint files (offsets and commits logs, state store files) are written through Hadoop's
+# FileSystem API, not its FileContext API (Spark's default), whose local implementation forks a
+# `readlink` and a `chmod` process per file it renames or creates: most of the time a micro-batch
+# spent logging its offsets and commit (jstack samples, ad hoc; bench/run's micro-batch rows against
+# "Spark's default checkpoint files" measure the difference). Spark's
+# FileSystem-based manager renames without an atomic "fail if there" check, which only matters to
+# two runs writing one checkpoint at once; deployer.spark.run.checkpoint's lock refuses the second run.
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+POLLING_DELAY = "spark.sql.streaming.pollingDelay"
+SESSION_CONF = {
+    # Adaptive execution may not replace a stage that turned out empty by an empty relation
+    # (AQEPropagateEmptyRelation): the observations in that stage (the events a Filter drops, the
+    # rows a sink writes: docs/guarantees.md, "Counting events") would go with it, and Spark then
+    # completes their Observation with an empty row. A micro-batch whose events a WHERE all drops
+    # counted none of them (found by the differential fuzzer). The rule only saves work on stages
+    # that are empty, which a micro-batch's are cheap to run anyway.
+    "spark.sql.adaptive.optimizer.excludedRules": (
+        "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
+    ),
+    # Nor may the optimizer replace a WHERE that is always false (or NULL) by an empty relation
+    # (PruneFilters): the observation below it, which counts the events the WHERE drops, would go
+    # with it, and the events of a batch read by such WHEREs alone would never be counted (found by
+    # the differential fuzzer). Such a WHERE is evaluated per event instead, which costs little.
+    # Nor may it reassociate a chain of products or sums to fold its constants together
+    # (ReorderAssociativeOperator): `(v * 2147483647) * 1000000000` became `v * <the two constants'
+    # product>`, which overflows where the language's left-to-right evaluation does not (v = 0 gives
+    # 0), so every event was dead-lettered (found by the differential fuzzer, seed 38107).
+    "spark.sql.optimizer.excludedRules": (
+        "org.apache.spark.sql.catalyst.optimizer.PruneFilters,"
+        "org.apache.spark.sql.catalyst.optimizer.ReorderAssociativeOperator"
+    ),
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    CHECKPOINT_FILE_MANAGER: (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
+}
+
+
+# The environment entries Spark's driver-side Python runners add to the Python function they run:
+# the Python streaming source's runner (one per source, started with each query) and the pre-init
+# runner of transformWithStateInPandas (one per stateful operator, at each query's first batch) put
+# them into the function's own java.util.HashMap, not a copy (Spark 4.x: StreamingPythonRunner,
+# PythonStreamingSourceRunner). Every query of a deployment that reads one source shares that map
+# (the registered data source's; its readers' functions, which go into every task, hold it too), and
+# queries start in threads of their own: two runners adding the same new key at once leave the
+# unsynchronized map with a size one more than its entries, and from then on every task that
+# carries it fails to deserialize (java.io.OptionalDataException in HashMap.readObject), failing the
+# queries (seen 1 full test run in 5). Present beforehand, the keys are only replaced, which changes
+# neither the map's size nor its table. Their values are the ones those runners set.
+_RUNNER_ENV = ("SPARK_LOCAL_DIRS", "SPARK_AUTH_SOCKET_TIMEOUT", "SPARK_BUFFER_SIZE", "SPARK_PYTHON_RUNTIME")
+
+
+def prepare_session(spark: SparkSession) -> None:
+    """Make `spark` fit for a deployment, whoever built it: `SESSION_CONF` (a query records these
+    in its checkpoint when it first starts; a restart keeps them), the polling delay of
+    CEP_POLL_MS, and the Python functions created from now on carry `_RUNNER_ENV` from the start."""
+    for key, value in SESSION_CONF.items():
+        spark.conf.set(key, value)
+    # Spark's default (10 ms) has every idle query ask each of its sources for new input a hundred
+    # times a second, each a call into the source's Python process: an idle `cep run` of
+    # examples/daily_bill.cpl kept 30% of a core busy (its JVM and its sources' Python processes,
+    # sampled from /proc, ad hoc), 12% at 100 ms. Not recorded in checkpoints: each start may
+    # choose another.
+    spark.conf.set(POLLING_DELAY, f"{settings.current().poll_ms}ms")
+    sc = spark.sparkContext
+    env = sc.environment
+    if all(key in env for key in _RUNNER_ENV):
+        return
+    conf = sc._jsc.sc().conf()
+    env.setdefault("SPARK_LOCAL_DIRS", sc._jvm.org.apache.spark.util.Utils.getLocalDir(conf))  # type: ignore[union-attr]
+    env.setdefault(
+        "SPARK_AUTH_SOCKET_TIMEOUT",
+        str(conf.getTimeAsSeconds("spark.python.authenticate.socketTimeout", "15s")),
+    )
+    env.setdefault("SPARK_BUFFER_SIZE", str(conf.getInt("spark.buffer.size", 65536)))
+    env.setdefault("SPARK_PYTHON_RUNTIME", "PYTHON_WORKER")
+
+
+# AF_UNIX socket paths are limited to 107 bytes; Spark names a worker's socket "/.<uuid>.sock" (43).
+_UDS_DIR_MAX = 60
+
+
+def python_worker_conf(master: str) -> dict[str, str]:
+    """Session settings for the Python workers (parsing, TUPLE/BATCH state, ReadSQL/UpdateSQL).
+
+    With a local master the executor runs in this process's JVM, and it talks to its Python workers
+    over a Unix domain socket instead of loopback TCP: each Python task has a fixed cost of its own
+    (bench/run's micro-batch rows), which this lowers. The sockets go to a private directory with a
+    short path, removed at exit (Spark leaves socket files behind). Not for a cluster, whose
+    executors run on other machines, where that directory does not exist; nor with
+    CEP_PYTHON_UDS=0; nor when the temporary directory's path is too long for a socket."""
+    if not settings.current().python_uds or not master.startswith("local"):
+        return {}
+    if len(tempfile.gettempdir()) + len("/cep-uds-xxxxxxxx") > _UDS_DIR_MAX:
+        return {}
+    directory = tempfile.mkdtemp(prefix="cep-uds-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return {
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.python.unix.domain.socket.dir": directory,
+    }
+
+
+def spark_session(master: str | None = None, app: str = "paascep", log: Path | None = None) -> SparkSession:
+    """A session configured for CEP: UTC, few shuffle partitions, its log in a file.
+
+    The first session of a process starts the JVM, with its output in `log` (default:
+    `run_log(None)`, under $CEP_DATA_DIR/logs); later ones share that JVM and its log (`jvm_log`)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    master = master or "local[*]"
+    conf = settings.current()
+    options = {
+        "spark.app.name": app,
+        "spark.master": master,
+        "spark.sql.shuffle.partitions": str(conf.shuffle_partitions),
+        # Bind and advertise the same address: advertising the host's name while bound to loopback
+        # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
+        # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
+        "spark.driver.bindAddress": conf.spark_bind,
+        "spark.driver.host": conf.advertised_host,
+        "spark.ui.showConsoleProgress": "false",
+        **SESSION_CONF,
+        **python_worker_conf(master),
+    }
+    if SparkContext._gateway is None:
+        launch_jvm(options, log or run_log(None))
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(conf.spark_log_level)
+    return spark
+
+
+_jvm_log: Path | None = None
+WORKER_PATH = Path(__file__).resolve().parent / "worker_path"
+
+
+def jvm_log() -> Path | None:
+    """The file the JVM of this process writes its output to, if `launch_jvm` started it."""
+    return _jvm_log
+
+
+def run_log(checkpoint: str | Path | None) -> Path:
+    """A new file for the Spark log of a run: in `CHECKPOINT/logs/`, beside the progress it keeps,
+    else in `$CEP_DATA_DIR/logs/`; named after the time (UTC) and the process."""
+    base = Path(checkpoint) / "logs" if checkpoint is not None else settings.current().data_dir / "logs"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return base.resolve() / f"spark-{stamp}-{os.getpid()}.log"
+
+
+def launch_jvm(options: dict[str, str], log: Path) -> None:
+    """Start this process's JVM (Spark's driver) as PySpark does, its output appended to `log`, and
+    send the py4j and pyspark loggers there too. Raises RuntimeError, with the end of the log, when
+    the JVM does not start (no Java, a bad option)."""
+    global _jvm_log
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if options.get("spark.master", "").startswith("local"):
+        # The Python processes this JVM starts import the installed PySpark, not Spark's zip of it
+        # (deployer/spark/run/worker_path/sitecustomize.py): they inherit its environment.
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(WORKER_PATH), *(p for p in paths if p != str(WORKER_PATH))]
+        )
+    conf = SparkConf()
+    for key, value in options.items():
+        conf.set(key, value)
+    handler = logging.FileHandler(log, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("py4j", "pyspark"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        with log.open("ab") as out:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": subprocess.STDOUT})
+    except Exception as err:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        said = "; ".join(lines[-3:]) or "no output"
+        raise RuntimeError(f"Spark's JVM did not start ({err}): {redact_text(said)} (log: {log})") from None
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    _jvm_log = log
+
+
+def stop_session(spark: SparkSession, wait: float = 5.0) -> None:
+    """Stop a session this process started, its Python workers first.
+
+    Spark stops its local Python workers by closing their sockets, then signals their daemon; a
+    worker that notices its closed socket first prints a BrokenPipeError traceback on its way out
+    (pyspark/daemon.py), on the run's standard error, after its last line. Signalled first (SIGTERM),
+    the daemon ends its process group's workers with SIGHUP, which they take quietly. Only the
+    daemons this driver's JVM started are signalled (a cluster's run on other machines' executors)."""
+    try:
+        jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    except Exception:  # no JVM left to ask: nothing of ours to signal
+        jvm = None
+    daemons = _python_daemons(jvm) if jvm is not None else []
+    for pid in daemons:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while daemons and time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in daemons):
+        time.sleep(0.02)
+    spark.stop()
+
+
+def _python_daemons(parent: int) -> list[int]:
+    """The `pyspark.daemon` processes whose parent is `parent` (Linux /proc; none elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == parent and b"pyspark.daemon" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return found

@@ -1,0 +1,153 @@
+"""Stateless sinks share one streaming query, which reads each input once per micro-batch.
+
+A sink whose stream the sources give by stateless operators alone (Map, Filter, MultiFilter, Union)
+needs no streaming state. When a script has two or more such sinks, one query writes them all,
+`sinks:stateless` (deployer.spark.run.queries), instead of one query each: its streaming DataFrame is the sources' events (tagged by
+source when there are several), each micro-batch of it is persisted, and every sink's stream is
+translated from it as a batch DataFrame and written, in script order (the Columns of that
+translation are compiled for the first batch and reused: SparkGraph.memo). So each input is read, and a
+MultiFilter evaluates its predicates, once per micro-batch for all those sinks (the paper's point of
+a MultiFilter), where a query per sink would each read, parse and filter the input again.
+
+Outputs that need state (Aggregate, Join) or call a data store (ReadSQL, UpdateSQL), tables and dead
+letters keep their own queries (deployer.spark.run.deployment). One query, one checkpoint: the sinks it
+writes are recorded in the checkpoint's manifest, and a restart whose shared sinks differ is
+refused (deployer.spark.run.checkpoint), because a sink that joins a query resuming mid-input would miss the
+events before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from deployer.spark.handlers import HANDLERS
+from deployer.spark.translate.graph import SparkGraph
+from operators import graph as g
+from stores.bindings import StoreBindings
+
+_TAG = "__input"  # which source an event of the shared stream came from, with several sources
+
+
+def stem(frames: Mapping[str, DataFrame], inputs: list[str]) -> DataFrame:
+    """The streaming DataFrame of the shared query: the events of `inputs`, each source's row as a
+    struct in a column of its own and tagged with the source's index when there are several."""
+    if len(inputs) == 1:
+        return frames[inputs[0]]
+    out: DataFrame | None = None
+    for k, stream in enumerate(inputs):
+        tagged = frames[stream].select(F.lit(k).alias(_TAG), F.struct("*").alias(f"{_TAG}{k}"))
+        out = tagged if out is None else out.unionByName(tagged, allowMissingColumns=True)
+    assert out is not None
+    return out
+
+
+def unstem(batch: DataFrame, inputs: list[str]) -> dict[str, DataFrame]:
+    """A micro-batch of `stem` back into each source's events."""
+    if len(inputs) == 1:
+        return {inputs[0]: batch}
+    return {s: batch.where(F.col(_TAG) == k).select(f"{_TAG}{k}.*") for k, s in enumerate(inputs)}
+
+
+Writer = Callable[[DataFrame, int], None]
+
+
+def batch_plans(
+    graph: g.Graph,
+    stores_config: StoreBindings | None = None,
+    timed_sources: set[str] | None = None,
+    dead_letters: bool = False,
+) -> Callable[[dict[str, DataFrame]], SparkGraph]:
+    """The `plan` of `shared_writer`: a micro-batch's source events -> its batch SparkGraph. The
+    graphs share one memo (the Columns are compiled for the first batch only) and build no
+    dead-letter frames (the failed rows are dropped, and the dead-letters query writes them:
+    deployer.spark.run.failures), unless `dead_letters` (that query's own plans)."""
+    memo: dict[tuple[str, str], Any] = {}
+    timed = set(timed_sources or ())
+
+    def plan(frames: dict[str, DataFrame]) -> SparkGraph:
+        return SparkGraph(
+            graph,
+            frames,
+            HANDLERS,
+            stores_config,
+            timed_sources=timed,
+            memo=memo,
+            collect_dead_letters=dead_letters,
+        )
+
+    return plan
+
+
+def observed(obs: Any) -> dict[str, Any] | None:
+    """The metrics of a pyspark Observation, or None if no action has run its DataFrame.
+
+    `Observation.get` would wait for ever then, and a writer may well run nothing: a replayed
+    batch that a Redis stream sink finds already written. So look at the JVM Observation's future
+    first (pyspark has no public way to ask)."""
+    jo = getattr(obs, "_jo", None)
+    if jo is None or not jo.future().isCompleted():
+        return None
+    if jo.getRow().length() == 0:
+        # The action ran, but its plan held no observation: Spark's optimizer removes one above an
+        # empty relation (a micro-batch with no events, or all of them filtered out before it) and
+        # then completes the Observation with an empty Row, which pyspark cannot convert (the
+        # `toPyRow` assertion that failed the whole query). Nothing was observed: nothing counted.
+        return {}
+    return dict(obs.get)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a micro-batch of the shared query did that its progress cannot tell (the work is done on
+    batch DataFrames): the rows its Filters and MultiFilters dropped, and the rows it wrote."""
+
+    filtered: dict[str, int]  # node id -> rows
+    out: int
+
+
+def shared_writer(
+    graph: g.Graph,
+    inputs: list[str],
+    writers: Mapping[str, Writer],
+    plan: Callable[[dict[str, DataFrame]], SparkGraph],
+    report: Callable[[int, Report], None],
+) -> Writer:
+    """foreachBatch of the shared query: persist the batch, write every sink of `writers` (stream ->
+    its writer, the same as a query of its own would use) from it, then `report` the batch. `plan`
+    makes the batch's SparkGraph from the source events."""
+    rows = F.count(F.lit(1)).alias("rows")  # each sink's rows written: one Column for every batch
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            sg = plan(unstem(batch, inputs))
+            sg.observations = {}  # the Filters count in Observations: batch DataFrames report no progress
+            written = []
+            for stream, writer in writers.items():
+                out = Observation()
+                written.append(out)
+                writer(sg.port(graph.streams[stream]).observe(out, rows), batch_id)
+            dropped = {node: observed(obs) for node, obs in sg.observations.items()}
+            counts = [observed(obs) for obs in written]
+            if not any(counts):
+                # No sink's plan ran (a writer had nothing to do, or the optimizer folded the plan
+                # to nothing): the batch must run all the same, or a Sequencer's state in it would
+                # not commit the batch (Spark fails the query: STATE_STORE_COMMIT_VALIDATION_FAILED)
+                # and the events it holds would not move on.
+                batch.count()
+            report(
+                batch_id,
+                Report(
+                    {node: int(m.get("rows") or 0) for node, m in dropped.items() if m is not None},
+                    sum(int(m.get("rows") or 0) for m in counts if m is not None),
+                ),
+            )
+        finally:
+            batch.unpersist()
+
+    return write

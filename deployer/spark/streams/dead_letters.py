@@ -1,0 +1,124 @@
+"""Dead letters on Spark: every record or event that cannot be processed, with the reason, as JSON lines.
+
+One shape for every dead letter (`dead_letter_frame`), so that the dead letters of different
+operators (different event types) share one DataFrame schema and one query; written with the same
+keys and values as the local engine's (deployer.local.driver).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from deployer.connectors.files import file_dir
+from deployer.connectors.records import json_value
+from deployer.spark.streams.sinks import Counter
+from deployer.spark.translate.columns import encoded_event
+from stores.arrow import micros_value
+
+# The key order of the local engine's dead letters (deployer.local.driver), so both write the same JSON.
+_DEAD_KEYS = ("stage", "reason", "stream", "node", "line", "source", "record")
+
+
+def _decoded(x: str | None) -> Any:
+    if x is None:
+        return None
+    tag, text = x[0], x[1:]
+    if tag == "i":
+        return int(text)
+    if tag == "f":
+        return float(text)
+    if tag == "n":
+        return Decimal(text)
+    if tag == "b":
+        return text == "true"
+    if tag == "t":
+        return micros_value(int(text))
+    return text
+
+
+def dead_letter_frame(df: DataFrame, fixed: dict[str, Any]) -> DataFrame:
+    """A dead-letter DataFrame in the one shape every dead letter takes: stage, reason, stream,
+    node, line, source, record and the event as tagged text (`columns.encoded_value`). `fixed` fills what
+    the rows do not carry."""
+    cols: list[Column] = []
+    for key in _DEAD_KEYS:
+        given = F.col(key) if key in df.columns else None
+        default = fixed.get(key)
+        t = T.IntegerType() if key == "line" else T.StringType()
+        col = F.lit(default).cast(t) if given is None else F.coalesce(given.cast(t), F.lit(default).cast(t))
+        cols.append(col.alias(key))
+    if "event" in df.columns and isinstance(df.schema["event"].dataType, T.ArrayType):
+        cols.append(F.col("event"))  # already encoded (`encoded_event`)
+    elif "event" in df.columns:
+        struct = df.schema["event"].dataType
+        assert isinstance(struct, T.StructType)
+        ev = F.col("event")
+        items = [(ev.getField(f.name), f.dataType) for f in struct.fields]
+        cols.append(F.when(ev.isNotNull(), encoded_event(items)).alias("event"))
+    else:
+        cols.append(F.lit(None).cast(T.ArrayType(T.StringType())).alias("event"))
+    return df.select(*cols)
+
+
+def dead_letter_writer(
+    directory: Path | None,
+    name: str,
+    fixed: dict[str, Any] | None = None,
+    counted: Counter | None = None,
+) -> Any:
+    """foreachBatch for rejected records and failed events; the same JSON as the local engine's.
+
+    A batch is a `dead_letter_frame`, or any DataFrame of `reason` and `event` (a struct of the
+    event's values) and the other keys, which is made one with `fixed`. `counted` is told how many
+    were written, late events aside (the run counts those apart: deployer.spark.streams.sources)."""
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        if df.columns != [*_DEAD_KEYS, "event"] or isinstance(df.schema["event"].dataType, T.StructType):
+            df = dead_letter_frame(df, fixed or {})
+        lines = []
+        late = 0
+        # One Spark job for the whole batch (toLocalIterator runs one per partition, and a union of
+        # many operators' dead letters has many), Arrow's columns as Python values.
+        for row in df.toArrow().to_pylist():
+            late += row["stage"] == "late"
+            doc: dict[str, Any] = {}
+            for key in _DEAD_KEYS:
+                if row[key] is not None:
+                    doc[key] = row[key]
+            if row["event"] is not None:
+                doc["event"] = [json_value(_decoded(x)) for x in row["event"]]
+            lines.append(json.dumps(doc, ensure_ascii=False, default=str))
+        if counted is not None:
+            counted(len(lines) - late)
+        if not lines:
+            return
+        if directory is None:
+            sys.stderr.write("\n".join(lines) + "\n")
+            return
+        directory.mkdir(parents=True, exist_ok=True)
+        file = f"dead-letter-{name}-{batch_id:08d}.jsonl".replace(":", "_")
+        tmp = directory / f".{file}.tmp"
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(tmp, directory / file)
+
+    return write
+
+
+def dead_letter_dir(dead_letter: str | None, sinks: Iterable[str]) -> Path | None:
+    """Where dead letters go: the given URI (None: the console), else beside the first file sink."""
+    if dead_letter == "console":
+        return None
+    if dead_letter:
+        return file_dir(dead_letter) or Path(dead_letter)
+    first = next((d for u in sinks if (d := file_dir(u)) is not None), None)
+    return (first.parent / "dead-letter") if first else Path("dead-letter")

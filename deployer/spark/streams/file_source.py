@@ -1,0 +1,225 @@
+"""`file:DIR` sources on Spark: a Python data source that reads files in the order they arrive, by name
+among those that arrive together, as the local engine does.
+
+Why not Spark's own file source: it takes the files of a directory in modification-time order (and in
+no defined order among files with equal times), so a run could read `f2` before `f1`; with event
+time, `f1`'s events then came after `f2`'s and could be late on one run and not on the next (a
+two-stream join lost pairs that way). Here:
+
+- Every source keeps an **arrival log** (`<checkpoint>/inputs/<stream>.files`): the names of its
+  files in the order they were first seen, appended (under a lock) by whichever query lists the
+  directory first; names that appear together are appended in name order. Every query of the run,
+  and every later run on the same checkpoint, reads the files in this order, so a micro-batch
+  replayed after a crash holds the same files, and all queries see one arrival order.
+- An offset is the number of log entries read (`{"files": n}`); a micro-batch reads entries
+  [start, end), at most `maxFilesPerTrigger` of them, split into partitions of consecutive files.
+- A record's `__seq` is its file's place in the log and its line: it sorts in arrival order.
+- Records are read and converted by the connectors (`deployer.connectors.files.read_file`,
+  `records.converted`): JSON lines, JSON arrays and CSV, the same records accepted and rejected with
+  the same reasons as on the local engine.
+- With `--until-idle` (availableNow) the run ends when the files there at its start are read: the
+  last micro-batch carries an **end-of-input row** (`__end` set, nothing else), which tells the
+  event-time stage (deployer.spark.streams.sequencer) that the stream is over, so that it releases the
+  events it was holding, as the local engine does at the end of its input. The end offset says it
+  (`{"files": n, "end": true}`), so a source with nothing to read still ends; a later run on the
+  same checkpoint goes on from there if new files arrived.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import pickle
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+
+from deployer.connectors.files import list_files, read_file
+from deployer.connectors.records import converted
+from deployer.spark.translate.columns import struct_of
+from operators.datatypes import Schema
+
+NAME = "cep_files"
+SEQ = "__seq"
+REASON = "__reason"
+RAW = "__raw"
+ORIGIN = "__origin"
+END = "__end"
+FILES_PER_PARTITION = 16  # consecutive files one task reads, when a micro-batch has many
+
+
+def parsed_schema(schema: Schema) -> T.StructType:
+    """The rows of the source: the event's fields (`_0`, `_1`, ...), its arrival position, and, for a
+    record that was rejected, the reason, its text and where it came from; `__end` marks the
+    end-of-input row."""
+    return T.StructType(
+        [
+            *struct_of(schema).fields,
+            T.StructField(SEQ, T.StringType()),
+            T.StructField(REASON, T.StringType()),
+            T.StructField(RAW, T.StringType()),
+            T.StructField(ORIGIN, T.StringType()),
+            T.StructField(END, T.BooleanType()),
+        ]
+    )
+
+
+class ArrivalLog:
+    """The names of a directory's files in the order they arrived (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def admit(self, directory: Path) -> list[str]:
+        """The log, after appending the files of `directory` it does not hold yet."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+", encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.seek(0)
+            names = f.read().splitlines()
+            seen = set(names)
+            new = [p.name for p in list_files(directory) if p.name not in seen]
+            if new:
+                f.write("".join(n + "\n" for n in new))
+                f.flush()
+                os.fsync(f.fileno())
+            return names + new
+
+    def names(self) -> list[str]:
+        try:
+            return self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+
+
+def options(directory: Path, shown: str, log: Path, schema: Schema, max_files: int | None) -> dict[str, str]:
+    """The data source's options (strings, as Spark passes them)."""
+    opts = {
+        "path": str(directory.resolve()),
+        "shown": shown,
+        "log": str(log),
+        "schema": base64.b64encode(pickle.dumps(schema)).decode("ascii"),
+    }
+    if max_files:
+        opts["maxfilespertrigger"] = str(max_files)  # Spark hands options over lower-cased
+    return opts
+
+
+class FileStreamDataSource(DataSource):
+    """A directory of event files, in arrival order; options as written by `options`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> T.StructType:
+        return parsed_schema(_schema(self.options))
+
+    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
+        return FileStreamReader(dict(self.options))
+
+
+def _schema(options: Any) -> Schema:
+    schema = pickle.loads(base64.b64decode(options["schema"]))
+    assert isinstance(schema, Schema)
+    return schema
+
+
+@dataclass
+class _Files(InputPartition):
+    """Consecutive files of the log: their names and the log position of the first; `end` adds the
+    end-of-input row after them."""
+
+    first: int
+    names: list[str]
+    end: bool = False
+
+
+class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: dict[str, str]) -> None:
+        self.options = opts
+        self.directory = Path(opts["path"])
+        self.log = ArrivalLog(Path(opts["log"]))
+        self.max_files = int(opts["maxfilespertrigger"]) if "maxfilespertrigger" in opts else None
+        self.target: int | None = None  # Trigger.AvailableNow: the files there when the query started
+
+    def initialOffset(self) -> dict:
+        return {"files": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = len(self.log.admit(self.directory))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if start.get("end") and (self.target is None or self.target <= start["files"]):
+            return start  # ended, and nothing arrived since: no batch
+        known = len(self.log.admit(self.directory)) if self.target is None else self.target
+        end = known
+        if isinstance(limit, ReadMaxFiles):
+            end = min(known, start["files"] + limit.max_files)
+        if self.target is not None and end >= self.target:
+            return {"files": self.target, "end": True}
+        return {"files": max(end, start["files"])}
+
+    def reportLatestOffset(self) -> dict | None:
+        return {"files": len(self.log.names())}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        names = self.log.names()[start["files"] : end["files"]]
+        parts = [
+            _Files(start["files"] + i, names[i : i + FILES_PER_PARTITION])
+            for i in range(0, len(names), FILES_PER_PARTITION)
+        ]
+        if end.get("end") and end != start:
+            parts.append(_Files(end["files"], [], end=True))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _Files)
+        schema = _schema(self.options)
+        out = parsed_schema(schema)
+        arrow = pa.schema([pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields])
+        shown = Path(self.options["shown"])
+        for k, name in enumerate(partition.names):
+            position = partition.first + k
+            yield _batch(read_file(self.directory / name, shown / name), position, schema, arrow)
+        if partition.end:
+            yield pa.RecordBatch.from_arrays(
+                [pa.nulls(1, f.type) if f.name != END else pa.array([True]) for f in arrow], schema=arrow
+            )
+
+    def commit(self, end: dict) -> None:
+        pass  # the files are not ours to move or delete
+
+
+def _batch(records: Iterator[Any], position: int, schema: Schema, arrow: pa.Schema) -> pa.RecordBatch:
+    """The rows of one file: each record converted, or rejected with its reason."""
+    width = len(schema)
+    cols: list[list[Any]] = [[] for _ in arrow]
+    for n, rec in enumerate(records):
+        values, reason = converted(rec, schema)
+        for i, v in enumerate(values):
+            cols[i].append(v)
+        cols[width].append(f"{position:012d}\x00{n:012d}")  # arrival order: file, then record
+        cols[width + 1].append(reason)
+        cols[width + 2].append(rec.text if reason else None)
+        cols[width + 3].append(rec.source if reason else None)
+        cols[width + 4].append(None)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(cols, arrow, strict=True)], schema=arrow
+    )

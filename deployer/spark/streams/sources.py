@@ -1,0 +1,178 @@
+"""Spark sources for `cep run --engine spark`: directories of event files, and synthetic events.
+
+A file source (deployer.spark.streams.file_source) reads its files in arrival order and converts records
+with the local engine's converter (deployer.connectors.records), so both engines accept, convert and
+reject the same records with the same reasons; Redis streams: deployer.spark.streams.redis_source. Every
+source's rows split here into events and dead letters (`split`); the streams with event time then
+pass the Sequencer (`sequence`), which decides late events in arrival order and releases the others
+in event-time order: a stream alone declares its watermark first (deployer.spark.streams.sequencer), the
+streams that meet in a merge pass it together and declare theirs on what it releases
+(deployer.spark.streams.merge_sequencer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deployer.connectors.files import file_dir
+from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC
+from deployer.spark.streams import file_source as files
+from deployer.spark.streams.file_source import END, ORIGIN, RAW, REASON, SEQ
+from deployer.spark.streams.merge_sequencer import PLACEHOLDER, Merged, sequenced_jointly
+from deployer.spark.streams.sequencer import LATE, LATE_TS, sequenced
+from deployer.spark.translate.columns import col_name, struct_of
+from operators import graph as g
+
+# Name prefixes of the observed metrics counting, per stream, the records read (`cep_in:<stream>`)
+# and the late events (`cep_late:<stream>`); deployer.spark.run.progress sums them.
+
+
+class SourceError(ValueError):
+    pass
+
+
+def file_source(
+    spark: SparkSession, uri: str, node: g.Source, log: Path, max_files: int | None = None
+) -> tuple[DataFrame, DataFrame]:
+    """A directory of event files → `split`'s (events, dead letters); `log` is the source's arrival
+    log (file_source)."""
+    directory = file_dir(uri)
+    if directory is None:
+        raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
+    if not directory.is_dir():
+        raise SourceError(f"source directory {directory} does not exist")
+    spark.dataSource.register(files.FileStreamDataSource)
+    reader = spark.readStream.format(files.NAME)
+    for key, value in files.options(directory, str(directory), log, node.schema, max_files).items():
+        reader = reader.option(key, value)
+    return split(reader.load(), node)
+
+
+def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
+    """A source's parsed rows (`file_source.parsed_schema`) → (events, dead letters).
+
+    The records read are counted as the local engine counts them (deployer.spark.run.progress sums the
+    observation). Records that did not convert are dead letters of stage `input`; with event time,
+    so are events without it (stage `Source`, as the reference executor's Source dead-letters them).
+    The events of a stream with event time, with its end-of-input row, are for `sequence`."""
+    is_end = F.coalesce(F.col(END), F.lit(False))
+    parsed = parsed.observe(f"{INPUT_METRIC}{node.stream}", F.count(F.when(~is_end, F.lit(1))).alias("rows"))
+    values = [col_name(i) for i in range(len(node.schema))]
+    rejected = F.col(REASON).isNotNull()
+    bad = parsed.filter(rejected).select(
+        F.lit("input").alias("stage"),
+        F.col(REASON).alias("reason"),
+        F.col(RAW).alias("record"),
+        F.col(ORIGIN).alias("source"),
+    )
+    if node.event_time is None:
+        return parsed.filter(~rejected & ~is_end).select(*values, SEQ), bad
+    ts = F.col(col_name(node.schema.position(node.event_time)))
+    untimed = parsed.filter(~rejected & ~is_end & ts.isNull()).select(
+        *_dead_event(node, f"event time field '{node.event_time}' is NULL", F.struct(*values))
+    )
+    timed = parsed.filter(~rejected & (ts.isNotNull() | is_end)).select(*values, SEQ, END)
+    return timed, bad.unionByName(untimed, allowMissingColumns=True)
+
+
+def sequence(
+    streams: Mapping[str, tuple[g.Source, DataFrame]],
+    merges: Sequence[tuple[str, ...]],
+    self_merged: Set[str] = frozenset(),
+) -> dict[str, tuple[DataFrame, DataFrame]]:
+    """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
+    per stream, (its events in order, its late events as dead letters of stage `late`). The streams
+    of each of `merges` pass it together; the others alone, those of `self_merged` (streams that
+    meet themselves in a merge) released strictly below their watermark."""
+    out: dict[str, tuple[DataFrame, DataFrame]] = {}
+    together = {s for merge in merges for s in merge}
+    for stream, (node, timed) in streams.items():
+        if stream in together:
+            continue
+        index, delay = _event_time(node)
+        # declared before the Sequencer: the stream's watermark counts every event it delivers
+        timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
+        out[stream] = _released(node, sequenced(timed, node.stream, index, delay, stream in self_merged))
+    for merge in merges:
+        nodes = [streams[s][0] for s in merge]
+        merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
+        for s, node, ordered in zip(merge, nodes, sequenced_jointly(merged), strict=True):
+            events, late = _released(node, ordered)
+            # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
+            index, delay = _event_time(node)
+            events = events.withWatermark(col_name(index), f"{delay} milliseconds")
+            # A stream's placeholder row moves its watermark and goes no further. The condition
+            # reads the event time so that Spark's optimizer keeps it above the watermark (it pushes
+            # a filter that does not read the event-time column below it, where the row would never
+            # reach the watermark).
+            ts = F.col(col_name(index))
+            out[s] = events.filter((F.col(SEQ) != F.lit(PLACEHOLDER)) | ts.isNull()), late
+    return out
+
+
+def _event_time(node: g.Source) -> tuple[int, int]:
+    """The position of a stream's event-time field and its WATERMARK in milliseconds."""
+    assert node.event_time is not None
+    return node.schema.position(node.event_time), node.watermark_ms or 0
+
+
+def _released(node: g.Source, ordered: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """A Sequencer's output → (the events it released, its late events as dead letters)."""
+    values = [col_name(i) for i in range(len(node.schema))]
+    index, _ = _event_time(node)
+    is_late = F.col(LATE).isNotNull()
+    ordered = ordered.observe(f"{LATE_METRIC}{node.stream}", F.count(F.when(is_late, F.lit(1))).alias("rows"))
+    event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
+    late = ordered.filter(is_late).select(*_dead_event(node, F.col(LATE), event, stage="late"))
+    return ordered.filter(~is_late).select(*values, SEQ), late
+
+
+def _dead_event(
+    node: g.Source, reason: str | Column, event: Column, stage: str | None = None
+) -> list[Column]:
+    """The columns of a dead event of `node` (deployer.spark.streams.dead_letters.dead_letter_frame)."""
+    return [
+        F.lit(stage or node.op).alias("stage"),
+        (F.lit(reason) if isinstance(reason, str) else reason).alias("reason"),
+        F.lit(node.id).alias("node"),
+        F.lit(node.line).alias("line"),
+        event.alias("event"),
+    ]
+
+
+def generator_source(spark: SparkSession, uri: str, node: g.Source) -> DataFrame:
+    """`generator:ROWS_PER_SECOND` — synthetic CDR-like events from Spark's rate source, for benchmarks.
+
+    Integer fields cycle through value modulo small primes, timestamps follow the rate source's own
+    clock, strings are the value's text: enough to exercise filters, maps and aggregates.
+    """
+    rate = uri.partition(":")[2] or "1000000"
+    df = spark.readStream.format("rate").option("rowsPerSecond", int(rate)).load()
+    cols = []
+    primes = [1009, 997, 3607, 101, 7]
+    schema = node.schema
+    for i, f in enumerate(schema):
+        v = F.col("value")
+        k = f.type.kind
+        if k in ("integer", "bigint"):
+            c = (v % primes[i % len(primes)]).cast("long")
+        elif k in ("double", "decimal"):
+            c = (v % 1000) / 10.0
+        elif k == "timestamp":
+            c = F.col("timestamp")
+        elif k == "boolean":
+            c = (v % 2) == 0
+        else:
+            c = v.cast("string")
+        cols.append(c.cast(struct_of(schema).fields[i].dataType).alias(col_name(i)))
+    out = df.select(*cols, F.format_string("%020d", F.col("value")).alias(SEQ))
+    if node.event_time is None:
+        return out
+    # In order by construction (the rate source's clock): its watermark, without a Sequencer.
+    return out.withWatermark(
+        col_name(schema.position(node.event_time)), f"{node.watermark_ms or 0} milliseconds"
+    )
