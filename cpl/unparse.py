@@ -148,10 +148,9 @@ def _pattern_element(e: ast.PatternElement) -> str:
     if isinstance(e, ast.PatternGroup):
         return f"({_pattern_group(e)})"
     if isinstance(e, ast.PatternEvery):
-        body = e.body
-        inner = _pattern_element(body)
-        # EVERY takes the element after it; a group keeps its parentheses, so nothing is ambiguous
-        return f"EVERY {inner}"
+        # EVERY takes the whole element after it (a step, an AND/OR or a group, which keeps its
+        # parentheses), so no parentheses are added
+        return f"EVERY {_pattern_element(e.body)}"
     if isinstance(e, ast.PatternLogical):
         return f"{_pattern_operand(e.left)} {e.op.upper()} {_pattern_operand(e.right)}"
     return _pattern_operand(e)

@@ -88,6 +88,14 @@ def _per_event_upstream(graph: g.Graph, ports: tuple[g.Port, ...]) -> list[g.Nod
     return list(seen.values())
 
 
+def _merges(node: g.Node) -> bool:
+    """Whether `node` merges its inputs' events by event time: a Union with event time, or a pattern
+    over several streams (matched in their merged order)."""
+    if isinstance(node, g.Pattern):
+        return len(node.inputs) > 1
+    return isinstance(node, g.Union) and node.event_time is not None
+
+
 def merged_sources(graph: g.Graph) -> list[tuple[str, ...]]:
     """The source streams with event time that meet in a merge, as sets of two or more streams: the
     streams a Union with event time reads, directly or through per-event operators; two merges that
@@ -103,7 +111,7 @@ def merged_sources(graph: g.Graph) -> list[tuple[str, ...]]:
         return s
 
     for node in graph.nodes:
-        if not isinstance(node, g.Union) or node.event_time is None:
+        if not _merges(node):
             continue
         met = [n.stream for n in _per_event_upstream(graph, node.inputs) if isinstance(n, g.Source)]
         for s in met[1:]:
@@ -124,7 +132,7 @@ def self_merged_sources(graph: g.Graph) -> set[str]:
     timed = {s.stream for s in graph.sources() if s.event_time is not None}
     out: set[str] = set()
     for node in graph.nodes:
-        if not isinstance(node, g.Union) or node.event_time is None:
+        if not _merges(node):
             continue
         seen: set[str] = set()
         for port in node.inputs:

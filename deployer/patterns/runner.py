@@ -4,7 +4,8 @@ match time, kept by the WHERE, projected by the SELECT) or a dead letter (an eve
 on, a match row whose WHERE or SELECT failed, a partial dropped beyond the cap).
 
 Rows carry an order key: the match time, then (at equal times) the matches a deadline completed
-before those an event completed, then the completing event's arrival position. Each engine sorts
+before those an event completed, then the completing event's place in the merged order (its input's
+place in the pattern, then its arrival). Each engine sorts
 what it writes by it, so that the rows of one partition key come in the order they were matched.
 """
 
@@ -41,10 +42,12 @@ class Emit:
 
 @dataclass(frozen=True)
 class Fail:
-    """A dead letter of the Pattern: why, and the event (or match row) it is about, if any."""
+    """A dead letter of the Pattern: why, and the event it is about (of input `input`), or the match
+    row (`input` None), if any."""
 
     reason: str
     event: Values | None
+    input: int | None = None
 
 
 class PatternRunner:
@@ -72,9 +75,10 @@ class PatternRunner:
 
     def on_event(self, m: Matcher, inp: int, values: Values, t: int, seq: str) -> list[Emit | Fail]:
         happened, refused = m.event(inp, values, t)
-        out = self.outcome(happened, seq)
+        # at equal times, the merged order: the input's place in the pattern, then arrival
+        out = self.outcome(happened, f"{inp:03d}|{seq}")
         if refused is not None:
-            out.append(Fail(refused, values))
+            out.append(Fail(refused, values, inp))
         return out
 
     def on_time(self, m: Matcher, until: int) -> list[Emit | Fail]:
@@ -85,7 +89,7 @@ class PatternRunner:
         n = 0
         for h in happened:
             if isinstance(h, Dropped):
-                out.append(Fail(self._dropped_reason(), _first_event(h.partial.slots)))
+                out.append(self._dropped(h))
                 continue
             if h.by_event:
                 order = f"{time_key(h.time)}|1|{seq}|{n:06d}"
@@ -108,17 +112,14 @@ class PatternRunner:
         except EVAL_ERRORS as err:
             return Fail(str(err) or type(err).__name__, row or None)
 
-    def _dropped_reason(self) -> str:
-        return (
+    def _dropped(self, d: Dropped) -> Fail:
+        """The dead letter of a partial dropped beyond the cap: its first event, if it has one."""
+        reason = (
             f"pattern: a partition key holds more than {self.cap} open partial matches "
             "(CEP_PATTERN_MAX_PARTIALS); the oldest, which this event began, is dropped"
         )
-
-
-def _first_event(slots: list[Any]) -> Values | None:
-    for s in slots:
-        if isinstance(s, list) and s:
-            return tuple(s[0])
-        if isinstance(s, tuple):
-            return s
-    return None
+        for slot, held in zip(self.node.automaton.slots, d.partial.slots, strict=True):
+            first = held[0] if isinstance(held, list) and held else held
+            if isinstance(first, tuple):
+                return Fail(reason, first, slot.input)
+        return Fail(reason, None)

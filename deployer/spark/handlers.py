@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from deployer.spark.datastores.sql import read_sql, update_sql
+from deployer.spark.patterns.translate import pattern
 from deployer.spark.translate import stateless
 from deployer.spark.translate.graph import Handler, SparkGraph
 from deployer.spark.translate.join import join
@@ -48,6 +49,11 @@ def _updatesql(sg: SparkGraph, node: g.Node) -> None:
     sg.ports[g.Port(node.id)] = update_sql(sg, node)
 
 
+def _pattern(sg: SparkGraph, node: g.Node) -> None:
+    assert isinstance(node, g.Pattern)
+    sg.ports[g.Port(node.id)] = pattern(sg, node)
+
+
 def _terminal(sg: SparkGraph, node: g.Node) -> None:
     sg.input(node)  # Sink and Materialize: their input is what deployer.spark.run.deployment writes
 
@@ -63,6 +69,7 @@ HANDLERS: dict[type[g.Node], Handler] = {
     g.ReadSQL: _readsql,
     g.UpdateSQL: _updatesql,
     g.Materialize: _terminal,
+    g.Pattern: _pattern,
     g.Sink: _terminal,
 }
 

@@ -9,8 +9,8 @@ catalog is changed:
     for every output that the old and the new deployment both have, the inputs it reads (stream,
     schema, event-time field, bound URI, in plan order) and its stateful operators (Aggregate:
     window, group-by keys, aggregates, and for TUPLE/BATCH windows the buffered rows' schema;
-    Join: both windows, both schemas, the event-time fields, the condition), in topological order,
-    must be the same.
+    Join: both windows, both schemas, the event-time fields, the condition; Pattern: its automaton,
+    its inputs' schemas, its partition key), in topological order, must be the same.
 
 Node ids, line numbers and stateless operators (Map, Filter, MultiFilter, Union, ReadSQL, UpdateSQL)
 are free to change: their effect on the checkpoint is nil, with one exception: the streams with event
@@ -67,6 +67,17 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
                 ("schemas", f"{node.left_schema} / {node.right_schema}"),
                 ("event time", f"{node.left_time} / {node.right_time}"),
                 ("condition", node.predicate.to_cpl()),
+            ),
+        )
+    if isinstance(node, g.Pattern):
+        # the automaton's states and the keys its state is kept by; its state's layout is the
+        # processor's STATE_VERSION (deployer.spark.patterns.processor)
+        return (
+            f"the pattern of line {node.line}",
+            (
+                ("automaton", "; ".join(node.automaton.describe(node.streams))),
+                ("schemas", " / ".join(str(s) for s in node.input_schemas)),
+                ("partition", str(node.partition)),
             ),
         )
     return None

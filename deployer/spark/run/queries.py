@@ -142,6 +142,8 @@ def failure_points(
     if isinstance(node, g.Join):
         exprs = [node.predicate, *(p.expr for p in node.projections)]
         return [(False, False)] if any(map(can_fail, exprs)) else []
+    if isinstance(node, g.Pattern):
+        return [(False, False)]  # always: beyond the cap of open partials, the oldest is dead-lettered
     if isinstance(node, g.ReadSQL):
         nul = store_kinds.get(node.query.store.lower()) == "postgresql" and any(
             a.type.is_string for a in node.args
@@ -163,7 +165,7 @@ def split_chain(graph: g.Graph, port: g.Port) -> tuple[g.Node, list[g.Map]] | No
         chain.insert(0, node)
         port = node.inputs[0]
         node = graph.node(port.node)
-    if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL):
+    if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL | g.Pattern):
         return node, chain
     return None
 
@@ -251,7 +253,7 @@ def _query(graph: g.Graph, name: str, writes: tuple[str, ...], ends: list[str]) 
         name,
         writes,
         tuple(n.stream for n in nodes if isinstance(n, g.Source)),
-        tuple(n.id for n in nodes if isinstance(n, g.Aggregate | g.Join)),
+        tuple(n.id for n in nodes if isinstance(n, g.Aggregate | g.Join | g.Pattern)),
         tuple(n.id for n in nodes if isinstance(n, g.ReadSQL | g.UpdateSQL)),
     )
 
@@ -266,6 +268,8 @@ def fired_by_watermark(node: g.Node) -> bool:
     (a join's state) in the micro-batch after the one that advanced the watermark. The other stateful
     operators (the Sequencers, TUPLE and BATCH windows) act on the events of a batch alone and
     register no timers."""
+    if isinstance(node, g.Pattern):
+        return True  # its deadlines (absences, WITHIN) are event-time timers
     return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
 
 

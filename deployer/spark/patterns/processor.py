@@ -1,0 +1,171 @@
+"""The Pattern operator's stateful processor on Spark: the automaton of deployer.patterns, one key at
+a time, with the key's state in the state store between micro-batches.
+
+Per key, the state is one value: the key's whole automaton pickled (its partials, each event stored
+once however many partials hold it: pickle writes a shared object once) and the one event-time timer
+the key has, at its earliest deadline (an absence's, or a WITHIN's end). A micro-batch's events of a
+key are taken in the merged order (event time, then the input's place in the pattern, then arrival),
+each letting the key's own deadlines pass up to its time first; the timer lets the watermark pass the
+deadlines of a key that has no later event. A key whose automaton is as new (nothing pending but an
+unused EVERY start) is removed with its timer: keys that go quiet leave nothing behind.
+
+It is Spark's row-based `transformWithState`: the automaton takes an event at a time, so there is
+nothing to vectorise, and a Row is a tuple of Python values already (a pandas frame per key cost a
+conversion per key and per value: docs/architecture.md, "Patterns on Spark", has the figures).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from deployer.patterns.matcher import KeyState
+from deployer.patterns.runner import Emit, Fail, PatternRunner
+from operators import graph as g
+from operators.datatypes import Schema
+from operators.values import from_micros, to_micros
+
+STATE_VERSION = 1  # the pickled state's layout: a change refuses an older checkpoint's state
+FAIL = "__fail"  # why a row is a dead letter, NULL for a match's row
+FAILED_EVENT = "__failed_event"  # ... and the event (or match row) it is about, as tagged text (JSON)
+STATE = T.StructType(
+    [
+        T.StructField("version", T.IntegerType()),
+        T.StructField("automaton", T.BinaryType()),
+        T.StructField("timer", T.LongType()),
+    ]
+)
+
+
+def encoded(values: tuple[Any, ...], schema: Schema) -> str:
+    """Values as a dead letter carries them: the tagged text of deployer.spark.translate.columns
+    `encoded_value`, as JSON, for the dead-letter writer to read back."""
+    out: list[str | None] = []
+    for v, f in zip(values, schema, strict=True):
+        kind = f.type.kind
+        if v is None:
+            out.append(None)
+        elif kind in ("integer", "bigint"):
+            out.append(f"i{v}")
+        elif kind == "double":
+            out.append(f"f{v!r}")
+        elif kind == "decimal":
+            out.append(f"n{v}")
+        elif kind == "boolean":
+            out.append("btrue" if v else "bfalse")
+        elif kind == "timestamp":
+            out.append(f"t{to_micros(v)}")
+        else:
+            out.append(f"s{v}")
+    return json.dumps(out)
+
+
+def _timestamps(schema: Schema) -> list[int]:
+    return [i for i, f in enumerate(schema) if f.type.kind == "timestamp"]
+
+
+class PatternProcessor(StatefulProcessor):
+    """See the module docstring. Input rows: `__inp`, `__t` (the event time, µs), `__seq`, then
+    one struct per input (`__e<i>`, the event's fields, timestamps as µs). Output rows: the node's
+    fields (`_0`...), `__seq` (the match's order key: deployer.patterns.runner), `FAIL`,
+    `FAILED_EVENT`."""
+
+    def __init__(self, node: g.Pattern, cap: int | None, out_names: list[str]) -> None:
+        self.node = node
+        self.cap = cap
+        self.out_names = out_names
+        self.width = len(node.schema)
+        self.stamps = [_timestamps(s) for s in node.input_schemas]
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("pattern", STATE)
+        self.runner = PatternRunner(self.node, self.cap)
+        self.row_schema = self.node.row_schema
+
+    # ---- the key's state -----------------------------------------------------------------------
+
+    def _load(self) -> tuple[KeyState, int | None]:
+        if not self.state.exists():
+            return self.runner.new_state(), None
+        stored = self.state.get()
+        assert stored is not None
+        version, blob, timer = stored
+        if version != STATE_VERSION:
+            raise RuntimeError(
+                f"the checkpoint keeps pattern state of layout {version}, this version reads {STATE_VERSION}: "
+                "run the script on a new checkpoint"
+            )
+        loaded: KeyState = pickle.loads(blob)
+        return loaded, timer
+
+    def _save(self, key_state: KeyState, old_timer: int | None) -> None:
+        m = self.runner.matcher(key_state)
+        if key_state.fresh(self.runner.program):
+            self.state.clear()
+            if old_timer is not None:
+                self.handle.deleteTimer(old_timer)
+            return
+        deadline = m.next_deadline()
+        # a timer at the first millisecond at or after the deadline (µs): Spark fires it when its
+        # watermark reaches it, and the automaton then decides what is at or before the watermark
+        timer = None if deadline is None else -(-deadline // 1000)
+        if timer != old_timer:
+            if old_timer is not None:
+                self.handle.deleteTimer(old_timer)
+            if timer is not None:
+                self.handle.registerTimer(timer)
+        blob = pickle.dumps(key_state, protocol=pickle.HIGHEST_PROTOCOL)
+        self.state.update((STATE_VERSION, blob, timer))
+
+    # ---- events and time ---------------------------------------------------------------------------
+
+    def _event(self, row: Row) -> tuple[int, tuple[Any, ...]]:
+        inp = row["__inp"]
+        event = row[f"__e{inp}"]
+        # the row-based API hands a struct over as a dict (field name to value), in field order
+        values = list(event.values() if isinstance(event, dict) else event)
+        for i in self.stamps[inp]:
+            if values[i] is not None:
+                values[i] = from_micros(values[i])
+        return inp, tuple(values)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        events = sorted(rows, key=lambda r: (r["__t"], r["__inp"], r["__seq"]))
+        key_state, timer = self._load()
+        m = self.runner.matcher(key_state)
+        out: list[Row] = []
+        for row in events:
+            inp, values = self._event(row)
+            out += self._rows(self.runner.on_event(m, inp, values, row["__t"], row["__seq"]))
+        self._save(key_state, timer)
+        yield from out
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
+        key_state, timer = self._load()
+        m = self.runner.matcher(key_state)
+        out = self._rows(self.runner.on_time(m, timerValues.getCurrentWatermarkInMs() * 1000))
+        # the fired timer is gone: the next one is registered anew
+        self._save(key_state, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer)
+        yield from out
+
+    def _rows(self, outs: list[Emit | Fail]) -> list[Row]:
+        rows = []
+        for o in outs:
+            if isinstance(o, Emit):
+                rows.append(Row(**dict(zip(self.out_names, (*o.values, o.order, None, None), strict=True))))
+                continue
+            schema = self.row_schema if o.input is None else self.node.input_schemas[o.input]
+            event = None if o.event is None else encoded(o.event, schema)
+            failed = (*([None] * self.width), "", o.reason, event)
+            rows.append(Row(**dict(zip(self.out_names, failed, strict=True))))
+        return rows
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,103 @@
+"""A Pattern node on Spark: its inputs in one DataFrame, grouped by partition key into the pattern's
+stateful processor (deployer.spark.patterns.processor), whose rows are the matches and the dead
+letters (an event a condition failed on, a match whose SELECT or WHERE failed, a partial dropped
+beyond the cap), split at one failure point after the state, as a window's rows are.
+
+The inputs are sequenced as a merge's are (operators.analysis.merged_sources): each micro-batch brings
+a key's events in an order the processor sorts back to the merged one. Their event times and
+timestamps cross to Python as microseconds (a Row's timestamp would be in the worker's local time).
+With `match_time()` selected, the output's event time is that column, and Spark's watermark goes on
+from it (`eventTimeColumnName`): the processor may emit a match at a deadline the watermark has just
+passed, which Spark's watermark for the operators after it allows for.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from deployer import settings
+from deployer.spark.patterns.processor import FAIL, FAILED_EVENT, PatternProcessor
+from deployer.spark.translate.columns import Message, col_name, spark_type
+from deployer.spark.translate.graph import SEQ, SparkGraph
+from operators import graph as g
+from operators.datatypes import DataType, Schema, common_type
+
+
+def _struct_type(schema: Schema) -> T.StructType:
+    """An input's event as it crosses to Python: its fields, timestamps as µs."""
+    return T.StructType(
+        [
+            T.StructField(f"f{i}", T.LongType() if f.type.kind == "timestamp" else spark_type(f.type))
+            for i, f in enumerate(schema)
+        ]
+    )
+
+
+def _event(schema: Schema) -> Column:
+    return F.struct(
+        *[
+            (F.unix_micros(F.col(col_name(i))) if f.type.kind == "timestamp" else F.col(col_name(i))).alias(
+                f"f{i}"
+            )
+            for i, f in enumerate(schema)
+        ]
+    )
+
+
+def _key_type(node: g.Pattern) -> DataType | None:
+    if node.partition is None:
+        return None
+    types = [s.fields[i].type for s, i in zip(node.input_schemas, node.partition, strict=True)]
+    return reduce(lambda a, b: common_type(a, b) or a, types)
+
+
+def _input(sg: SparkGraph, node: g.Pattern, i: int) -> DataFrame:
+    df = sg.input(node, i)
+    schema = node.input_schemas[i]
+    key_type = _key_type(node)
+    if node.partition is None or key_type is None:
+        key = F.lit("")
+    else:
+        field = F.col(col_name(node.partition[i])).cast(spark_type(key_type))
+        key = F.to_json(F.struct(field.alias("k")))  # never NULL, whatever the key
+    structs = [
+        (_event(schema) if j == i else F.lit(None).cast(_struct_type(s))).alias(f"__e{j}")
+        for j, s in enumerate(node.input_schemas)
+    ]
+    ts = F.col(col_name(schema.position(node.input_times[i])))
+    return df.select(
+        key.alias("__key"), F.lit(i).alias("__inp"), F.unix_micros(ts).alias("__t"), F.col(SEQ), *structs
+    )
+
+
+def pattern(sg: SparkGraph, node: g.Pattern) -> DataFrame:
+    inputs = reduce(DataFrame.unionByName, [_input(sg, node, i) for i in range(len(node.inputs))])
+    fields = [T.StructField(col_name(i), spark_type(f.type)) for i, f in enumerate(node.schema)]
+    out_schema = T.StructType(
+        [
+            *fields,
+            T.StructField(SEQ, T.StringType()),
+            T.StructField(FAIL, T.StringType()),
+            T.StructField(FAILED_EVENT, T.StringType()),
+        ]
+    )
+    processor = PatternProcessor(node, settings.current().pattern_max_partials, out_schema.names)
+    timed = col_name(node.schema.position(node.event_time)) if node.event_time else ""
+    out = inputs.groupBy(F.col("__key")).transformWithState(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode="EventTime",
+        eventTimeColumnName=timed,
+    )
+    errors: list[tuple[Column, Message]] = [(F.col(FAIL).isNotNull(), F.col(FAIL))]
+    event = F.from_json(F.col(FAILED_EVENT), T.ArrayType(T.StringType()))
+
+    def then(kept: DataFrame) -> DataFrame:
+        return kept.select(*[F.col(f.name) for f in fields], F.col(SEQ))
+
+    return sg.split_errors(node, out, errors, len(node.schema), then=then, event=event)
