@@ -29,8 +29,9 @@ OPERATOR_KIND = {
     "Join": "join",
     "ReadSQL": "read",
     "UpdateSQL": "write",
+    "Pattern": "pattern",
 }
-TIMED_OPERATORS = ("Aggregate TIME", "Join")
+TIMED_OPERATORS = ("Aggregate TIME", "Join", "Pattern")
 
 
 def needs_store(target: Row) -> str | None:

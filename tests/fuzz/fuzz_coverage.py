@@ -21,14 +21,16 @@ from deployer.evaluation.evaluate import compile_expr
 from deployer.local.runtime import EVAL_ERRORS
 from operators import expr as ir
 from operators import graph as g
+from operators import patterns as pt
 from operators.datatypes import Schema
 
 Row = tuple[str, str, str]  # (operator, upstream, position)
 
 # The upstream kinds: what produced the stream a statement reads (a statement is named by the
 # node that defines it, in this order of precedence).
-UPSTREAMS = ("source", "map", "filter", "union", "aggregate", "join", "read", "write")
-_TIMED = ("source", "map", "filter", "union", "join", "read", "write")  # the streams with event time
+UPSTREAMS = ("source", "map", "filter", "union", "aggregate", "join", "read", "write", "pattern")
+# the streams with event time (a pattern's when it selects its match time)
+_TIMED = ("source", "map", "filter", "union", "join", "read", "write", "pattern")
 POSITIONS: dict[str, tuple[str, ...]] = {
     "Filter": ("WHERE",),
     "MultiFilter": ("WHERE",),
@@ -41,10 +43,11 @@ POSITIONS: dict[str, tuple[str, ...]] = {
     "ReadSQL": ("ON SQL",),
     "UpdateSQL": ("ON SQL",),
     "Materialize": ("table row",),
+    "Pattern": ("condition", "WHERE", "SELECT"),
 }
 # What each operator can read: a TIME window and a join need event time, which an aggregate's rows
 # do not have.
-READS = {op: _TIMED if op in ("Aggregate TIME", "Join") else UPSTREAMS for op in POSITIONS}
+READS = {op: _TIMED if op in ("Aggregate TIME", "Join", "Pattern") else UPSTREAMS for op in POSITIONS}
 
 
 def operator(node: g.Node) -> str | None:
@@ -58,6 +61,7 @@ def _statement_kind(graph: g.Graph, line: int, besides: type[g.Node] = g.Sink) -
     nodes = {type(n) for n in graph.nodes if n.line == line and not isinstance(n, g.Sink | besides)}
     for kind, cls in (
         ("source", g.Source),
+        ("pattern", g.Pattern),
         ("aggregate", g.Aggregate),
         ("join", g.Join),
         ("read", g.ReadSQL),
@@ -102,6 +106,10 @@ def positions(node: g.Node) -> list[tuple[str, list[ir.Expr]]]:
         return [("condition", [node.predicate]), ("SELECT", [p.expr for p in node.projections])]
     if isinstance(node, g.ReadSQL | g.UpdateSQL):
         return [("ON SQL", [])]
+    if isinstance(node, g.Pattern):
+        conditions = [c.expr for c in pattern_conditions(node.automaton)]
+        where = [node.where] if node.where is not None else []
+        return [("condition", conditions), ("WHERE", where), ("SELECT", [p.expr for p in node.projections])]
     if isinstance(node, g.Materialize):
         return [("table row", [])]
     return [("-", [])]
@@ -126,6 +134,8 @@ def place(node: g.Node, reason: str, event: Sequence[Any] | None) -> list[str]:
     if len(places) == 1 or event is None:
         return [places[0][0]]
     try:
+        if isinstance(node, g.Pattern):
+            return _pattern_place(node, places, reason, event)
         if isinstance(node, g.Join):
             left = _typed(event[: len(node.left_schema)], node.left_schema)
             right = _typed(event[len(node.left_schema) :], node.right_schema)
@@ -145,6 +155,32 @@ def place(node: g.Node, reason: str, event: Sequence[Any] | None) -> list[str]:
         return [p for p, es in places[-2:] if any(_raises(e, typed, reason) for e in es)][:1]
     except Exception:
         return ["?"]
+
+
+def pattern_conditions(automaton: pt.Automaton) -> list[pt.Condition]:
+    out = []
+    for state in automaton.states:
+        e = state.element
+        for side in (e.left, e.right) if isinstance(e, pt.Logical) else (e,):
+            if side.condition is not None:
+                out.append(side.condition)
+    return out
+
+
+def _pattern_place(
+    node: g.Pattern, places: list[tuple[str, list[ir.Expr]]], reason: str, event: Sequence[Any]
+) -> list[str]:
+    """A match row's dead letter failed in the WHERE or a SELECT item (evaluated again on it); an
+    input event's, in a condition (which reads values of the partial, not known here)."""
+    if len(event) == len(node.row_schema):
+        try:
+            typed = _typed(event, node.row_schema)
+            found = [p for p, es in places[1:] if any(_raises(e, typed, reason) for e in es)]
+        except Exception:
+            found = []
+        if found:
+            return found[:1]
+    return ["condition"]
 
 
 @dataclass

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuzz_case import StoreTable
 from fuzz_exprs import BOOL, CATEGORIES, INT, NUMERIC, ORDERED, STR, Field
+from fuzz_patterns import pattern
 from fuzz_windows import time_spec, tuple_spec
 from hypothesis import strategies as st
 
@@ -271,7 +272,8 @@ def join_select(b: Builder, left: Stream, right: Stream) -> tuple[str, list[str]
     if not conds or b.forced("condition") or b.draw(st.integers(0, 2)) == 0:
         conds.append(b.at(BOOL, both, 1, "condition"))
     lf = [f for f in left.names() if f not in ("k", left.event_time)]
-    rf = [f for f in right.names() if f not in ("k", right.event_time)]
+    # (`ts` a field of its own, the event time being another: its copy would clash with r_ts)
+    rf = [f for f in right.names() if f not in ("k", "ts", right.event_time)]
     items = (["l.k AS k"] if "k" in left.names() else []) + [f"l.{left.event_time} AS ts"]
     items += [f"l.{f} AS l_{f}" for f in lf[: b.draw(st.integers(0, 2))]]
     items += [f"r.{f} AS r_{f}" for f in rf[: b.draw(st.integers(0, 2))]]
@@ -430,4 +432,5 @@ STATEMENTS: dict[str, Any] = {
     "union": union,
     "twins": twins,
     "table": table,
+    "pattern": pattern,
 }

@@ -42,10 +42,11 @@ def answers(spark: Any) -> bool:
     return True
 
 
-def aimed_at(tally: Tally, k: int, width: int = 5) -> tuple[tuple[str, str, str], ...]:
+def aimed_at(tally: Tally, k: int, width: int = 5, focus: str = "") -> tuple[tuple[str, str, str], ...]:
     """The lines of the coverage table the k-th seed aims at: a few of those with a zero, in turn, so
-    that each gets several cases (aiming at all of them at once spread a soak too thin)."""
-    gaps = tally.coverage.gaps()
+    that each gets several cases (aiming at all of them at once spread a soak too thin); with
+    `focus`, only the lines that name it (an operator or an upstream kind: `Pattern`, `pattern`)."""
+    gaps = tuple(g for g in tally.coverage.gaps() if not focus or focus in g[:2])
     if not gaps:
         return ()
     start = (k * width) % len(gaps)
@@ -62,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-aim",
         action="store_true",
         help="draw cases at random only (by default each seed aims its cases at the coverage table's zeros)",
+    )
+    ap.add_argument(
+        "--focus",
+        default="",
+        help="aim only at the coverage lines of this operator or upstream kind (e.g. Pattern, pattern)",
     )
     args = ap.parse_args(argv)
 
@@ -91,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 out_dir=args.out,
                 tally=tally,
                 shrink=not args.no_shrink,
-                targets=() if args.no_aim else aimed_at(tally, current - args.seed),
+                targets=() if args.no_aim else aimed_at(tally, current - args.seed, focus=args.focus),
             )
             try:
                 prop()

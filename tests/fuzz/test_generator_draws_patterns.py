@@ -1,0 +1,112 @@
+"""The fuzzer's generator draws every form of pattern and sequence (docs/fuzzing.md, "What it
+generates"): generation only, no engine run, so that a form the generator stops drawing fails here,
+not silently in a soak that no longer meets it. Every script it draws compiles (the generator
+compiles each statement as it goes and raises GeneratorError otherwise)."""
+
+from __future__ import annotations
+
+import re
+
+from fuzz_aims import TIMED_OPERATORS
+from fuzz_case import Case
+from fuzz_coverage import Coverage
+from fuzz_scripts import cases
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from cpl.compiler import compile_script
+from operators import graph as g
+
+# what each form of docs/language.md's "Patterns" looks like in a drawn statement
+FORMS = {
+    "PATTERN": r"FROM PATTERN ",
+    "SEQUENCE": r"FROM SEQUENCE ",
+    "step with a condition": r"\be\d=\w+\[",
+    "step without one": r"\be\d=\w+(?![\w\[])",
+    "equality with an earlier alias": r"\[(\w+) = e\d\.\1\b",
+    "exact count": r"<\d>",
+    "count with a range": r"<\d?:\d>",
+    "count with no maximum": r"<\d:>",
+    "sequence quantifier": r"[\]\w][+*?](?=[ ,;)]|$)",
+    "absence FOR": r"NOT \w+(\[[^\]]*\])? FOR \d",
+    "NOT ... AND": r"\(NOT \w+(\[.*?\])? AND e\d",
+    "AND": r"\(e\d=.*? AND e\d=",
+    "OR": r" OR e\d=",
+    "WITHIN": r" WITHIN \d",
+    "PARTITION BY": r" PARTITION BY k",
+    "WHERE on the matches": r"PARTITION BY k WHERE | WITHIN \d+ \w+ WHERE |\) WHERE |\] WHERE ",
+    "indexed value": r"e\d\[(0|last)\]\.\w+ AS",
+    "aggregate of a counted step": r"(count|sum|max)\(e\d\.\w+\) AS",
+    "match_time()": r"match_time\(\) AS",
+    "over two streams": r"",  # checked on the graph
+    "over a derived stream": r"",  # checked on the graph
+}
+PATTERN_ROWS = tuple(
+    (op, up, pos)
+    for op, up, pos in Coverage().expected()
+    if op == "Pattern" or (up == "pattern" and op in TIMED_OPERATORS)
+)
+
+
+def _drawn(n: int, per_seed: int = 3) -> list[Case]:
+    """`n` cases, a few per seed (one seed's examples are variations of each other: many seeds
+    give the variety a soak's consecutive seeds have)."""
+    out: list[Case] = []
+    for k in range(-(-n // per_seed)):
+
+        @seed(39000 + k)
+        @settings(
+            max_examples=per_seed,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(st.data())
+        def draw(data: st.DataObject) -> None:
+            out.append(data.draw(cases(stores=(None,), targets=PATTERN_ROWS)))
+
+        draw()
+    return out
+
+
+def test_the_generator_draws_every_form_of_pattern() -> None:
+    drawn = _drawn(150)
+    statements = {
+        line
+        for c in drawn
+        for line in c.script.splitlines()
+        if " FROM PATTERN " in line or " FROM SEQUENCE " in line
+    }
+    assert len(statements) >= 30, f"only {len(statements)} distinct pattern statements in {len(drawn)} cases"
+    missing = [name for name, rx in FORMS.items() if rx and not any(re.search(rx, s) for s in statements)]
+    assert not missing, f"forms never drawn: {missing}"
+    inputs: set[int] = set()
+    upstreams: set[str] = set()
+    every: set[str] = set()  # EVERY on one element, on a group of them
+    for c in drawn:
+        graph = compile_script(c.script).graph
+        for node in graph.nodes:
+            if isinstance(node, g.Pattern):
+                inputs.add(len(node.inputs))
+                upstreams |= {type(graph.node(p.node)).__name__ for p in node.inputs}
+                for i, state in enumerate(node.automaton.states):
+                    if state.every is not None:
+                        every.add("element" if state.every == i else "group")
+    assert inputs >= {1, 2}, inputs
+    assert every == {"element", "group"}, every
+    assert len(upstreams - {"Source"}) >= 3, f"patterns read only {upstreams}"
+
+
+def test_aimed_cases_put_a_failing_expression_at_each_position_of_a_pattern() -> None:
+    """A case aimed at a Pattern's position has an expression there meant to fail (fuzz_exprs.failing):
+    one that can raise (a CAST, a division, an overflow) is in the compiled node at that position."""
+    drawn = _drawn(60)
+    cov = Coverage()
+    for c in drawn:
+        cov.add(c.script, [], silent=False)
+    had = {(op, pos) for (op, _, pos), n in cov.had.items() if n and op == "Pattern"}
+    assert had >= {("Pattern", "condition"), ("Pattern", "WHERE"), ("Pattern", "SELECT")}, had
+    assert any(up == "pattern" and n for (op, up, _), n in cov.had.items() if op != "Pattern"), (
+        "no operator read a pattern's output"
+    )
