@@ -7,8 +7,8 @@ VENV := .venv
 
 venv: $(VENV)/.installed
 
-# The stamp makes re-runs free until pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+# The stamp makes re-runs free until pyproject.toml or setup.py changes.
+$(VENV)/.installed: pyproject.toml setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
 	$(VENV)/bin/python -m pip install -e '.[test,dev]'

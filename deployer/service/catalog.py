@@ -1,6 +1,6 @@
 """The catalog of deployments: what the service should run, and what it reports back.
 
-Tables (created by the Alembic migrations in `deployer/service/migrations/`, never by `create_all`):
+Tables (created by the Alembic migrations in `migrations/`, run by `migrate.py`, never by `create_all`):
 
 - `deployments`: one row per deployed script. The CLI writes the script, its bindings and the
   desired state, and bumps `revision` whenever the service must act (deploy, redeploy, start, stop);
@@ -31,7 +31,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from deployer import settings
-from deployer.service import migrations
+from deployer.service import migrate
 from deployer.service.models import VERSION_TABLE, Deployment, HistoryEntry, ServiceHeartbeat
 from stores.sql.sqlite import use_wal
 from stores.urls import StoreURL, parse_store_url, redact_text
@@ -139,7 +139,7 @@ class Catalog:
         """(the catalog's revision, the newest revision this version of cep knows)."""
         from alembic.runtime.migration import MigrationContext
 
-        head = migrations.script_directory().get_current_head()
+        head = migrate.script_directory().get_current_head()
         assert head is not None
         try:
             with self.engine.connect() as conn:
@@ -155,7 +155,7 @@ class Catalog:
         if current is None:
             raise CatalogError(self._not_migrated_message(self.shown))
         if current != head:
-            known = {s.revision for s in migrations.script_directory().walk_revisions()}
+            known = {s.revision for s in migrate.script_directory().walk_revisions()}
             if current not in known:
                 raise CatalogError(
                     f"the catalog at {self.shown} is at revision {current}, which this version of cep "
@@ -170,7 +170,7 @@ class Catalog:
         """Migrate to the newest revision; (revision before, revision after)."""
         before, _ = self.revisions()
         with self.engine.begin() as conn:
-            migrations.upgrade(conn)
+            migrate.upgrade(conn)
         after, _ = self.revisions()
         assert after is not None
         return before, after

@@ -2,7 +2,7 @@
 
 The loop, every second: take progress and failures from the running queries and write them to the
 catalog; and, every `--poll` seconds or at once when the catalog says something changed (NOTIFY on
-PostgreSQL, see deployer/service/migrations/versions/0001_catalog.py), reconcile: start what should run and does
+PostgreSQL, see migrations/versions/0001_catalog.py), reconcile: start what should run and does
 not, stop what should not run, restart what was redeployed (its `revision` changed), forget what
 was undeployed and delete checkpoints that no deployment refers to any more.
 

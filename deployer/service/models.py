@@ -1,5 +1,5 @@
-"""The catalog's tables, as SQLAlchemy models (created by the Alembic migrations in
-deployer/service/migrations/, never by `create_all`; deployer.service.catalog describes them)."""
+"""The catalog's tables, as SQLAlchemy models (created by the Alembic migrations in migrations/,
+never by `create_all`; deployer.service.catalog describes them)."""
 
 from __future__ import annotations
 

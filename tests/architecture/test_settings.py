@@ -21,7 +21,7 @@ def test_the_settings_table_is_the_declarations() -> None:
 
 def test_no_module_reads_a_cep_variable_itself() -> None:
     readers = []
-    for package in ("cpl", "operators", "stores", "deployer"):
+    for package in ("cpl", "operators", "stores", "deployer", "migrations"):
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             if path.name != "settings.py" and re.search(r"environ(\.get)?\(?\[?[\"']CEP_", text):

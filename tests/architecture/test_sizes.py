@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = ("cpl", "operators", "stores", "deployer", "bench")
+CODE = ("cpl", "operators", "stores", "deployer", "migrations", "bench")
 MODULE_LINES = 420
 FUNCTION_LINES = 65
 

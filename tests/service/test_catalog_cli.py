@@ -255,7 +255,7 @@ def test_a_second_service_on_one_catalog_is_refused(catalog_url: str) -> None:
 def test_migrations_go_down_and_up_again(catalog_url: str) -> None:
     from alembic import command
 
-    from deployer.service.migrations import config
+    from deployer.service.migrate import config
 
     ok("db", "upgrade", catalog=catalog_url)
     cat = Catalog.open(catalog_url)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +56,22 @@ def test_dockerfile_installs_the_project_and_runs_the_service() -> None:
     assert "openjdk-17-jre-headless" in text
     assert re.search(r"^RUN pip install \.", text, re.M)
     assert re.search(r'^CMD \["cep", "serve"\]', text, re.M)
-    # Every package the project ships is copied into the image and let through the ignore file.
-    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    # What the build reads, and every folder the project ships as a package (setup.py), is copied
+    # into the image and let through the ignore file.
     ignore = (DOCKER / "Dockerfile.dockerignore").read_text().split()
-    tops = {p.rstrip("*") for p in found["include"]}
-    assert tops == {p.parent.name for p in ROOT.glob("*/__init__.py")}, "packages.find misses a package"
+    assert re.search(r"^COPY pyproject\.toml setup\.py README\.md \./$", text, re.M)
+    assert {"!pyproject.toml", "!setup.py", "!README.md"} <= set(ignore)
+    tops = shipped_folders()
+    assert tops == {p.parent.name for p in ROOT.glob("*/__init__.py")}, "setup.py misses a package"
     for top in tops:
         assert f"COPY {top} ./{top}" in text, top
         assert f"!{top}/" in ignore, top
+
+
+def shipped_folders() -> set[str]:
+    """The top-level folders setup.py ships: PACKAGES as they are, RENAMED's under another name."""
+    found: dict[str, Any] = {}
+    for node in ast.parse((ROOT / "setup.py").read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = ast.literal_eval(node.value)
+    return {*found["PACKAGES"], *found["RENAMED"].values()}

@@ -82,7 +82,7 @@ def upgrade() -> None:
         sa.Column("seen_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("master", sa.String(500), nullable=True),
     )
-    if op.get_bind().dialect.name == "postgresql":
+    if op.get_context().dialect.name == "postgresql":
         op.execute(NOTIFY_FUNCTION)
         op.execute(
             "CREATE TRIGGER deployments_notify_change AFTER INSERT OR DELETE ON deployments "
@@ -97,7 +97,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
+    if op.get_context().dialect.name == "postgresql":
         op.execute("DROP TRIGGER IF EXISTS deployments_notify_update ON deployments")
         op.execute("DROP TRIGGER IF EXISTS deployments_notify_change ON deployments")
         op.execute("DROP FUNCTION IF EXISTS cep_notify_deployment()")

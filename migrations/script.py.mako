@@ -11,10 +11,12 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-${imports if imports else ""}
+% if imports:
+${imports}
+% endif
 
-revision: str = ${repr(up_revision)}
-down_revision: str | None = ${repr(down_revision)}
+revision: str = "${up_revision}"
+down_revision: str | None = ${'"%s"' % down_revision if isinstance(down_revision, str) else repr(down_revision)}
 branch_labels: str | Sequence[str] | None = ${repr(branch_labels)}
 depends_on: str | Sequence[str] | None = ${repr(depends_on)}
 
