@@ -91,11 +91,13 @@ class PatternProcessor(StatefulProcessor):
 
     # ---- the key's state -----------------------------------------------------------------------
 
-    def _load(self) -> tuple[KeyState, int | None]:
-        if not self.state.exists():
-            return self.runner.new_state(), None
+    def _load(self) -> tuple[KeyState, int | None, bool]:
+        """The key's automaton, its timer, and whether the state store held it."""
+        # every call on the state is a round trip to the JVM's state server: get() alone (None when
+        # the key has no state), not exists() first
         stored = self.state.get()
-        assert stored is not None
+        if stored is None:
+            return self.runner.new_state(), None, False
         version, blob, timer = stored
         if version != STATE_VERSION:
             raise RuntimeError(
@@ -103,12 +105,13 @@ class PatternProcessor(StatefulProcessor):
                 "run the script on a new checkpoint"
             )
         loaded: KeyState = pickle.loads(blob)
-        return loaded, timer
+        return loaded, timer, True
 
-    def _save(self, key_state: KeyState, old_timer: int | None) -> None:
+    def _save(self, key_state: KeyState, old_timer: int | None, stored: bool) -> None:
         m = self.runner.matcher(key_state)
         if key_state.fresh(self.runner.program):
-            self.state.clear()
+            if stored:  # a key met for the first time has nothing to clear
+                self.state.clear()
             if old_timer is not None:
                 self.handle.deleteTimer(old_timer)
             return
@@ -138,21 +141,21 @@ class PatternProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         events = sorted(rows, key=lambda r: (r["__t"], r["__inp"], r["__seq"]))
-        key_state, timer = self._load()
+        key_state, timer, stored = self._load()
         m = self.runner.matcher(key_state)
         out: list[Row] = []
         for row in events:
             inp, values = self._event(row)
             out += self._rows(self.runner.on_event(m, inp, values, row["__t"], row["__seq"]))
-        self._save(key_state, timer)
+        self._save(key_state, timer, stored)
         yield from out
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
-        key_state, timer = self._load()
+        key_state, timer, stored = self._load()
         m = self.runner.matcher(key_state)
         out = self._rows(self.runner.on_time(m, timerValues.getCurrentWatermarkInMs() * 1000))
         # the fired timer is gone: the next one is registered anew
-        self._save(key_state, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer)
+        self._save(key_state, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer, stored)
         yield from out
 
     def _rows(self, outs: list[Emit | Fail]) -> list[Row]:
