@@ -4,7 +4,9 @@ Spark needed: by the deployment's tally (deployer.spark.run.progress) and by the
 
 The queries publish them as observed metrics named here: records read per source (`cep_in:<stream>`,
 deployer.spark.streams.sources), events dropped per Filter node (`cep_filtered:<node>`,
-deployer.spark.translate.graph), late events per stream (`cep_late:<stream>`).
+deployer.spark.translate.graph), late events per stream (`cep_late:<stream>`). The events a merged
+stream releases (`cep_released:<stream>`, deployer.spark.streams.sources) are observed for the plan's
+sake only, and read by nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 INPUT_METRIC = "cep_in:"
 LATE_METRIC = "cep_late:"
 FILTERED_METRIC = "cep_filtered:"
+RELEASED_METRIC = "cep_released:"
 
 
 @dataclass(frozen=True)

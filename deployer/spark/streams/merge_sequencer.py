@@ -37,7 +37,9 @@ query that reads one of the streams alone must see that stream's watermark, not 
 TIME windows fire at the end as far as that stream's watermark goes), and a watermark declared
 before the stage would be in every query that reads any stream of the merge. Declared after, it is
 the stream's largest released event time - WATERMARK, which the next micro-batch's events never fall
-behind: they come at or after the merge's watermark, which the released events are below.
+behind: they come at or after the merge's watermark, which the released events are below. Every
+released event counts, whatever the statements after the merge drop: an observation right on the
+watermark keeps Spark's optimizer from pushing their filters below it (deployer.spark.streams.sources).
 """
 
 from __future__ import annotations

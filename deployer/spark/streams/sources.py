@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deployer.connectors.files import file_dir
-from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC
+from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC, RELEASED_METRIC
 from deployer.spark.streams import file_source as files
 from deployer.spark.streams.file_source import END, ORIGIN, RAW, REASON, SEQ
 from deployer.spark.streams.merge_sequencer import PLACEHOLDER, Merged, sequenced_jointly
@@ -105,10 +105,19 @@ def sequence(
             # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
             index, delay = _event_time(node)
             events = events.withWatermark(col_name(index), f"{delay} milliseconds")
-            # A stream's placeholder row moves its watermark and goes no further. The condition
-            # reads the event time so that Spark's optimizer keeps it above the watermark (it pushes
-            # a filter that does not read the event-time column below it, where the row would never
-            # reach the watermark).
+            # The watermark must see every event the stream releases, as the reference's merge
+            # counts every event of its inputs (docs/language.md, "Merges"). Spark's optimizer pushes
+            # a filter that does not read the event-time column below a watermark
+            # (PushPredicateThroughNonJoin), through the Union, Maps and join after the merge: the
+            # split of the events that an aggregate's GROUP BY key, a Map or a WHERE fails on went
+            # there (as would a WHERE that does not count what it drops, CEP_COUNT_FILTERED=0), and
+            # Spark's watermark for the stream left those events out; when they were all of its
+            # events, it stayed at 0 and no TIME window after the merge fired (found by the
+            # differential fuzzer, seed 39106). An observation is a node it pushes no filter
+            # through: one right on the watermark keeps every later filter above it.
+            events = events.observe(f"{RELEASED_METRIC}{node.stream}", F.count(F.lit(1)).alias("rows"))
+            # A stream's placeholder row moves its watermark and goes no further. (Its condition
+            # reads the event time, which kept it above the watermark before the observation did.)
             ts = F.col(col_name(index))
             out[s] = events.filter((F.col(SEQ) != F.lit(PLACEHOLDER)) | ts.isNull()), late
     return out
