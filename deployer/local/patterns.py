@@ -30,6 +30,8 @@ class PatternOp(Operator):
         self.merge = Merger(len(node.inputs))
         self.keys: dict[Any, KeyState] = {}
         self.deadlines: list[tuple[int, int, Any]] = []  # (time, key rank, key): a key's next deadline
+        # the time of each key's entry in `deadlines`: one per key; an entry at another time is stale
+        self.watched: dict[Any, int] = {}
         self.rank: dict[Any, int] = {}
         self.held: list[tuple[int, str, int, Event]] = []  # rows waiting for the watermark
         self.seq = 0
@@ -80,19 +82,27 @@ class PatternOp(Operator):
         holds anything an event could find: keys that go quiet leave nothing behind)."""
         if self.keys[key].fresh(self.runner.program):
             del self.keys[key], self.rank[key]
+            self.watched.pop(key, None)
             return
         self._watch(key, m.next_deadline())
 
     def _watch(self, key: Any, deadline: int | None) -> None:
-        if deadline is not None:
+        """Watch the key's next deadline: an entry only when it moved (an entry per event made the
+        heap grow with every event of a key that stays open, each popped and pushed again at each
+        of its deadlines: per-event work that grew with the run)."""
+        if deadline is None:
+            self.watched.pop(key, None)
+        elif self.watched.get(key) != deadline:
+            self.watched[key] = deadline
             heapq.heappush(self.deadlines, (deadline, self.rank[key], key))
 
     def _advance(self, until: int) -> None:
         """Let every key's deadlines up to `until` pass, the earliest first."""
         while self.deadlines and self.deadlines[0][0] <= until:
-            _, _, key = heapq.heappop(self.deadlines)
-            if key not in self.keys:
-                continue
+            t, _, key = heapq.heappop(self.deadlines)
+            if key not in self.keys or self.watched.get(key) != t:
+                continue  # a key forgotten, or an entry its deadline moved away from
+            del self.watched[key]
             m = self.runner.matcher(self.keys[key])
             nxt = m.next_deadline()
             if nxt is None or nxt > until:
