@@ -4,8 +4,7 @@ window. `AggregateChecker` collects the aggregate calls as it checks."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-from typing import Any
+from dataclasses import replace
 
 from cpl import syntax_tree as ast
 from cpl.errors import TypeCheckError
@@ -104,21 +103,13 @@ class AggregateChecker(Checker):
 
 def place_window_bounds(e: ir.Expr, row_width: int) -> ir.Expr:
     """Point window_start()/window_end() at their place in the aggregated row, after the aggregates."""
-    if isinstance(e, ir.Col) and e.index == -1:
-        return replace(e, index=row_width + (0 if e.name == WINDOW_START else 1))
-    changes: dict[str, Any] = {}
-    for f in fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, ir.Expr):
-            changes[f.name] = place_window_bounds(v, row_width)
-        elif isinstance(v, tuple) and v and all(isinstance(x, ir.Expr | tuple) for x in v):
-            changes[f.name] = tuple(
-                place_window_bounds(x, row_width)
-                if isinstance(x, ir.Expr)
-                else tuple(place_window_bounds(y, row_width) for y in x)
-                for x in v
-            )
-    return replace(e, **changes) if changes else e
+
+    def bound(c: ir.Col) -> ir.Col | None:
+        if c.index != -1:
+            return None
+        return replace(c, index=row_width + (0 if c.name == WINDOW_START else 1))
+
+    return ir.replace_cols(e, bound)
 
 
 def agg_name(i: int) -> str:

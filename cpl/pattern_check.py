@@ -8,8 +8,7 @@ each a column after the event's fields (conditions) or from the start (the match
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from cpl import syntax_tree as ast
 from cpl.aggregate_check import aggregate_type, contains_aggregate
@@ -158,18 +157,4 @@ class PatternChecker(Checker):
 
 def place_match_time(e: ir.Expr, row_width: int) -> ir.Expr:
     """Point match_time() (the sentinel index -1) at its place in the match row, after the refs."""
-    if isinstance(e, ir.Col) and e.index == -1:
-        return replace(e, index=row_width)
-    changes: dict[str, Any] = {}
-    for f in fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, ir.Expr):
-            changes[f.name] = place_match_time(v, row_width)
-        elif isinstance(v, tuple) and v and all(isinstance(x, ir.Expr | tuple) for x in v):
-            changes[f.name] = tuple(
-                place_match_time(x, row_width)
-                if isinstance(x, ir.Expr)
-                else tuple(place_match_time(y, row_width) for y in x)
-                for x in v
-            )
-    return replace(e, **changes) if changes else e
+    return ir.replace_cols(e, lambda c: replace(c, index=row_width) if c.index == -1 else None)

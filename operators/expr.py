@@ -8,7 +8,8 @@ is ever turned back into text for an engine to parse: `to_cpl` exists for people
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -224,6 +225,24 @@ def walk(e: Expr) -> list[Expr]:
 def depth(e: Expr) -> int:
     kids = e.children()
     return 1 + (max(depth(c) for c in kids) if kids else 0)
+
+
+def replace_cols(e: Expr, fn: Callable[[Col], Col | None]) -> Expr:
+    """`e` with each Col that `fn` gives a replacement for replaced (None: kept), and the rest of
+    the tree as it is (nodes without a change are the same objects)."""
+    if isinstance(e, Col):
+        return fn(e) or e
+    changes: dict[str, Any] = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            changes[f.name] = replace_cols(v, fn)
+        elif isinstance(v, tuple) and v and all(isinstance(x, Expr | tuple) for x in v):
+            changes[f.name] = tuple(
+                replace_cols(x, fn) if isinstance(x, Expr) else tuple(replace_cols(y, fn) for y in x)
+                for x in v
+            )
+    return replace(e, **changes) if changes else e
 
 
 def columns(e: Expr) -> list[Col]:
