@@ -37,7 +37,7 @@ from deployer.service.catalog import NOTIFY_CHANNEL, Catalog, CatalogError, data
 from deployer.service.models import Deployment
 from deployer.service.reports import absorb, redact, summarize_error, totals
 from deployer.service.spark_runs import ServiceDeployment
-from deployer.spark.run.session import spark_session
+from deployer.spark.run.session import set_log_level, spark_session
 
 log = logging.getLogger("paascep.service")
 
@@ -298,14 +298,14 @@ class Service:
     def _stop_queries(self, run: Running) -> None:
         """Stop one deployment's queries; Spark logs the cancelled jobs as errors, so hush it."""
         if self.spark is not None:
-            self.spark.sparkContext.setLogLevel("OFF")
+            set_log_level(self.spark, "OFF")
         try:
             run.deployment.stop()
         except Exception as err:
             log.warning("%s: stopping: %s", run.name, summarize_error(err))
         finally:
             if self.spark is not None:
-                self.spark.sparkContext.setLogLevel(self._log_level)
+                set_log_level(self.spark, self._log_level)
 
     # -- monitor: what runs -> the catalog --------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.run.session import POLLING_DELAY, prepare_session, python_worker_conf
+from deployer.spark.run.session import POLLING_DELAY, prepare_session, python_worker_conf, set_log_level
 from deployer.spark.streams import file_source
 
 pytestmark = pytest.mark.spark
@@ -150,3 +150,36 @@ def test_an_idle_query_looks_for_input_as_often_as_the_setting_says(
     monkeypatch.delenv("CEP_POLL_MS")
     prepare_session(spark)  # as every deployment does
     assert spark.conf.get(POLLING_DELAY) == "100ms"  # the default
+
+
+STATE_SERVER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
+
+
+def test_the_state_server_logs_no_warning_per_new_key(spark: Any) -> None:
+    """The state server warns each time a processor reads a value state that holds nothing, once per
+    new key of a Pattern: held at ERROR whatever the run's level, and silenced with the rest."""
+    jvm = spark.sparkContext._jvm
+    manager = jvm.org.apache.logging.log4j.LogManager
+
+    def level(name: str | None = None) -> str:
+        return str(
+            (manager.getRootLogger() if name is None else manager.getLogger(name)).getLevel().toString()
+        )
+
+    try:
+        set_log_level(spark, "WARN")
+        assert (level(), level(STATE_SERVER)) == ("WARN", "ERROR")
+        set_log_level(spark, "INFO")
+        assert (level(), level(STATE_SERVER)) == ("INFO", "ERROR")
+        set_log_level(spark, "OFF")  # a deployment's stop silences everything
+        assert (level(), level(STATE_SERVER)) == ("OFF", "OFF")
+        set_log_level(spark, "WARN")
+        assert level(STATE_SERVER) == "ERROR"
+        # a session someone else built (the tests', a service's) gets the floor from the deployment
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            STATE_SERVER, jvm.org.apache.logging.log4j.Level.WARN
+        )
+        prepare_session(spark)
+        assert level(STATE_SERVER) == "ERROR"
+    finally:
+        set_log_level(spark, "ERROR")  # the tests' level (tests/conftest.py)

@@ -47,7 +47,7 @@ from deployer.spark.run.queries import (
     store_kinds,
 )
 from deployer.spark.run.reporter import Reporter, progress_text
-from deployer.spark.run.session import prepare_session
+from deployer.spark.run.session import prepare_session, set_log_level
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
 from deployer.spark.streams.sinks import sink_writer
@@ -393,7 +393,7 @@ class SparkDeployment:
         # stack traces: not an error of this run, so the logs are silenced while the queries stop.
         py4j, level = logging.getLogger("py4j"), logging.getLogger("py4j").level
         py4j.setLevel(logging.CRITICAL)
-        self.spark.sparkContext.setLogLevel("OFF")
+        set_log_level(self.spark, "OFF")
         try:
             busy = list(self.queries)
             while busy:
@@ -405,7 +405,7 @@ class SparkDeployment:
                     busy.remove(q)
                 time.sleep(0.02)
         finally:
-            self.spark.sparkContext.setLogLevel(settings.current().spark_log_level)
+            set_log_level(self.spark, settings.current().spark_log_level)
             py4j.setLevel(level)
 
     def stop(self) -> None:

@@ -97,6 +97,30 @@ SESSION_CONF = {
 _RUNNER_ENV = ("SPARK_LOCAL_DIRS", "SPARK_AUTH_SOCKET_TIMEOUT", "SPARK_BUFFER_SIZE", "SPARK_PYTHON_RUNTIME")
 
 
+# Spark's state server logs a warning each time a stateful processor reads a value state that holds
+# nothing: the Pattern operator asks once per key it meets for the first time, so a micro-batch of
+# 10,000 new keys wrote 10,000 identical lines to the run's log. Its errors still go to the log.
+_CHATTY = {"org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer": "ERROR"}
+_LEVELS = ["ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"]
+
+
+def set_log_level(spark: SparkSession, level: str) -> None:
+    """Spark's log level (`SparkContext.setLogLevel`), with the loggers of `_CHATTY` held at their
+    level or above: never chattier than `level` either (OFF silences them too)."""
+    spark.sparkContext.setLogLevel(level)
+    hold_chatty(spark, level)
+
+
+def hold_chatty(spark: SparkSession, level: str = "ERROR") -> None:
+    """The loggers of `_CHATTY` at their level, or at `level` where that is stricter."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log4j = jvm.org.apache.logging.log4j
+    for name, floor in _CHATTY.items():
+        stricter = max(floor, level.upper(), key=lambda v: _LEVELS.index(v) if v in _LEVELS else 0)
+        log4j.core.config.Configurator.setLevel(name, log4j.Level.toLevel(stricter))
+
+
 def prepare_session(spark: SparkSession) -> None:
     """Make `spark` fit for a deployment, whoever built it: `SESSION_CONF` (a query records these
     in its checkpoint when it first starts; a restart keeps them), the polling delay of
@@ -109,6 +133,7 @@ def prepare_session(spark: SparkSession) -> None:
     # sampled from /proc, ad hoc), 12% at 100 ms. Not recorded in checkpoints: each start may
     # choose another.
     spark.conf.set(POLLING_DELAY, f"{settings.current().poll_ms}ms")
+    hold_chatty(spark)  # a session someone else built: its log level is theirs
     sc = spark.sparkContext
     env = sc.environment
     if all(key in env for key in _RUNNER_ENV):
@@ -175,7 +200,7 @@ def spark_session(master: str | None = None, app: str = "paascep", log: Path | N
     for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(conf.spark_log_level)
+    set_log_level(spark, conf.spark_log_level)
     return spark
 
 
