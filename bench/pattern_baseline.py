@@ -27,7 +27,7 @@ from deployer.spark.translate.graph import SEQ
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EQUALITY = "idreceiver = e1.idreceiver"  # a link the automaton looks up in buckets
-RANGE = "duration > e1.duration"  # a link it can only test against every waiting partial
+RANGE = "duration > e1.duration"  # a link it keeps the waiting partials sorted for (Ranked)
 
 
 def script(link: str, within: str) -> str:

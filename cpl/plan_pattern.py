@@ -141,7 +141,9 @@ class _Planner:
         usable = {k for k, a in self.aliases.items() if a.state < state}
         checker = PatternChecker(self.scope(s.schema, names), self.aliases, usable, own, len(s.schema), what)
         expr = checker.check_bool(where, what)
-        return pt.Condition(expr, tuple(checker.refs), _key(expr, checker.refs, len(s.schema), state, self))
+        key = _key(expr, checker.refs, len(s.schema), state, self)
+        rank = None if key is not None else _rank(expr, checker.refs, len(s.schema), state, self)
+        return pt.Condition(expr, tuple(checker.refs), key, rank)
 
     def side(self, e: ast.PatternStep | ast.PatternAbsence, state: int) -> pt.Step | pt.Absence:
         if isinstance(e, ast.PatternAbsence):
@@ -168,6 +170,13 @@ class _Planner:
                     )
                 element = self.side(e, i)
             states.append(pt.State(element, self.flat.every.get(i)))
+        if all(isinstance(st.element, pt.Step) and st.element.min == 0 for st in states):
+            raise PlanError(
+                "every element of this pattern can match no event (a count with a minimum of 0, '*' or "
+                "'?'): it would match at its first event, whatever that event is; give one step a "
+                "minimum of at least 1",
+                self.pf.pos,
+            )
         within = duration_ms(self.pf.within) if self.pf.within is not None else None
         return pt.Automaton(self.kind, tuple(states), tuple(self.slots), within)
 
@@ -195,6 +204,33 @@ def _key(
                         return ev.index, rf.index - width, "double" if double else "exact"
         if can_fail(conj):
             return None
+    return None
+
+
+_EXACT = ("integer", "bigint", "decimal")
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _rank(
+    expr: ir.Expr, refs: list[pt.Ref], width: int, state: int, p: _Planner
+) -> tuple[int, int, str] | None:
+    """The conjunct `event field < value the partial fixed earlier` (or <=, >, >=) the runtime may
+    keep the partials waiting at this state sorted by: exact values only (Python orders them as the
+    conditions compare them; a double's NaN would not be), and only in a condition none of whose
+    conjuncts can fail (a partial the order rules out is not evaluated at all: an error it would have
+    raised must not be one that refuses the event)."""
+    parts = ir.conjuncts(expr)
+    if any(can_fail(c) for c in parts):
+        return None
+    for conj in parts:
+        if not (isinstance(conj, ir.Binary) and conj.op in _FLIPPED):
+            continue
+        for ev, rf, op in ((conj.left, conj.right, conj.op), (conj.right, conj.left, _FLIPPED[conj.op])):
+            if not (isinstance(ev, ir.Col) and isinstance(rf, ir.Col) and ev.index < width <= rf.index):
+                continue
+            kinds = {ev.type.kind, rf.type.kind}
+            if (kinds <= set(_EXACT) or kinds == {"timestamp"}) and _fixed(refs[rf.index - width], state, p):
+                return ev.index, rf.index - width, op
     return None
 
 

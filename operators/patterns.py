@@ -68,11 +68,18 @@ class Condition:
     `key`, when set, is an equality conjunct between a field of the event and a value the partial
     fixed before it reached this state (`idreceiver = e1.idreceiver`): (the event field's position,
     the ref's position in `refs`, the kind the two are compared as). The runtime indexes the
-    partials waiting here by that value, so an event looks only at those it can fit."""
+    partials waiting here by that value, so an event looks only at those it can fit.
+
+    `rank`, when set (and no `key`), is a comparison conjunct of the same kind (`duration >
+    e1.duration`) of exact values (integers, decimals, timestamps) in a condition that cannot fail:
+    (the event field's position, the ref's position, the operator with the event's value on its
+    left). The runtime keeps the partials waiting here sorted by that value, so an event looks only
+    at those the comparison lets through."""
 
     expr: Expr
     refs: tuple[Ref, ...] = ()
     key: tuple[int, int, str] | None = None
+    rank: tuple[int, int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +158,9 @@ class Automaton:
         count = ""
         if e.counted:
             count = f"<{e.min}:{'' if e.max is None else e.max}>"
-        indexed = " (indexed)" if e.condition is not None and e.condition.key is not None else ""
+        c = e.condition
+        indexed = " (indexed)" if c is not None and c.key is not None else ""
+        indexed = " (ranked)" if c is not None and c.rank is not None else indexed
         return f"{slot.alias}={streams[slot.input]}{cond}{count}{indexed}"
 
     @property

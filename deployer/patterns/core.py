@@ -8,7 +8,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Any
 
-from deployer.patterns.partial import Partial, Pending
+from deployer.patterns.partial import Partial, Pending, Ranked
 from deployer.patterns.program import ABSENCE, LOGICAL, STEP, AbsenceCode, Program, StepCode
 
 Values = tuple[Any, ...]
@@ -46,7 +46,9 @@ class KeyState:
     __slots__ = ("armed", "first", "live", "next_order", "next_tag", "pending", "timers")
 
     def __init__(self, program: Program) -> None:
-        self.pending = [Pending(st.keyed) for st in program.states]
+        self.pending: list[Pending | Ranked] = [
+            Pending(st.keyed) if st.rank is None else Ranked(st.rank) for st in program.states
+        ]
         self.timers: list[tuple[int, int, int, int, Partial]] = []  # (time, kind, order, tag, partial)
         self.next_order = 0
         self.next_tag = 0

@@ -3,17 +3,20 @@
 A partial holds one slot per alias: None (not bound), the event (a tuple of values) its step took, or
 the list of events its counted step collected. An event is stored once, in the slots of the partials
 that took it: a copy of a partial (EVERY) copies the list of slots, never the events, and the state
-store keeps them shared (deployer.patterns.codec pickles the whole key, which writes each event
+store keeps them shared (deployer.spark.patterns.processor pickles the whole key, which writes each event
 once).
 
 The partials waiting at a state are kept in their order of arrival there (the oldest is tried first,
 and completes first: docs/language.md, "Patterns"), in buckets by the value of the state's key when
 its condition has one (`operators.patterns.Condition.key`): an event then looks only at the partials
-of its own value, so the work per event does not grow with the partials that wait for other values.
+of its own value, so the work per event does not grow with the partials that wait for other values
+(`Pending`); or, when the link is a comparison (`operators.patterns.Condition.rank`), sorted by
+the value, so that an event looks only at those the comparison lets through (`Ranked`).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -127,6 +130,75 @@ class Pending:
             p.homes.pop(state, None)
         self.items.clear()
         self.buckets.clear()
+        return gone
+
+
+class Ranked:
+    """The partials waiting at a state whose condition compares the event with a value the partial
+    fixed earlier (`duration > e1.duration`: `operators.patterns.Condition.rank`), sorted by that
+    value: an event looks only at the partials the comparison lets through (found by bisection), so
+    the work per event grows with the partials it may fit, not with all those waiting. `op` is the
+    comparison, the event's value on its left. Candidates come in their order of arrival here, as
+    `Pending`'s do (`arrived` numbers them); a NULL value never compares true and is not ranked.
+    Same interface as `Pending`; plain data."""
+
+    __slots__ = ("arrived", "items", "op", "ranks")
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.arrived = 0
+        self.items: dict[int, Partial] = {}  # arrival number -> partial, every one waiting here
+        self.ranks: list[tuple[Any, int]] = []  # (value, arrival number), sorted; no NULL value
+
+    def add(self, p: Partial, state: int, key: Any = None) -> None:
+        n = self.arrived
+        self.arrived += 1
+        self.items[n] = p
+        p.homes[state] = (key, n)
+        if key is not None:
+            bisect.insort(self.ranks, (key, n))
+
+    def remove(self, p: Partial, state: int) -> None:
+        home = p.homes.pop(state, None)
+        if home is None:
+            return
+        key, n = home
+        self.items.pop(n, None)
+        if key is not None:
+            i = bisect.bisect_left(self.ranks, (key, n))
+            if i < len(self.ranks) and self.ranks[i][1] == n:
+                del self.ranks[i]
+
+    def candidates(self, event_key: Any = None) -> list[Partial]:
+        """The partials whose value `event_key OP value` holds for, in their order of arrival."""
+        if event_key is None:
+            return []
+        r, op = self.ranks, self.op
+        # (v,) sorts before every (v, n), (v, inf) after them all
+        if op == ">":  # value < event
+            hits = r[: bisect.bisect_left(r, (event_key,))]
+        elif op == ">=":  # value <= event
+            hits = r[: bisect.bisect_left(r, (event_key, math.inf))]
+        elif op == "<":  # value > event
+            hits = r[bisect.bisect_left(r, (event_key, math.inf)) :]
+        else:  # "<=": value >= event
+            hits = r[bisect.bisect_left(r, (event_key,)) :]
+        if len(hits) == len(self.items):
+            return list(self.items.values())
+        return [self.items[n] for n in sorted(n for _, n in hits)]
+
+    def all(self) -> list[Partial]:
+        return list(self.items.values())
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def clear(self, state: int) -> list[Partial]:
+        gone = self.all()
+        for p in gone:
+            p.homes.pop(state, None)
+        self.items.clear()
+        self.ranks.clear()
         return gone
 
 

@@ -82,6 +82,7 @@ class StepCode:
     test: Test | None
     event_key: Callable[[tuple[Any, ...]], Any] | None = None  # the event's value of the state's key
     partial_key: Read | None = None  # the partial's
+    rank: str | None = None  # the key is a rank, compared by this operator (event's value on the left)
 
     @property
     def counted(self) -> bool:
@@ -108,9 +109,17 @@ class StateCode:
 
     @property
     def keyed(self) -> bool:
+        """Whether the partials waiting here are indexed by the value of an equality (`Pending`)."""
+        side = self.sides[0]
         return (
-            self.kind == STEP and isinstance(self.sides[0], StepCode) and self.sides[0].event_key is not None
+            self.kind == STEP and isinstance(side, StepCode) and side.event_key is not None and not side.rank
         )
+
+    @property
+    def rank(self) -> str | None:
+        """The comparison the partials waiting here are sorted for (`Ranked`), if any."""
+        side = self.sides[0]
+        return side.rank if self.kind == STEP and isinstance(side, StepCode) else None
 
 
 @dataclass
@@ -154,6 +163,9 @@ def _side(element: pt.Step | pt.Absence, a: pt.Automaton, schemas: Sequence[Sche
     keyed = _key(cond, reads) if cond is not None else None
     if keyed is not None:
         code.event_key, code.partial_key = keyed
+    elif cond is not None and cond.rank is not None:
+        field, ref, code.rank = cond.rank
+        code.event_key, code.partial_key = (lambda values: values[field]), reads[ref]
     return code
 
 

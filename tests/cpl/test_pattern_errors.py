@@ -75,3 +75,34 @@ def test_a_pattern_that_can_grow_without_bound_compiles_with_a_warning() -> None
         STREAMS + "INSERT INTO o SELECT e1.price AS p FROM PATTERN EVERY e1=a -> e2=b WITHIN 1 MINUTE;"
     )
     assert not any("without bound" in d.message for d in bounded.warnings)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "FROM SEQUENCE EVERY e1=a[price > 1]<0:2>",  # fuzzer seed 40101
+        "FROM PATTERN e1=a<0:2> -> e2=b<:1>",
+        "FROM SEQUENCE e1=a*, e2=b?",
+        "FROM PATTERN EVERY (e1=a<:3> -> e2=b<0:>) WITHIN 1 SECOND",
+    ],
+)
+def test_a_pattern_that_can_match_no_event_is_an_error(pattern: str) -> None:
+    """It would match at its first event, whatever it is; a partial kept from one event to the next
+    and one started anew would disagree on the next (the reference executor forgot the key after
+    each event, Spark after each micro-batch: 6 matches against 1)."""
+    line = f"INSERT INTO o SELECT count(e1.price) AS n {pattern};"
+    with pytest.raises(CompileError) as info:
+        compile_script(STREAMS + line, "t.cpl")
+    text = info.value.render()
+    assert "every element of this pattern can match no event" in text
+    assert f"t.cpl:4:{line.index('FROM ') + 6}: error" in text, text  # at PATTERN / SEQUENCE
+
+
+def test_a_pattern_with_one_step_that_takes_an_event_compiles() -> None:
+    for pattern in (
+        "FROM PATTERN EVERY e1=a<0:2> -> e2=b",
+        "FROM SEQUENCE e1=a*, e2=b+",
+        "FROM PATTERN NOT a FOR 1 sec",
+    ):
+        line = f"INSERT INTO o SELECT match_time() AS t {pattern};"
+        assert compile_script(STREAMS + line).graph is not None

@@ -7,7 +7,8 @@ with its match time): one to four elements, each a step with or without a condit
 middle or trailing), an AND or OR of two steps, or `NOT s[c] AND step`; EVERY on one element or on a
 group of them; WITHIN, PARTITION BY and a WHERE on the matches now and then. A condition reads the
 tested event's fields and the values earlier steps bound (`e1.v`, `e2[last].v`), and often links to
-an earlier step by equality (`k = e1.k`, what the runtime indexes); the SELECT reads the aliases
+an earlier step by equality (`k = e1.k`, what the runtime indexes) or by a comparison (`k > e1.k`,
+what it keeps sorted); the SELECT reads the aliases
 (an index or an aggregate of a counted one) and, now and then, the match time. Conditions, the WHERE
 and SELECT items may draw expressions that fail on some events (fuzz_exprs.at): a condition's in
 every state of a partial, since a later step's is evaluated only while a partial waits there.
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 
 # the fuzz inputs' events are 0 to 60 s apart (fuzz_inputs.STEPS): deadlines that some partials meet
 DURATIONS = ["250 MILLISECONDS", "1 SECOND", "2 SECONDS", "5 SECONDS", "30 SECONDS", "1 MINUTE", "1 HOUR"]
+# A link to an earlier step: an equality (the runtime indexes it by value) or a comparison (it keeps
+# the partials sorted by the value: deployer.patterns.partial.Ranked).
+LINK_OPS = ["=", "=", "<", "<=", ">", ">="]
+OPTIONAL = ("<0:2>", "<0:>", "<:2>", "<:1>", "*", "?")  # the counts that may take no event
 PATTERN_COUNTS = ["<1>", "<2>", "<0:2>", "<1:3>", "<2:>", "<0:>", "<:2>", "<3>", "<:1>"]
 SEQUENCE_COUNTS = [*PATTERN_COUNTS, "+", "*", "?", "+", "*"]
 
@@ -52,6 +57,10 @@ class PatternDraw:
         self.elements: list[str] = []
         self.ends_in_absence = False
         self.usable = 0  # the aliases of the elements before the one being drawn
+        # whether an element so far needs an event (or a deadline): a pattern whose every element is
+        # a count with a minimum of 0 is a compile error, so the last element then needs one
+        self.takes = False
+        self.must_take = False
 
     def draw_stream(self) -> Stream:
         chosen: Stream = self.b.draw(st.sampled_from(self.inputs))
@@ -70,7 +79,7 @@ class PatternDraw:
 
     def condition(self, s: Stream, own: str | None = None, counted: bool = False) -> str:
         """`[...]` or nothing: an expression over the event's fields and earlier values, often with
-        an equality on an earlier step's field (indexed by the runtime)."""
+        a link to an earlier step's field (indexed or sorted by the runtime)."""
         b = self.b
         aimed_here = b.forced("condition")
         if not aimed_here and b.draw(st.integers(0, 3 if b.force is None else 1)) == 0:
@@ -88,7 +97,11 @@ class PatternDraw:
         ]
         if links and b.draw(st.booleans()):
             field, alias = b.draw(st.sampled_from(links))
-            conjuncts.append(f"{field} = {alias}.{field}")
+            op = b.draw(st.sampled_from(LINK_OPS))
+            if op == "=" or b.draw(st.booleans()):
+                conjuncts.append(f"{field} {op} {alias}.{field}")
+            else:
+                conjuncts.append(f"{alias}.{field} {op} {field}")
         if not conjuncts or aimed_here or b.draw(st.booleans()):
             conjuncts.append(b.at(BOOL, scope, 2, "condition"))
         return f"[{' AND '.join(conjuncts)}]"
@@ -98,16 +111,19 @@ class PatternDraw:
         name = f"e{len(self.aliases) + 1}"
         count = ""
         if counted or (counted_ok and self.b.draw(st.integers(0, 2)) == 0):
-            count = self.b.draw(
-                st.sampled_from(SEQUENCE_COUNTS if self.kind == "SEQUENCE" else PATTERN_COUNTS)
-            )
+            counts = SEQUENCE_COUNTS if self.kind == "SEQUENCE" else PATTERN_COUNTS
+            if self.must_take:
+                counts = [c for c in counts if c not in OPTIONAL]
+            count = self.b.draw(st.sampled_from(counts))
         several = count not in ("", "<1>")  # `<1>` is one event, as a plain step
         cond = self.condition(s, name, several)
-        optional = count in ("<0:2>", "<0:>", "<:2>", "<:1>", "*", "?")
+        optional = count in OPTIONAL
+        self.takes = self.takes or not optional
         self.aliases.append(Alias(name, s, several, sure and not optional))
         return f"{name}={s.name}{cond}{count}"
 
     def absence(self, wait: bool = True) -> str:
+        self.takes = True
         s = self.draw_stream()
         text = f"NOT {s.name}{self.condition(s)}"
         return f"{text} FOR {self.b.draw(st.sampled_from(DURATIONS))}" if wait else text
@@ -139,7 +155,10 @@ class PatternDraw:
         b = self.b
         # aimed at a position (fuzz_aims): short, so that matches reach the WHERE and SELECT
         n = b.draw(st.integers(1, 4 if b.force is None else 2))
-        texts = [self.element() for _ in range(n)]
+        texts = []
+        for i in range(n):
+            self.must_take = i == n - 1 and not self.takes
+            texts.append(self.element())
         sep = " -> " if self.kind == "PATTERN" else ", "
         form = b.draw(st.integers(0, 4))
         if form == 0 or (n == 1 and form > 3):

@@ -24,6 +24,8 @@ FORMS = {
     "step with a condition": r"\be\d=\w+\[",
     "step without one": r"\be\d=\w+(?![\w\[])",
     "equality with an earlier alias": r"\[(\w+) = e\d\.\1\b",
+    "comparison with an earlier alias": r"[\[ ](\w+) [<>]=? e\d\.\1\b",
+    "comparison written the other way": r"[\[ ]e\d\.(\w+) [<>]=? \1\b",
     "exact count": r"<\d>",
     "count with a range": r"<\d?:\d>",
     "count with no maximum": r"<\d:>",
