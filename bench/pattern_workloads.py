@@ -65,8 +65,8 @@ class Sizes:
     state_events: int
 
 
-# The full sizes take about MINUTES minutes in all on this machine when it is quiet (the quick ones
-# about QUICKMIN), twice or three times that under other people's Spark tests; the state row (1,000,000
+# The full sizes take about 15 minutes in all on this machine when it is quiet (the quick ones
+# about 6), twice or three times that under other people's Spark tests; the state row (1,000,000
 # events over 100,000 keys) and the 3-step rows (both jobs at 10,000 keys) cost most.
 FULL = Sizes(10_000, 24_000, 25_000, 2, 3, 75_000, 10_000, 1_000, 100_000, 1_000_000)
 QUICK = Sizes(10_000, 24_000, 25_000, 1, 1, 50_000, 2_000, 500, 10_000, 50_000)
