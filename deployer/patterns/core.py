@@ -60,7 +60,9 @@ class KeyState:
         """Whether the key is as its next event would find a key it never saw (an engine may then
         drop its state): no deadline pending, and nothing waiting but the unused start of an EVERY
         (which that event would arm again). A key whose pattern has no EVERY at its start keeps a
-        few bytes for ever once it started: it must not start again."""
+        few bytes for ever once it started: it must not start again. It relies on the start not
+        completing a match by itself: a pattern whose every element can take no event is a compile
+        error (cpl.plan_pattern; a kept key and a new one would disagree, fuzzer seed 40101)."""
         if any(not p.dead and (kind == EXPIRE or p.timer == tag) for _, kind, _, tag, p in self.timers):
             return False
         if not (program.states[0].every == 0 and program.states[0].kind == STEP):

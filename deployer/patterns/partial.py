@@ -66,7 +66,27 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-class Pending:
+class _Waiting:
+    """What `Pending` and `Ranked` share: emptying a state."""
+
+    __slots__ = ()
+
+    def all(self) -> list[Partial]:  # pragma: no cover - both override
+        raise NotImplementedError
+
+    def _empty(self) -> None:  # pragma: no cover - both override
+        raise NotImplementedError
+
+    def clear(self, state: int) -> list[Partial]:
+        """Every partial waiting here, no longer waiting here."""
+        gone = self.all()
+        for p in gone:
+            p.homes.pop(state, None)
+        self._empty()
+        return gone
+
+
+class Pending(_Waiting):
     """The partials waiting at one state, oldest first; in buckets by the partial's value of the
     state's key when it has one (see the module docstring). Plain data, so that a key's state
     pickles without the compiled conditions."""
@@ -124,16 +144,12 @@ class Pending:
             return len(self.items)
         return sum(len(b) for b in self.buckets.values())
 
-    def clear(self, state: int) -> list[Partial]:
-        gone = self.all()
-        for p in gone:
-            p.homes.pop(state, None)
+    def _empty(self) -> None:
         self.items.clear()
         self.buckets.clear()
-        return gone
 
 
-class Ranked:
+class Ranked(_Waiting):
     """The partials waiting at a state whose condition compares the event with a value the partial
     fixed earlier (`duration > e1.duration`: `operators.patterns.Condition.rank`), sorted by that
     value: an event looks only at the partials the comparison lets through (found by bisection), so
@@ -193,13 +209,9 @@ class Ranked:
     def __len__(self) -> int:
         return len(self.items)
 
-    def clear(self, state: int) -> list[Partial]:
-        gone = self.all()
-        for p in gone:
-            p.homes.pop(state, None)
+    def _empty(self) -> None:
         self.items.clear()
         self.ranks.clear()
-        return gone
 
 
 def oldest_first(partials: Iterable[Partial]) -> list[Partial]:
