@@ -202,6 +202,7 @@ def _latencies(
         "events": len(latencies),
         "events_per_s": PER_FILE / INTERVAL_S,
         "p50_s": percentile(latencies, 50),
+        "p95_s": percentile(latencies, 95),
         "p99_s": percentile(latencies, 99),
         "missing_events": missing,
     }
