@@ -93,6 +93,12 @@ class Settings:
         "CEP_SPARK_LOG_LEVEL",
         "Spark's log level, in the run's log file (docs/settings.md, \"Spark's log\")",
     )
+    bounded_jvm_options: str = _setting(
+        "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "CEP_BOUNDED_JVM_OPTIONS",
+        "Spark: options of the JVM a bounded `cep run` (`--until-idle`) starts; empty: Spark's own "
+        '(docs/settings.md, "The JVM of a bounded run")',
+    )
     poll_ms: int = _setting(
         100,
         "CEP_POLL_MS",

@@ -34,7 +34,9 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     try:
         # Spark's own output goes to a file beside the checkpoint (deployer.spark.run.session), when
         # this run starts the JVM; a caller's JVM keeps its own.
-        spark = spark_session(req.master, log=run_log(req.checkpoint) if owned else None)
+        spark = spark_session(
+            req.master, log=run_log(req.checkpoint) if owned else None, bounded=req.until_idle
+        )
         if owned and jvm_log() is not None:
             print(f"spark log: {jvm_log()}", file=out)
         # After the session: PySpark's SparkContext puts a SIGINT handler of its own in place (cancel

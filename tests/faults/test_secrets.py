@@ -27,6 +27,8 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
+from deployer.settings import Settings
+
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
 SENTINEL = "Sentinel-pw/é:@42"
@@ -89,6 +91,8 @@ def test_the_password_appears_nowhere(engine: str, pg_db: str, tmp_path: Path) -
         **os.environ,
         "CEP_DATA_DIR": str(run / "data"),
         "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false pyspark-shell",
+        # a bounded run's JVM options (docs/settings.md): this one makes the JVM print them all
+        "CEP_BOUNDED_JVM_OPTIONS": f"{Settings().bounded_jvm_options} -XX:+PrintCommandLineFlags",
     }
     done = subprocess.run(args, env=env, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
     log = done.stdout + done.stderr
@@ -121,3 +125,6 @@ def test_the_password_appears_nowhere(engine: str, pg_db: str, tmp_path: Path) -
         assert re.search(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO) ", spark_log, re.M), spark_log[-3000:]
         # what a Python worker prints passes through the JVM, into the file
         assert "TransformWithStateInPandas Python worker" in spark_log, spark_log[-3000:]
+        # the JVM of a bounded run got CEP_BOUNDED_JVM_OPTIONS, which the JVM printed into the file
+        flags = next(line for line in spark_log.splitlines() if "-XX:+PrintCommandLineFlags" in line)
+        assert "-XX:TieredStopAtLevel=1" in flags and "-XX:+UseSerialGC" in flags, flags

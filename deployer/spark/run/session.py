@@ -173,11 +173,15 @@ def python_worker_conf(master: str) -> dict[str, str]:
     }
 
 
-def spark_session(master: str | None = None, app: str = "paascep", log: Path | None = None) -> SparkSession:
+def spark_session(
+    master: str | None = None, app: str = "paascep", log: Path | None = None, bounded: bool = False
+) -> SparkSession:
     """A session configured for CEP: UTC, few shuffle partitions, its log in a file.
 
     The first session of a process starts the JVM, with its output in `log` (default:
-    `run_log(None)`, under $CEP_DATA_DIR/logs); later ones share that JVM and its log (`jvm_log`)."""
+    `run_log(None)`, under $CEP_DATA_DIR/logs), and, for a `bounded` run (one that ends once its
+    input is consumed), the options of `bounded_jvm_options`; later ones share that JVM and its log
+    (`jvm_log`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = master or "local[*]"
     conf = settings.current()
@@ -195,13 +199,29 @@ def spark_session(master: str | None = None, app: str = "paascep", log: Path | N
         **python_worker_conf(master),
     }
     if SparkContext._gateway is None:
-        launch_jvm(options, log or run_log(None))
+        launch_jvm({**options, **bounded_jvm_options(bounded)}, log or run_log(None))
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     set_log_level(spark, conf.spark_log_level)
     return spark
+
+
+# The JIT compiler's second tier (C2) pays back only on a long run: a bounded `cep run` of
+# examples/daily_bill.cpl spent more CPU in C2's compiler thread than in all its queries' work (a
+# JFR recording: 43 s of compilation in a 41 s run on 2 cores), and its whole process tree took
+# 80 s of CPU and 42 s of wall with it, 50 s and 31 s with C1 only (400 events; over 40,000 events
+# 49.5 s -> 35.4 s of wall). The serial collector has no collector threads to compete with the work
+# on a small machine, and a bounded run's heap is short-lived. A run that watches its input (or
+# `cep serve`) keeps Spark's defaults: its hot code is compiled once and runs for hours.
+_DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def bounded_jvm_options(bounded: bool) -> dict[str, str]:
+    """The driver JVM's options for a run that is `bounded` (CEP_BOUNDED_JVM_OPTIONS), if any."""
+    chosen = settings.current().bounded_jvm_options.strip()
+    return {_DRIVER_JAVA_OPTIONS: chosen} if bounded and chosen else {}
 
 
 _jvm_log: Path | None = None
