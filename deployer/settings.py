@@ -99,6 +99,12 @@ class Settings:
         "Spark: options of the JVM a bounded `cep run` (`--until-idle`) starts; empty: Spark's own "
         '(docs/settings.md, "The JVM of a bounded run")',
     )
+    jvm_archive: bool = _setting(
+        True,
+        "CEP_JVM_ARCHIVE",
+        "Spark: a bounded `cep run`'s JVM maps a class-data sharing archive of Spark's classes, which "
+        'the first such run makes (0: never; docs/settings.md, "The JVM of a bounded run")',
+    )
     poll_ms: int = _setting(
         100,
         "CEP_POLL_MS",

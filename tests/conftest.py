@@ -32,6 +32,9 @@ from sessions import make_spark_session
 # classes (tests/jvm_archive.py) once it is made. Options of your own in SPARK_SUBMIT_OPTS are left
 # as they are.
 JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# `cep run`'s own class archive (deployer.spark.run.jvm_archive) is off in the tests, which have theirs
+# from the start (above); tests/spark/test_jvm_archive.py turns it on with a cache of its own.
+os.environ.setdefault("CEP_JVM_ARCHIVE", "0")
 _OWN_JVM_OPTS = [os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS) == JVM_OPTS]
 
 

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from deployer.engine import RunRequest, RunSummary, check_bindings, stop_requests
 from deployer.spark.run.checkpoint import CheckpointGuard
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.run.session import jvm_log, run_log, spark_session, stop_session
+from deployer.spark.run.session import finish_jvm, jvm_log, run_log, spark_session, stop_session
 from stores.bindings import StoreBindings
 
 
@@ -61,6 +61,8 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     finally:
         if owned and spark is not None:
             stop_session(spark)
+            # the first bounded run writes the JVM's class archive (deployer.spark.run.jvm_archive)
+            finish_jvm(lambda line: print(line, file=out))
         if guard is not None:
             guard.release()  # the next run on this checkpoint may start
     return RunSummary(

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from deployer import settings
+from deployer.spark.run import jvm_archive
 from stores.urls import redact_text
 
 # What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
@@ -218,10 +220,32 @@ def spark_session(
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
+_archive: jvm_archive.Archive | None = None  # the archive options of the JVM this process started
+
+
 def bounded_jvm_options(bounded: bool) -> dict[str, str]:
-    """The driver JVM's options for a run that is `bounded` (CEP_BOUNDED_JVM_OPTIONS), if any."""
-    chosen = settings.current().bounded_jvm_options.strip()
-    return {_DRIVER_JAVA_OPTIONS: chosen} if bounded and chosen else {}
+    """The driver JVM's options for a run that is `bounded`: CEP_BOUNDED_JVM_OPTIONS and the class
+    archive's (deployer.spark.run.jvm_archive); none for another run."""
+    global _archive
+    if not bounded:
+        return {}
+    _archive = jvm_archive.options(settings.current().bounded_jvm_options.strip())
+    return {_DRIVER_JAVA_OPTIONS: _archive.options} if _archive.options else {}
+
+
+def finish_jvm(say: Callable[[str], None]) -> None:
+    """After `stop_session`, at the end of a bounded run that started the JVM: if that JVM writes the
+    class archive, let it end and write it (deployer.spark.run.jvm_archive.finish), saying so; this
+    process starts a JVM of its own again if it needs one."""
+    global _archive
+    archive, _archive = _archive, None
+    gateway = SparkContext._gateway
+    if archive is None or archive.making is None or gateway is None:
+        return
+    say(f"jvm class archive: writing {archive.path} (once; later runs start faster)")
+    jvm_archive.finish(archive, getattr(gateway, "proc", None))
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 _jvm_log: Path | None = None

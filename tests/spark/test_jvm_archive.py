@@ -1,0 +1,94 @@
+"""The class-data sharing archive of a bounded `cep run` (deployer.spark.run.jvm_archive): the first
+run makes it as its JVM exits, the next maps it, and options of the user's own are left alone."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deployer.spark.run import jvm_archive
+
+ROOT = Path(__file__).resolve().parents[2]
+CEP = Path(sys.executable).parent / "cep"
+# -Xshare:on: a JVM that cannot map its archives fails to start; the class-loading log says where
+# each class came from (a dynamic archive's: "shared objects file (top)")
+BASE = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:on -Xlog:class+load=info:file={}/classes-{}.log"
+
+
+def _run(work: Path, tag: str) -> str:
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "CEP_JVM_ARCHIVE")},
+        "XDG_CACHE_HOME": str(work / "cache"),
+        "CEP_BOUNDED_JVM_OPTIONS": BASE.format(work, "%p"),
+        "CEP_DATA_DIR": str(work / "data"),
+        "CEP_SHUFFLE_PARTITIONS": "2",
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false pyspark-shell",
+    }
+    args = [
+        str(CEP),
+        "run",
+        str(ROOT / "examples" / "daily_bill.cpl"),
+        "--until-idle",
+        "--master",
+        "local[2]",
+    ]
+    args += ["--source", f"cdr1=file:{work / 'in' / 'cdr1'}", "--source", f"cdr2=file:{work / 'in' / 'cdr2'}"]
+    args += ["--checkpoint", str(work / f"ck-{tag}")]
+    done = subprocess.run(
+        args, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done.stdout + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_first_bounded_run_makes_the_archive_and_the_next_maps_it(tmp_path: Path) -> None:
+    cdr = [sys.executable, str(ROOT / "bench" / "cdr.py")]
+    subprocess.run([*cdr, "events", str(tmp_path / "in"), "--events", "40", "--days", "2"], check=True)
+    subprocess.run([*cdr, "plans", f"sqlite:///{tmp_path / 'data' / 'crm.sqlite3'}"], check=True)
+    first = _run(tmp_path, "1")
+    archives = list((tmp_path / "cache" / "paascep" / "jvm").iterdir())
+    assert [p.suffix for p in archives] == [".jsa"] and archives[0].stat().st_size > 10_000_000, archives
+    assert f"jvm class archive: writing {archives[0]}" in first
+    with sqlite3.connect(tmp_path / "data" / "crm.sqlite3") as db:
+        bills = db.execute("SELECT * FROM daily_bill ORDER BY idcaller, day").fetchall()
+        db.execute("DELETE FROM daily_bill")
+        db.execute("DELETE FROM cep_ledger")  # else the second run's batches are written already
+    db.close()
+    assert bills
+    logs = set(tmp_path.glob("classes-*.log"))
+    second = _run(tmp_path, "2")
+    [loaded] = set(tmp_path.glob("classes-*.log")) - logs
+    context = "org.apache.spark.SparkContext source: "
+    assert f"{context}shared objects file (top)" in loaded.read_text(), "the second run's JVM did not map it"
+    assert "jvm class archive" not in second
+    assert list((tmp_path / "cache" / "paascep" / "jvm").iterdir()) == archives
+    with sqlite3.connect(tmp_path / "data" / "crm.sqlite3") as db:
+        assert db.execute("SELECT * FROM daily_bill ORDER BY idcaller, day").fetchall() == bills
+    db.close()
+
+
+def test_options_of_the_users_own_are_left_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CEP_JVM_ARCHIVE", "1")
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:SharedArchiveFile=/elsewhere.jsa")
+    assert jvm_archive.options("-Xmx1g") == jvm_archive.Archive("-Xmx1g")
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "")
+    made = jvm_archive.options("-Xmx1g")
+    assert (
+        made.making is not None and made.path is not None and made.path.parent == tmp_path / "paascep" / "jvm"
+    )
+    assert made.options == f"-Xmx1g {jvm_archive.MAKE.format(made.making)}"
+    made.path.write_bytes(b"archive")
+    assert jvm_archive.options("-Xmx1g").options == f"-Xmx1g {jvm_archive.USE.format(made.path)}"
+    assert jvm_archive.options("-Xmx2g").making is not None  # other options, another archive
+    monkeypatch.setenv("CEP_JVM_ARCHIVE", "0")
+    assert jvm_archive.options("-Xmx1g") == jvm_archive.Archive("-Xmx1g")
