@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -33,28 +31,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from deployer.spark.run.jvm_archive import archive_name
+
 ROOT = Path(__file__).resolve().parents[1]
 CEP = Path(sys.executable).parent / "cep"
 USE = "-XX:SharedArchiveFile={} -Xlog:cds=off,cds+dynamic=off"
 
 
-def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    found = Path(home) / "bin" / "java" if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
-
-
 def archive_path(base_opts: str) -> Path | None:
-    """Where the archive for this virtualenv, JDK, PySpark and JVM options is (made or not)."""
-    java = _java()
-    if java is None:
-        return None
-    import pyspark  # here: a run without JVM (make test-fast) does not import it
-
-    stat = java.stat()
-    key = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}:{pyspark.__file__}:{base_opts}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return Path(sys.prefix) / "cep-test-jvm" / f"spark-{digest}.jsa"
+    """Where the archive for this virtualenv, JDK, PySpark and JVM options is (made or not): named as
+    `cep run`'s own (deployer.spark.run.jvm_archive), kept in the virtualenv."""
+    name = archive_name(base_opts)
+    return None if name is None else Path(sys.prefix) / "cep-test-jvm" / name
 
 
 def jvm_options(base_opts: str) -> str:

@@ -58,8 +58,8 @@ def _java() -> Path | None:
     return Path(found).resolve() if found and Path(found).exists() else None
 
 
-def archive_path(base_options: str) -> Path | None:
-    """Where the archive for this JDK, PySpark and JVM options is (made or not); None without Java."""
+def archive_name(base_options: str) -> str | None:
+    """The archive's file name for this JDK, PySpark and JVM options; None without Java."""
     java = _java()
     if java is None:
         return None
@@ -67,7 +67,13 @@ def archive_path(base_options: str) -> Path | None:
 
     stat = java.stat()
     key = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}:{pyspark.__file__}:{base_options}"
-    return cache_dir() / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    return f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def archive_path(base_options: str) -> Path | None:
+    """Where the archive for this JDK, PySpark and JVM options is (made or not); None without Java."""
+    name = archive_name(base_options)
+    return None if name is None else cache_dir() / name
 
 
 def options(base_options: str) -> Archive:
