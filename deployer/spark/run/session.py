@@ -230,13 +230,16 @@ def bounded_jvm_options(bounded: bool) -> dict[str, str]:
     if not bounded:
         return {}
     _archive = jvm_archive.options(settings.current().bounded_jvm_options.strip())
+    if _archive.making is not None:
+        # A program that never calls finish_jvm would leave the JVM's archive half-named behind.
+        atexit.register(finish_jvm, lambda _: None)
     return {_DRIVER_JAVA_OPTIONS: _archive.options} if _archive.options else {}
 
 
 def finish_jvm(say: Callable[[str], None]) -> None:
     """After `stop_session`, at the end of a bounded run that started the JVM: if that JVM writes the
     class archive, let it end and write it (deployer.spark.run.jvm_archive.finish), saying so; this
-    process starts a JVM of its own again if it needs one."""
+    process starts a JVM of its own again if it needs one. At the latest at this process's exit."""
     global _archive
     archive, _archive = _archive, None
     gateway = SparkContext._gateway
