@@ -26,22 +26,19 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from rounds import ROUNDS, alternating, row
+from small_run_outputs import Rows, bills_visible, bills_written, files_visible, files_written
 
 HERE = Path(__file__).resolve().parent
 DAILY_BILL = HERE.parent / "examples" / "daily_bill.cpl"
@@ -58,8 +55,6 @@ CREATE STREAMSCHEMA cdr2 WITH {_CDR} TIMESTAMP BY timestamp WATERMARK 1 MINUTE;
 INSERT INTO unionout SELECT * FROM cdr1, cdr2;
 INSERT INTO costs SELECT idcaller, duration * 10 + 10 AS cost, timestamp FROM unionout WHERE duration >= 10;
 """
-
-Rows = Counter[tuple[Any, ...]]
 
 
 @dataclass
@@ -83,6 +78,7 @@ class Workload:
     baseline: Callable[[Path, Path, Path], tuple[list[str], dict[str, str]]]
     visible: Callable[[Path, bool], Callable[[], bool]]
     written: Callable[[Path, bool], Rows]
+    baseline_name: str = BASELINE
 
 
 # ---- the two workloads -----------------------------------------------------------------------------
@@ -103,41 +99,14 @@ def daily_project(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[st
     return _probe(DAILY_BILL, inbox, "--until-idle"), env
 
 
+def daily_spark_jvm(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[str, str]]:
+    """The same `cep run` with Spark's JVM options and no class archive (docs/settings.md)."""
+    argv, env = daily_project(d, inbox, plans)
+    return argv, env | {"CEP_BOUNDED_JVM_OPTIONS": "none", "CEP_JVM_ARCHIVE": "0"}
+
+
 def daily_hand(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[str, str]]:
     return _hand("daily", str(inbox), str(plans), str(d / "bills.sqlite3"), str(d / "checkpoint")), {}
-
-
-def _bills_db(d: Path, project: bool) -> Path:
-    return d / ("crm.sqlite3" if project else "bills.sqlite3")
-
-
-def bills_visible(d: Path, project: bool) -> Callable[[], bool]:
-    """Whether `daily_bill` has a row yet, read as another program would (read-only, never waiting
-    on the writer's lock: a locked or missing table is not visible yet)."""
-    uri = f"file:{_bills_db(d, project)}?mode=ro"
-
-    def visible() -> bool:
-        try:
-            conn = sqlite3.connect(uri, uri=True, timeout=0)
-            try:
-                return conn.execute("SELECT 1 FROM daily_bill LIMIT 1").fetchone() is not None
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return False
-
-    return visible
-
-
-def bills_written(d: Path, project: bool) -> Rows:
-    """The rows of `daily_bill` as exact values: the project stores the day as SQLAlchemy's DATETIME
-    text and the total as decimal text, the hand-written job as ISO text and decimal text."""
-    conn = sqlite3.connect(_bills_db(d, project))
-    try:
-        rows = conn.execute("SELECT idcaller, day, total, calls FROM daily_bill").fetchall()
-    finally:
-        conn.close()
-    return Counter((int(c), datetime.fromisoformat(day), Decimal(t), int(n)) for c, day, t, n in rows)
 
 
 def stateless_project(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[str, str]]:
@@ -150,45 +119,18 @@ def stateless_hand(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[s
     return _hand("stateless", str(inbox), str(d / "out"), str(d / "checkpoint")), {}
 
 
-def _output_files(d: Path) -> list[Path]:
-    """The finished files under `d / "out"`: the project's sink writes a hidden file and renames it,
-    Spark's writer commits out of `_temporary` (and leaves `.crc` and `_SUCCESS` files beside)."""
-    out = d / "out"
-    if not out.is_dir():
-        return []
-    return [
-        p
-        for p in out.rglob("*")
-        if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(out).parts)
-    ]
-
-
-def files_visible(d: Path, project: bool) -> Callable[[], bool]:
-    def visible() -> bool:
-        try:
-            return any(p.stat().st_size > 0 for p in _output_files(d))
-        except OSError:  # a file renamed or removed meanwhile
-            return False
-
-    return visible
-
-
-def files_written(d: Path, project: bool) -> Rows:
-    """The JSON lines written, as parsed values; a timestamp as the instant it names (the project
-    writes `...T00:21:36Z`, Spark's writer `...T00:21:36.000Z`)."""
-    rows: Rows = Counter()
-    for path in _output_files(d):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                event = json.loads(line)
-                event["timestamp"] = datetime.fromisoformat(event["timestamp"])
-                rows[tuple(sorted(event.items()))] += 1
-    return rows
-
-
 WORKLOADS = [
     Workload("daily bill", daily_project, daily_hand, bills_visible, bills_written),
     Workload("stateless", stateless_project, stateless_hand, files_visible, files_written),
+    # what a bounded run's JVM options and class archive save, against the same run without them
+    Workload(
+        "daily bill, bounded JVM",
+        daily_project,
+        daily_spark_jvm,
+        lambda d, _: bills_visible(d, True),
+        lambda d, _: bills_written(d, True),
+        "the same cep run, Spark's JVM defaults",
+    ),
 ]
 
 
@@ -308,7 +250,7 @@ def _note(p: dict[str, float], b: dict[str, float]) -> str:
         return f"{p[key]:.1f} vs {b[key]:.1f} s"
 
     return (
-        "median phases, project vs hand-written: "
+        "median phases, project vs baseline: "
         f"startup {pair('startup (interpreter, imports, compiling)')}, "
         f"JVM and session {pair('JVM and session start')}, "
         f"building the job {pair('building the job')}, "
@@ -356,7 +298,7 @@ def measure(w: Workload, tmp: Path, inbox: Path, plans: Path, log: Path) -> list
             f"small run, {w.name}: whole run",
             [s.seconds for s in ps],
             [s.seconds for s in bs],
-            BASELINE,
+            w.baseline_name,
             **common,
             note=_note(p, b),
             breakdown={"project": p, "baseline": b},
@@ -366,7 +308,7 @@ def measure(w: Workload, tmp: Path, inbox: Path, plans: Path, log: Path) -> list
             f"small run, {w.name}: first result",
             [s.first for s in ps],
             [s.first for s in bs],
-            BASELINE,
+            w.baseline_name,
             **common,
             note="from the process's spawn until a reader polling every 20 ms sees the first row",
         ),

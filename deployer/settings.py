@@ -96,7 +96,7 @@ class Settings:
     bounded_jvm_options: str = _setting(
         "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         "CEP_BOUNDED_JVM_OPTIONS",
-        "Spark: options of the JVM a bounded `cep run` (`--until-idle`) starts; empty: Spark's own "
+        "Spark: options of the JVM a bounded `cep run` (`--until-idle`) starts; `none`: Spark's own "
         '(docs/settings.md, "The JVM of a bounded run")',
     )
     jvm_archive: bool = _setting(

@@ -92,3 +92,18 @@ def test_options_of_the_users_own_are_left_alone(monkeypatch: pytest.MonkeyPatch
     assert jvm_archive.options("-Xmx2g").making is not None  # other options, another archive
     monkeypatch.setenv("CEP_JVM_ARCHIVE", "0")
     assert jvm_archive.options("-Xmx1g") == jvm_archive.Archive("-Xmx1g")
+
+
+def test_a_bounded_runs_jvm_options_and_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deployer.spark.run.session import bounded_jvm_options
+
+    monkeypatch.setenv("CEP_JVM_ARCHIVE", "0")
+    monkeypatch.delenv("CEP_BOUNDED_JVM_OPTIONS", raising=False)
+    assert bounded_jvm_options(True) == {
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    }
+    assert bounded_jvm_options(False) == {}
+    monkeypatch.setenv("CEP_BOUNDED_JVM_OPTIONS", "")  # empty: the default, as for every setting
+    assert bounded_jvm_options(True) != {}
+    monkeypatch.setenv("CEP_BOUNDED_JVM_OPTIONS", "none")  # Spark's own
+    assert bounded_jvm_options(True) == {}

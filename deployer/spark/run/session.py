@@ -212,9 +212,8 @@ def spark_session(
 
 # The JIT compiler's second tier (C2) pays back only on a long run: a bounded `cep run` of
 # examples/daily_bill.cpl spent more CPU in C2's compiler thread than in all its queries' work (a
-# JFR recording: 43 s of compilation in a 41 s run on 2 cores), and its whole process tree took
-# 80 s of CPU and 42 s of wall with it, 50 s and 31 s with C1 only (400 events; over 40,000 events
-# 49.5 s -> 35.4 s of wall). The serial collector has no collector threads to compete with the work
+# JFR recording: 43 s of compilation in a 41 s run on 2 cores; what these options and the class
+# archive save: bench/run --only small, docs/settings.md). The serial collector has no collector threads to compete with the work
 # on a small machine, and a bounded run's heap is short-lived. A run that watches its input (or
 # `cep serve`) keeps Spark's defaults: its hot code is compiled once and runs for hours.
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -229,7 +228,9 @@ def bounded_jvm_options(bounded: bool) -> dict[str, str]:
     global _archive
     if not bounded:
         return {}
-    _archive = jvm_archive.options(settings.current().bounded_jvm_options.strip())
+    chosen = settings.current().bounded_jvm_options.strip()
+    # "none": Spark's own options (an empty variable takes the default, as every setting does)
+    _archive = jvm_archive.options("" if chosen.lower() == "none" else chosen)
     if _archive.making is not None:
         # A program that never calls finish_jvm would leave the JVM's archive half-named behind.
         atexit.register(finish_jvm, lambda _: None)
