@@ -102,8 +102,10 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     # Any event may be dead-lettered, whole (its read refused for its data, a result value that does
     # not fit): the dead letters come from a read that carries every field of the event. The
     # results go on from one where only the event fields read downstream cross to Python and back
-    # (the others come back as NULLs no consumer reads). The two are in different queries (the
-    # dead letters have one of their own: deployer.spark.run.queries), so each read runs once per query.
+    # (the others come back as NULLs no consumer reads), when the dead letters are another query's
+    # (deployer.spark.run.queries), so that each read runs once per query. When the tasks of the
+    # query that reads the results write them (deployer.spark.streams.spool), the results go on
+    # from the whole read: one read.
     df, width = _with_args(sg, node)
     live = sg.live(g.Port(node.id))
     keep = [i for i in range(width) if live is None or i in live]
@@ -111,7 +113,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     whole = _read(sg, node, df, list(range(width)), fields)
     err = F.col(READ_ERR)
     ok = sg.split_errors(node, whole, [(err.isNotNull(), err)], width, then=_without(READ_ERR))
-    if len(keep) == width:
+    if len(keep) == width or sg.dead_letters[-1].spooled is not None:
         return ok
     done = _read(sg, node, df, keep, fields).filter(err.isNull()).drop(READ_ERR)
     return done.select(

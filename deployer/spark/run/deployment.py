@@ -32,12 +32,13 @@ from deployer.engine import check_bindings
 from deployer.spark.datastores.materialize import materialize_writer, table_shape
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.run import progress
-from deployer.spark.run.checkpoint import drop_interrupted_log_writes, query_dir
+from deployer.spark.run.checkpoint import drop_interrupted_log_writes, own_failure_queries, query_dir
 from deployer.spark.run.failures import along, dead_letters, failure_queries
-from deployer.spark.run.inputs import read_inputs
+from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
 from deployer.spark.run.interrupt import interruptible
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
+    BY_TASKS,
     DEAD_LETTERS,
     SHARED_QUERY,
     Query,
@@ -51,7 +52,7 @@ from deployer.spark.run.session import prepare_session, set_log_level
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
 from deployer.spark.streams.sinks import sink_writer
-from deployer.spark.streams.sources import SourceError
+from deployer.spark.streams.spool import Spool
 from deployer.spark.translate.graph import SparkGraph, filters_counted
 from operators import graph as g
 from stores.bindings import StoreBindings
@@ -60,13 +61,6 @@ Writer = Callable[[DataFrame, int], None]
 _PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 _START_LOCK = threading.Lock()  # a query takes the session's settings as it starts: one at a time
-
-
-def _stream(graph: g.Graph, name: str) -> str:
-    for s in graph.streams:
-        if s.lower() == name.lower():
-            return s
-    raise ValueError(f"the script has no stream named '{name}'; its streams: {', '.join(graph.streams)}")
 
 
 class SparkDeployment:
@@ -96,7 +90,7 @@ class SparkDeployment:
             self._tmp = tempfile.TemporaryDirectory(prefix="cep-checkpoint-")
             checkpoint = self._tmp.name
         self.checkpoint = Path(checkpoint)
-        self.sources = {src.stream: self._source_uri(src, sources) for src in graph.sources()}
+        self.sources = {src.stream: source_uri(src, sources) for src in graph.sources()}
         check_bindings(graph, dict(sources), dict(sinks))  # a binding for an unknown stream is a mistake
         inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger)
         self.rejected = inputs.rejected  # (stream, its dead letters) of the sources that reject records
@@ -105,9 +99,12 @@ class SparkDeployment:
         )
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name
-        self.sinks = {_stream(graph, s): uri for s, uri in sinks.items()}
+        self.sinks = {stream_named(graph, s): uri for s, uri in sinks.items()}
         self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
-        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores))
+        kept = own_failure_queries(self.checkpoint)
+        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept)
+        self.spool = Spool(self.checkpoint / "spool", [s for q in self.plan for s in q.spooled])
+        self.sg.spool = self.spool
         self.queries: list[StreamingQuery] = []
         # With --until-idle every query ends once it has consumed the input, so they need not all
         # run at once: a few at a time, so that the Python workers they start (parsing, TUPLE and
@@ -126,16 +123,12 @@ class SparkDeployment:
         self._stopping = threading.Event()  # set by stop_between_batches: no writer begins a batch
         self._written: set[str] = set()  # failure points a sink's or table's query writes (`_along`)
 
-    @staticmethod
-    def _source_uri(src: g.Source, sources: Mapping[str, str]) -> str:
-        uri = next((u for s, u in sources.items() if s.lower() == src.stream.lower()), None)
-        if uri is None:
-            raise SourceError(f"stream '{src.stream}' has no input: add --source {src.stream}=file:DIR")
-        return uri
-
     # ---- starting the queries ------------------------------------------------------------------
 
     def _start(self, df: DataFrame, name: str, writer: Writer) -> None:
+        planned = next((q for q in self.plan if q.name == name), None)
+        if planned is not None and planned.spooled:  # its tasks write dead letters too
+            writer = self.spool.writer(writer, planned.spooled, self.dead_dir, self._count("dead"))
         self._pending.append((df, name, writer))
         self._launch()
 
@@ -243,7 +236,11 @@ class SparkDeployment:
     ) -> tuple[DataFrame, str, Writer]:
         """What `query` runs and how it writes: the rows of `port` (`shape`d), or, where the plan has
         it write failures too, the rows before their split (deployer.spark.run.failures.along)."""
-        assigned = {w.removeprefix("failures of ") for w in query.writes if w.startswith("failures of ")}
+        assigned = {
+            w.removeprefix("failures of ")
+            for w in query.writes
+            if w.startswith("failures of ") and not w.endswith(BY_TASKS)
+        }
         if not assigned:
             rows = self.sg.port(port)
             return (rows if shape is None else shape(rows)), query.name, write

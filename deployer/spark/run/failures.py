@@ -105,7 +105,7 @@ def failure_queries(sg: SparkGraph, written: Collection[str]) -> dict[str, DataF
     return {
         name: dead_letter_frame(dl.df, where(dl))
         for dl, name in numbered(sg.dead_letters)
-        if not dl.stateless and name not in written
+        if not dl.stateless and dl.spooled is None and name not in written
     }
 
 

@@ -18,7 +18,7 @@ from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.run.checkpoint import arrival_log
 from deployer.spark.run.queries import sequenced_merges
 from deployer.spark.streams.redis_source import redis_stream_source
-from deployer.spark.streams.sources import file_source, generator_source, sequence
+from deployer.spark.streams.sources import SourceError, file_source, generator_source, sequence
 from operators import graph as g
 from operators.analysis import self_merged_sources
 
@@ -64,3 +64,19 @@ def read_inputs(
         bad[stream] = bad[stream].unionByName(late, allowMissingColumns=True)
     order = [s.stream for s in graph.sources()]
     return Inputs({s: frames[s] for s in order}, [(s, bad[s]) for s in order if s in bad])
+
+
+def stream_named(graph: g.Graph, name: str) -> str:
+    """The graph's own name of stream `name` (a binding names it case-insensitively)."""
+    for s in graph.streams:
+        if s.lower() == name.lower():
+            return s
+    raise ValueError(f"the script has no stream named '{name}'; its streams: {', '.join(graph.streams)}")
+
+
+def source_uri(src: g.Source, sources: Mapping[str, str]) -> str:
+    """The URI bound to `src`'s stream (names match case-insensitively)."""
+    uri = next((u for s, u in sources.items() if s.lower() == src.stream.lower()), None)
+    if uri is None:
+        raise SourceError(f"stream '{src.stream}' has no input: add --source {src.stream}=file:DIR")
+    return uri

@@ -31,8 +31,8 @@ an UpdateSQL one for the statements the database refuses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from deployer.spark.windows.state_layout import bucketed
 from operators import expr as ir
@@ -42,6 +42,7 @@ from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
 DEAD_LETTERS = "dead-letters"
+BY_TASKS = " (by its tasks)"  # ends what a query writes of a failure point its tasks write
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class Query:
     reads: tuple[str, ...]
     stateful: tuple[str, ...] = ()
     store_calls: tuple[str, ...] = ()
+    # the nodes whose rows it writes (what it computes is all their ancestors), and the failure
+    # points whose dead letters its tasks write (`failed_query` without its prefix: `n6`, `n6-2`)
+    ends: tuple[str, ...] = field(default=(), compare=False)
+    spooled: tuple[str, ...] = ()
 
     def describe(self, graph: g.Graph) -> str:
         parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
@@ -204,10 +209,13 @@ def plan_queries(
     sinks: Iterable[str],
     sources: Mapping[str, str],
     store_kinds: Mapping[str, str] | None = None,
+    kept: Collection[str] = (),
 ) -> list[Query]:
     """The streaming queries a run of `graph` starts, in the order it starts them. `sinks`: the
     requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
-    store name -> bound kind (postgresql, sqlite, redis)."""
+    store name -> bound kind (postgresql, sqlite, redis); `kept`: the `failed:<node>` queries that
+    keep a query of their own all the same (a checkpoint of an earlier layout has them: resumed
+    as they were)."""
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
     together = shared_sinks(graph, sinks)
@@ -226,6 +234,7 @@ def plan_queries(
     needed = {a.id for r in roots for a in ancestors(graph, r)}
     shared_reads = {s.stream for s in graph.sources() if has_rejects(_uri(sources, s.stream))}
     along = written_with(graph, sinks)
+    own: list[tuple[str, Query]] = []  # (node id, the query of a failure point of its own)
     for node in (n for n in graph.nodes if n.id in needed):
         rejecting = isinstance(node, g.Source) and has_rejects(_uri(sources, node.stream))
         k = 0
@@ -239,15 +248,46 @@ def plan_queries(
                 out[i] = replace(out[i], writes=(*out[i].writes, f"failures of {node.id}"))
                 continue
             upto = [p.node for p in node.inputs] if on_input else [node.id]
-            out.append(_query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto))
+            own.append((node.id, _query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto)))
+    out += _spooled(graph, out, own, kept)
     if shared_reads:
         reads = tuple(s.stream for s in graph.sources() if s.stream in shared_reads)
         out.append(Query(DEAD_LETTERS, ("rejected records and failures of stateless operators",), reads))
     return out
 
 
+def _spooled(
+    graph: g.Graph, out: list[Query], own: list[tuple[str, Query]], kept: Collection[str]
+) -> list[Query]:
+    """The failure points with a query of their own (`own`) made written by the tasks of the one
+    query of `out` that computes their node (deployer.spark.streams.spool): `out` gains the failure
+    point in `spooled`, and the queries still needed are returned. One that more than one query
+    computes (two writers would write its dead letters twice) or none does (an UpdateSQL whose rows
+    nobody reads), or that is in `kept`, keeps its query."""
+    ends = {q.name: q.ends for q in out}
+    spooled = {q.name for _, q in own if q.name not in kept}
+    while True:
+        queries = [*ends.items(), *((q.name, q.ends) for _, q in own if q.name not in spooled)]
+        computing = {q.name: [name for name, e in queries if node in _upstream(graph, e)] for node, q in own}
+        alone = {name for name in spooled if len(computing[name]) == 1}
+        if alone == spooled:
+            break
+        spooled = alone
+    for _, q in own:
+        if q.name in spooled:
+            i = next(i for i, w in enumerate(out) if w.name == computing[q.name][0])
+            label = q.name.removeprefix("failed:")
+            out[i] = replace(out[i], writes=(*out[i].writes, f"failures of {label}{BY_TASKS}"))
+            out[i] = replace(out[i], spooled=(*out[i].spooled, label))
+    return [q for _, q in own if q.name not in spooled]
+
+
+def _upstream(graph: g.Graph, ends: tuple[str, ...]) -> set[str]:
+    return {a.id for e in ends for a in ancestors(graph, e)}
+
+
 def _query(graph: g.Graph, name: str, writes: tuple[str, ...], ends: list[str]) -> Query:
-    upstream = {a.id for e in ends for a in ancestors(graph, e)}
+    upstream = _upstream(graph, tuple(ends))
     nodes = [n for n in graph.nodes if n.id in upstream]
     return Query(
         name,
@@ -255,6 +295,7 @@ def _query(graph: g.Graph, name: str, writes: tuple[str, ...], ends: list[str]) 
         tuple(n.stream for n in nodes if isinstance(n, g.Source)),
         tuple(n.id for n in nodes if isinstance(n, g.Aggregate | g.Join | g.Pattern)),
         tuple(n.id for n in nodes if isinstance(n, g.ReadSQL | g.UpdateSQL)),
+        ends=tuple(ends),
     )
 
 

@@ -50,6 +50,11 @@ def dead_letter_frame(df: DataFrame, fixed: dict[str, Any]) -> DataFrame:
     """A dead-letter DataFrame in the one shape every dead letter takes: stage, reason, stream,
     node, line, source, record and the event as tagged text (`columns.encoded_value`). `fixed` fills what
     the rows do not carry."""
+    return df.select(*dead_letter_columns(df, fixed))
+
+
+def dead_letter_columns(df: DataFrame, fixed: dict[str, Any]) -> list[Column]:
+    """The columns of `dead_letter_frame` over the rows of `df`."""
     cols: list[Column] = []
     for key in _DEAD_KEYS:
         given = F.col(key) if key in df.columns else None
@@ -67,7 +72,7 @@ def dead_letter_frame(df: DataFrame, fixed: dict[str, Any]) -> DataFrame:
         cols.append(F.when(ev.isNotNull(), encoded_event(items)).alias("event"))
     else:
         cols.append(F.lit(None).cast(T.ArrayType(T.StringType())).alias("event"))
-    return df.select(*cols)
+    return cols
 
 
 def dead_letter_writer(
@@ -85,33 +90,42 @@ def dead_letter_writer(
     def write(df: DataFrame, batch_id: int) -> None:
         if df.columns != [*_DEAD_KEYS, "event"] or isinstance(df.schema["event"].dataType, T.StructType):
             df = dead_letter_frame(df, fixed or {})
-        lines = []
-        late = 0
         # One Spark job for the whole batch (toLocalIterator runs one per partition, and a union of
         # many operators' dead letters has many), Arrow's columns as Python values.
-        for row in df.toArrow().to_pylist():
-            late += row["stage"] == "late"
-            doc: dict[str, Any] = {}
-            for key in _DEAD_KEYS:
-                if row[key] is not None:
-                    doc[key] = row[key]
-            if row["event"] is not None:
-                doc["event"] = [json_value(_decoded(x)) for x in row["event"]]
-            lines.append(json.dumps(doc, ensure_ascii=False, default=str))
+        rows = df.toArrow().to_pylist()
+        late = sum(row["stage"] == "late" for row in rows)
+        lines = [dead_letter_line(row) for row in rows]
         if counted is not None:
             counted(len(lines) - late)
-        if not lines:
-            return
-        if directory is None:
-            sys.stderr.write("\n".join(lines) + "\n")
-            return
-        directory.mkdir(parents=True, exist_ok=True)
-        file = f"dead-letter-{name}-{batch_id:08d}.jsonl".replace(":", "_")
-        tmp = directory / f".{file}.tmp"
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        os.replace(tmp, directory / file)
+        write_dead_letters(directory, name, batch_id, lines)
 
     return write
+
+
+def dead_letter_line(row: dict[str, Any]) -> str:
+    """The JSON line of a row of a `dead_letter_frame` (as Arrow gives it to Python)."""
+    doc: dict[str, Any] = {}
+    for key in _DEAD_KEYS:
+        if row[key] is not None:
+            doc[key] = row[key]
+    if row["event"] is not None:
+        doc["event"] = [json_value(_decoded(x)) for x in row["event"]]
+    return json.dumps(doc, ensure_ascii=False, default=str)
+
+
+def write_dead_letters(directory: Path | None, name: str, batch_id: int, lines: list[str]) -> None:
+    """A batch's dead letters of failure point `name`: to stderr (no `directory`: the console), or
+    one file per batch, replaced whole and at once (a replayed batch rewrites its own file)."""
+    if not lines:
+        return
+    if directory is None:
+        sys.stderr.write("\n".join(lines) + "\n")
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    file = f"dead-letter-{name}-{batch_id:08d}.jsonl".replace(":", "_")
+    tmp = directory / f".{file}.tmp"
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, directory / file)
 
 
 def dead_letter_dir(dead_letter: str | None, sinks: Iterable[str]) -> Path | None:

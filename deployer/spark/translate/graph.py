@@ -59,6 +59,9 @@ class DeadLetter:
     # computation: it runs `whole` (the rows before the split, with the error column) and splits each
     # micro-batch with `failed` and `kept` (deployer.spark.run.failures). None otherwise.
     split: Split | None = None
+    # Written by the tasks of the query that computes its rows (`SparkGraph.spool`), under this
+    # label; `df` is then never run.
+    spooled: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,10 @@ class SparkGraph:
     # Whether failures become DeadLetter frames. The batch graphs of the shared query only drop the
     # failed rows: the streaming graph's dead-letter query writes them (deployer.spark.run.deployment).
     collect_dead_letters: bool = True
+    # The failure points whose dead letters the tasks that find them write (deployer.spark.streams.
+    # spool.Spool, which the deployment passes in: its `labels`, and a call that makes a frame's
+    # split so); None: each is a DeadLetter frame for a query to write.
+    spool: Any = None
 
     def compiled(self, node: g.Node, what: str, build: Callable[[], _T]) -> _T:
         """`build()`, once per node and `what` when the graph has a `memo`."""
@@ -175,14 +182,32 @@ class SparkGraph:
             ok = whole.filter(F.col(ERR).isNull()).drop(ERR)
             return ok if then is None else then(ok)
 
-        rows = kept(df)
         stream = node.stream if isinstance(node, g.Source) else None
         stateless = stateless_upstream(self.graph, node, on_input)
+        label = self._spooled(node, stateless)
+        if label is not None:
+            where = {"stage": node.op, "stream": stream, "node": node.id, "line": node.line}
+            spooled = self.spool(label, df, ERR, payload, where)
+            self.dead_letters.append(
+                DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, spooled=label)
+            )
+            return spooled if then is None else then(spooled)
+        rows = kept(df)
         split = Split(df, failed, kept) if then is not None and not stateless else None
         self.dead_letters.append(
             DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split)
         )
         return rows
+
+    def _spooled(self, node: g.Node, stateless: bool) -> str | None:
+        """The label of the failure point `split_errors` is making, if its tasks write its dead
+        letters (`spool`): numbered as deployer.spark.run.queries.failed_query names the node's
+        failure points that are not stateless, in the order the translation meets them."""
+        if self.spool is None or stateless:
+            return None
+        k = 1 + sum(1 for d in self.dead_letters if d.node == node.id and not d.stateless)
+        label = node.id if k == 1 else f"{node.id}-{k}"
+        return label if label in self.spool.labels else None
 
 
 def any_of(conds: Iterable[Column]) -> Column:

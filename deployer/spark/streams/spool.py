@@ -1,0 +1,127 @@
+"""Dead letters written by the tasks that find them, from the micro-batch that computes their rows.
+
+A failure point after a window, a join or a data store call used to be a streaming query of its own
+(`failed:<node>`), which computed the window, or called the store, a second time for every event
+to find the few that fail. Where one query computes the failure point's rows (deployer.spark.run.
+queries decides), that query now writes its dead letters as well: the translation
+(`SparkGraph.split_errors`) puts a `mapInArrow` at the split, which passes the rows that did not
+fail on and writes the failed ones, as dead-letter lines, into a spool directory, one file per
+task and Arrow batch:
+
+    <checkpoint>/spool/<failure point>/<batch id>/part-<partition>-<k>.jsonl
+
+The batch id is the task's `streaming.sql.batchId` local property, which Spark sets on every job of
+a micro-batch. The query's foreachBatch, in the driver, empties the batch's spool directory before
+its writer runs the batch, then gathers the files in order once it has and writes them where every
+dead letter goes (`dead_letters.write_dead_letters`: a file per failure point and batch, replaced
+whole, or the console), counting them. A batch that fails or is cut short anywhere on the way is not
+committed, and its replay does all of it again: exactly once, as the query of its own was. Every
+writer computes its batch (a replay a sink finds already written included: their stateful
+operators must commit), so no batch's dead letters are skipped.
+
+The spool lives beside the checkpoint, which Spark's tasks write to as well (their state stores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from deployer.spark.streams.dead_letters import dead_letter_columns, dead_letter_line, write_dead_letters
+
+_BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
+_DEAD = "__dead"  # a failed row's dead letter (a struct of `dead_letter_columns`), NULL otherwise
+
+Writer = Callable[[DataFrame, int], None]
+
+
+class Spool:
+    """Where the failure points in `labels` (`failed:<label>` once: `n6`, `n6-2`) spool their dead
+    letters; the translation's hook (`SparkGraph.spool`) and the driver's gatherer."""
+
+    def __init__(self, root: Path, labels: Collection[str]):
+        self.root = root
+        self.labels = frozenset(labels)
+
+    def __call__(
+        self, label: str, df: DataFrame, err: str, payload: Column, fixed: dict[str, Any]
+    ) -> DataFrame:
+        """The rows of `df` whose column `err` is NULL, without it; the others, as dead letters of
+        `payload` (the failed event: a struct of its values, or already encoded) with the reason in
+        `err` and `fixed` (stage, node, line), are written into the spool by the task."""
+        marked = df.withColumns({"reason": F.col(err), "event": payload})
+        dead = F.when(F.col(err).isNotNull(), F.struct(*dead_letter_columns(marked, fixed)))
+        marked = marked.withColumn(_DEAD, dead).drop("reason", "event")
+        fields = [f for f in marked.schema.fields if f.name not in (err, _DEAD)]
+        # the fields keep their metadata: the event-time column's tells Spark where the watermark is
+        return marked.mapInArrow(
+            _spooler(str(self.root / label), err, [f.name for f in fields]), T.StructType(fields)
+        )
+
+    def writer(
+        self, write: Writer, labels: Collection[str], directory: Path | None, counted: Callable[[int], None]
+    ) -> Writer:
+        """`write`, a query's foreachBatch, made to write the dead letters its tasks spool for the
+        failure points `labels` (into `directory`, None: the console), telling `counted` how many."""
+        labels = sorted(labels)
+
+        def run(df: DataFrame, batch_id: int) -> None:
+            for label in labels:  # what an earlier attempt of this batch left
+                shutil.rmtree(self._batch_dir(label, batch_id), ignore_errors=True)
+            write(df, batch_id)
+            for label in labels:
+                lines = self._gathered(label, batch_id)
+                counted(len(lines))
+                write_dead_letters(directory, label, batch_id, lines)
+                shutil.rmtree(self._batch_dir(label, batch_id), ignore_errors=True)
+
+        return run
+
+    def _batch_dir(self, label: str, batch_id: int) -> Path:
+        return self.root / label / str(batch_id)
+
+    def _gathered(self, label: str, batch_id: int) -> list[str]:
+        """The lines the tasks spooled for `batch_id`, by partition and Arrow batch."""
+        folder = self._batch_dir(label, batch_id)
+        if not folder.is_dir():
+            return []
+        lines: list[str] = []
+        for part in sorted(folder.glob("part-*.jsonl")):
+            lines += part.read_text(encoding="utf-8").splitlines()
+        return lines
+
+
+def _spooler(
+    directory: str, err: str, names: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        batch_id = (ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None) or "none"
+        part = ctx.partitionId() if ctx is not None else 0
+        for k, batch in enumerate(batches):
+            failed = pc.is_valid(batch.column(err))
+            if pc.any(failed).as_py():
+                lines = [dead_letter_line(row) for row in batch.column(_DEAD).filter(failed).to_pylist()]
+                _write(Path(directory) / batch_id, f"part-{part:05d}-{k:05d}.jsonl", lines)
+                batch = batch.filter(pc.invert(failed))
+            yield batch.select(names)
+
+    return run
+
+
+def _write(folder: Path, name: str, lines: list[str]) -> None:
+    """One task's lines, whole or not at all (a task attempt run again rewrites the same file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.{os.getpid()}.tmp"
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / name)

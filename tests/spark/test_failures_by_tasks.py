@@ -1,0 +1,155 @@
+"""The failures before a window (here a data store call's: its results that do not fit their fields)
+are written by the tasks of the query that computes the window (deployer.spark.streams.spool),
+not by a `failed:` query of their own that would read every event and call the store again.
+
+The plan has no `failed:` query for them; a run over several micro-batches, resumed from its
+checkpoint with more files, writes the reference executor's rows and dead letters, each once, and
+counts them; the spool is empty between batches. A node two queries compute keeps a query of its
+own (two writers would write its dead letters twice), and so does a failure point whose query a
+checkpoint of the earlier layout has: it resumes as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import (
+    T0,
+    assert_same,
+    assert_same_dead_letters,
+    collect,
+    compile_text,
+    iso,
+    prepare,
+    run_reference,
+)
+
+from deployer.runner import bind_stores
+from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.queries import BY_TASKS, plan_queries, store_kinds
+from stores.bindings import StoreBindings
+
+pytestmark = pytest.mark.spark
+
+# fee 2.5 is not an integer: the events of caller 1 are dead-lettered by the ReadSQL (n2), before the window
+SCRIPT = """
+CREATE STREAMSCHEMA calls WITH k integer, idcaller integer, ts timestamp TIMESTAMP BY ts;
+CREATE DATASTORE crm TYPE sqlite;
+CREATE SQLQUERY plan_of ON crm AS 'SELECT idplan, fee FROM plans WHERE idcaller = ?'
+  RETURNS (idplan integer, fee integer);
+INSERT INTO priced SELECT k, idcaller, p.idplan AS idplan, p.fee AS fee, ts
+  FROM calls ON SQL plan_of, p, idcaller, idplan, fee;
+INSERT INTO per_caller SELECT idcaller, count(*) AS c, sum(fee) AS fees
+  FROM priced WINDOW TIME SIZE 10 SECONDS GROUP BY idcaller;
+"""
+TWICE = (
+    SCRIPT
+    + """
+INSERT INTO per_plan SELECT idplan, count(*) AS c FROM priced WINDOW TUPLE SIZE 2 GROUP BY idplan;
+"""
+)
+SOURCES = {"calls": "file:x"}
+
+
+def _store(path: Path) -> str:
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "CREATE TABLE plans (idcaller integer, idplan integer, fee double precision);"
+            "INSERT INTO plans VALUES (1, 10, 2.5), (2, 20, 1.0), (3, 30, 3.0), (4, 40, 4.0);"
+        )
+    return f"sqlite:///{path}"
+
+
+def _files(n: int, parts: int, start: int = 0) -> list[list[dict[str, Any]]]:
+    rows = [
+        {"k": i, "idcaller": i % 5, "ts": iso(T0 + timedelta(seconds=3 * i))} for i in range(start, start + n)
+    ]
+    size = -(-n // parts)
+    return [rows[i : i + size] for i in range(0, n, size)]
+
+
+def test_the_plan_writes_them_from_the_windows_query() -> None:
+    plan = plan_queries(compile_text(SCRIPT), ["per_caller"], SOURCES, store_kinds(None))
+    names = [q.name for q in plan]
+    assert names == ["sink:per_caller", "dead-letters"], names
+    assert plan[0].spooled == ("n2",)
+    assert f"failures of n2{BY_TASKS}" in plan[0].writes
+
+
+def test_a_node_two_queries_compute_keeps_its_own_query() -> None:
+    plan = plan_queries(compile_text(TWICE), ["per_caller", "per_plan"], SOURCES, store_kinds(None))
+    assert [q.name for q in plan] == ["sink:per_caller", "sink:per_plan", "failed:n2", "dead-letters"]
+    assert not any(q.spooled for q in plan)
+
+
+def test_a_checkpoint_of_the_earlier_layout_keeps_its_failure_query() -> None:
+    graph = compile_text(SCRIPT)
+    plan = plan_queries(graph, ["per_caller"], SOURCES, store_kinds(None), kept={"failed:n2"})
+    assert [q.name for q in plan] == ["sink:per_caller", "failed:n2", "dead-letters"]
+    assert not plan[0].spooled
+
+
+def _run(
+    spark: Any, tmp: Path, sources: dict[str, str], stores: StoreBindings, ck: Path
+) -> tuple[list[str], int]:
+    graph = compile_text(SCRIPT)
+    deployment = SparkDeployment(
+        spark,
+        graph,
+        sources,
+        {"per_caller": f"file:{tmp / 'spark-out'}"},
+        str(ck),
+        dead_letter=f"file:{tmp / 'spark-dead'}",
+        stores=stores,
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    stats = deployment.run(out=io.StringIO())
+    return stats.queries, stats.dead_lettered
+
+
+def test_they_are_written_once_across_batches_and_a_resumed_run(spark: Any, tmp_path: Path) -> None:
+    graph = compile_text(SCRIPT)
+    first, more = _files(30, 3), _files(20, 2, start=30)
+    ref = run_reference(
+        graph,
+        tmp_path / "ref",
+        prepare(tmp_path / "all", {"calls": first + more}),
+        ["per_caller"],
+        bind_stores(graph, {"crm": _store(tmp_path / "ref.sqlite3")}),
+    )
+    stores = bind_stores(graph, {"crm": _store(tmp_path / "spark.sqlite3")})
+    sources = prepare(tmp_path / "spark-in", {"calls": first})
+    ck = tmp_path / "ck"
+    queries, dead = _run(spark, tmp_path, sources, stores, ck)
+    assert queries == ["cep:sink:per_caller", "cep:dead-letters"], queries
+    assert dead == 6  # callers 1 of 30 events: k = 1, 6, ..., 26
+    prepare(tmp_path / "spark-in", {"calls": more})  # named after the first
+    _, dead = _run(spark, tmp_path, sources, stores, ck)
+    assert dead == 4
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", ["per_caller"])
+    assert_same(ref, spk, "per_caller", min_rows=5)
+    assert {d["node"] for d in ref.dead} == {"n2"} and len(ref.dead) == 10
+    assert_same_dead_letters(ref, spk)
+    files = sorted(p.name for p in (tmp_path / "spark-dead").iterdir())
+    assert files and all(f.startswith("dead-letter-n2-") for f in files), files
+    assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], (
+        "the spool keeps no file between batches"
+    )
+
+
+def test_the_earlier_layouts_checkpoint_resumes_with_its_query(spark: Any, tmp_path: Path) -> None:
+    graph = compile_text(SCRIPT)
+    stores = bind_stores(graph, {"crm": _store(tmp_path / "spark.sqlite3")})
+    ck = tmp_path / "ck"
+    (ck / "failed_n2").mkdir(parents=True)  # the earlier layout's query of the ReadSQL's failures
+    sources = prepare(tmp_path / "spark-in", {"calls": _files(20, 2)})
+    queries, dead = _run(spark, tmp_path, sources, stores, ck)
+    assert queries == ["cep:sink:per_caller", "cep:failed:n2", "cep:dead-letters"], queries
+    assert dead == 4
+    assert (ck / "failed_n2" / "commits").is_dir()
