@@ -10,7 +10,7 @@ Exactly-once in effect (docs/architecture.md, decision 6, stores/ledger.py):
 
 - UpdateSQL passes each event's `__seq` (deterministic, the same when Spark replays a batch) as its
   event id, under the scope (deployment, node id). Spark recomputes an UpdateSQL for every query
-  downstream of it (each sink, table and dead letter is a query of its own) and for every replayed
+  downstream of it (each sink and table is a query of its own, as the dead letters may be) and for every replayed
   batch; the ledger makes all of them but the first return the recorded counts, executing nothing.
 - Materialize passes (deployment, node id, batch id): a replayed batch writes nothing.
 

@@ -15,7 +15,9 @@ runs of a deployment):
   except the failures of a window's rows, a join's pairs or a data store call's results that a sink
   or a table writes, as they are or through Maps, and those Maps' own (`written_with`): the query
   writing the rows writes them, from the same micro-batch (one computation of the window, one store
-  call; deployer.spark.run.failures).
+  call; deployer.spark.run.failures); and except the failure points that exactly one of the other
+  queries computes (`_spooled`): that query's tasks write them (`Query.spooled`;
+  deployer.spark.streams.spool). A checkpoint that has a `failed:<node>` query keeps it (`kept`).
 
 `plan_queries` lists them; the deployment starts exactly these (deployer.spark.run.deployment checks that
 its translation found the same failure points), and `cep explain --queries` and the golden tests
