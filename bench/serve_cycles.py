@@ -113,7 +113,11 @@ def rows(quick: bool) -> list[dict[str, Any]]:
 
     result = run(40 if quick else CYCLES)
     last, first = result["marks"][result["cycles"]], result["marks"][20]
-    what = {"heap_mb": "driver heap after GC", "jvm_rss_mb": "JVM resident", "python_rss_mb": "Python resident"}
+    what = {
+        "heap_mb": "driver heap after GC",
+        "jvm_rss_mb": "JVM resident",
+        "python_rss_mb": "Python resident",
+    }
     return [
         row(
             f"serve, {label}, {result['cycles']} cycles",

@@ -37,6 +37,34 @@ def test_python_workers_talk_over_a_unix_socket_in_local_mode(spark: Any) -> Non
     assert any(p.name.endswith(".sock") for p in directory.iterdir())
 
 
+def test_python_workers_fork_from_a_daemon_that_has_imported_their_modules(spark: Any) -> None:
+    """A local session's workers come from worker_path/cep_daemon.py, not PySpark's own daemon: a
+    worker finds the project's modules (the stores' ReadSQL, the Sequencer, the spool) imported
+    before its function ran, as its parent did."""
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "cep_daemon"
+
+    def modules(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # pickled by value
+        import os
+        import sys
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\0", b" ").decode()
+        names = [
+            n
+            for n in ("deployer.spark.datastores.sql", "deployer.spark.streams.sequencer")
+            if n in sys.modules
+        ]
+        for _ in batches:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([parent]), pa.array([",".join(names)])], names=["p", "m"]
+            )
+
+    df = spark.range(0, 4, 1, 2)
+    rows = df.mapInArrow(modules, "p string, m string").collect()
+    assert rows and all("cep_daemon" in r.p for r in rows), [r.p for r in rows]
+    assert all(r.m == "deployer.spark.datastores.sql,deployer.spark.streams.sequencer" for r in rows), rows
+
+
 def test_loopback_tcp_for_a_cluster_when_turned_off_or_when_the_path_is_too_long(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

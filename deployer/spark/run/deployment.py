@@ -93,6 +93,7 @@ class SparkDeployment:
         self.sources = {src.stream: source_uri(src, sources) for src in graph.sources()}
         check_bindings(graph, dict(sources), dict(sinks))  # a binding for an unknown stream is a mistake
         inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger)
+        self.inputs = inputs
         self.rejected = inputs.rejected  # (stream, its dead letters) of the sources that reject records
         self.sg = SparkGraph(
             graph, inputs.frames, HANDLERS, stores, timed_sources={s for s, _ in self.rejected}
@@ -252,7 +253,7 @@ class SparkDeployment:
         """The queries that write failures only (deployer.spark.run.failures): one per failure point that
         no sink or table writes, and the dead-letters query."""
         own = failure_queries(self.sg, self._written)
-        shared = dead_letters(self.sg, self.rejected, self._dead("stateless"))
+        shared = dead_letters(self.sg, self.inputs, self._dead("stateless"))
         expected = {n for n in planned if n.startswith("failed:")}
         if set(own) != expected or (shared is not None) != (DEAD_LETTERS in planned):
             raise AssertionError(

@@ -15,9 +15,11 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
 from deployer.spark.run.shared import batch_plans, stem, unstem
 from deployer.spark.streams.dead_letters import dead_letter_frame
+from deployer.spark.streams.sources import events_of, rejects, released
 from deployer.spark.translate.graph import DeadLetter, SparkGraph
 from operators import graph as g
 from operators.analysis import ancestors
@@ -109,28 +111,35 @@ def failure_queries(sg: SparkGraph, written: Collection[str]) -> dict[str, DataF
     }
 
 
-_REJECTED = "rejected:"  # the name of a source's rejected records among the dead-letters query's inputs
+_PARSED = "parsed:"  # a source's parsed rows among the dead-letters query's inputs
+_MARKED = "marked:"  # a Sequencer's output among them
 
 
-def dead_letters(
-    sg: SparkGraph, rejected: Sequence[tuple[str, DataFrame]], dead: Writer
-) -> tuple[DataFrame, Writer] | None:
-    """The dead-letters query, if the deployment has one: the `rejected` records of its sources
-    (stream, its rejects: unparsable records, events without event time, late events) and the
-    failures of its stateless operators, in one `dead_letter_frame` per micro-batch, for `dead`.
+def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFrame, Writer] | None:
+    """The dead-letters query, if the deployment has one: the rejected records of its sources
+    (unparsable records, events without event time, late events) and the failures of its stateless
+    operators, in one `dead_letter_frame` per micro-batch, for `dead`.
 
-    It reads each source once: its streaming DataFrame is the sources' events and rejects side by
-    side (deployer.spark.run.shared.stem), and each micro-batch translates the stateless operators
-    that can fail as batch DataFrames (deployer.spark.run.shared.batch_plans). A union of each
-    operator's failed rows as streaming DataFrames would repeat the source, and its Sequencer (a
-    stateful operator, planned and stored once per copy), for every such operator."""
+    It reads each source once and passes each Sequencer once: its streaming DataFrame is, side by
+    side (deployer.spark.run.shared.stem), each rejecting source's parsed rows and each Sequencer's
+    output before its split (`Inputs.parsed`, `Inputs.marked`), which each micro-batch splits into
+    events, rejected records and late events (sources.events_of, rejects, released). The events and
+    the rejects as streaming DataFrames of their own read the source again, and ran the Sequencer
+    (a stateful operator, a Python worker per task) again, for each. Each micro-batch translates
+    the stateless operators that can fail as batch DataFrames (deployer.spark.run.shared.batch_plans);
+    a union of each operator's failed rows as streaming DataFrames would repeat the source, and its
+    Sequencer, for every such operator."""
     nodes = list(dict.fromkeys(dl.node for dl in sg.dead_letters if dl.stateless))
-    if not nodes and not rejected:
+    rejecting = list(inputs.parsed)
+    if not nodes and not rejecting:
         return None
     upstream = {a.id for n in nodes for a in ancestors(sg.graph, n)}
     streams = [s.stream for s in sg.graph.sources() if s.id in upstream]
-    frames = {s: sg.sources[s] for s in streams} | {f"{_REJECTED}{s}": bad for s, bad in rejected}
-    inputs = list(frames)
+    source = {s.stream: s for s in sg.graph.sources()}
+    frames = {f"{_PARSED}{s}": inputs.parsed[s] for s in rejecting}
+    frames |= {f"{_MARKED}{s}": m for s, (m, _) in inputs.marked.items()}
+    frames |= {s: sg.sources[s] for s in streams if s not in inputs.parsed}  # the generator's
+    names = list(frames)
     plan = batch_plans(sg.graph, sg.stores_config, sg.timed_sources, dead_letters=True)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -139,12 +148,18 @@ def dead_letters(
             # The batch runs whole, whatever its dead letters: the state of the Sequencers in it must
             # commit the batch (an optimizer that folds a plan to nothing would not run them).
             batch.count()
-            parts = unstem(batch, inputs)
-            out = [
-                dead_letter_frame(parts[f"{_REJECTED}{s}"], {"stage": "input", "stream": s})
-                for s, _ in rejected
-            ]
-            over = plan({s: parts[s] for s in streams})
+            parts = unstem(batch, names)
+            events = {s: parts[s] for s in streams if s in parts}
+            out = []
+            for s in rejecting:
+                bad = rejects(parts[f"{_PARSED}{s}"], source[s])
+                if s in inputs.marked:
+                    events[s], late = released(source[s], parts[f"{_MARKED}{s}"], inputs.marked[s][1])
+                    bad = bad.unionByName(late, allowMissingColumns=True)
+                else:
+                    events[s] = events_of(parts[f"{_PARSED}{s}"], source[s])
+                out.append(dead_letter_frame(bad, {"stage": "input", "stream": s}))
+            over = plan({s: events[s] for s in streams})
             over.observations = {}  # the Filters' counts are their sinks' queries' to report
             for node in nodes:
                 over.port(g.Port(node))
@@ -160,4 +175,4 @@ def dead_letters(
         finally:
             batch.unpersist()
 
-    return stem(frames, inputs), write
+    return stem(frames, names), write

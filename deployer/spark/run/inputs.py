@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.run.checkpoint import arrival_log
 from deployer.spark.run.queries import sequenced_merges
-from deployer.spark.streams.redis_source import redis_stream_source
-from deployer.spark.streams.sources import SourceError, file_source, generator_source, sequence
+from deployer.spark.streams.redis_source import redis_parsed
+from deployer.spark.streams.sources import SourceError, file_parsed, generator_source, sequence, split
 from operators import graph as g
 from operators.analysis import self_merged_sources
 
@@ -31,6 +31,12 @@ class Inputs:
 
     frames: dict[str, DataFrame] = field(default_factory=dict)
     rejected: list[tuple[str, DataFrame]] = field(default_factory=list)
+    # For the query that writes the dead letters (deployer.spark.run.failures.dead_letters), which
+    # reads each source once and passes each Sequencer once: per stream whose source rejects
+    # records, its parsed rows, and per stream with event time, the Sequencer's output before its
+    # split into events and late events, and whether it was merged (sources.sequence).
+    parsed: dict[str, DataFrame] = field(default_factory=dict)
+    marked: dict[str, tuple[DataFrame, bool]] = field(default_factory=dict)
 
 
 def read_inputs(
@@ -43,6 +49,7 @@ def read_inputs(
     """The events and dead letters of every source of `graph`; `uris`: stream → its bound URI."""
     frames: dict[str, DataFrame] = {}
     bad: dict[str, DataFrame] = {}
+    parsed: dict[str, DataFrame] = {}
     timed: dict[str, tuple[g.Source, DataFrame]] = {}
     for src in graph.sources():
         uri = uris[src.stream]
@@ -50,20 +57,22 @@ def read_inputs(
             frames[src.stream] = generator_source(spark, uri, src)
             continue
         if is_redis_stream_uri(uri):
-            good, bad[src.stream] = redis_stream_source(spark, uri, src)
+            parsed[src.stream] = redis_parsed(spark, uri, src)
         else:
             log = arrival_log(checkpoint, src.stream)
-            good, bad[src.stream] = file_source(spark, uri, src, log, max_files_per_trigger)
+            parsed[src.stream] = file_parsed(spark, uri, src, log, max_files_per_trigger)
+        good, bad[src.stream] = split(parsed[src.stream], src)
         if src.event_time is None:
             frames[src.stream] = good
         else:
             timed[src.stream] = (src, good)
     merges = sequenced_merges(graph, uris)
-    for stream, (events, late) in sequence(timed, merges, self_merged_sources(graph)).items():
+    marked: dict[str, tuple[DataFrame, bool]] = {}
+    for stream, (events, late) in sequence(timed, merges, self_merged_sources(graph), marked).items():
         frames[stream] = events
         bad[stream] = bad[stream].unionByName(late, allowMissingColumns=True)
     order = [s.stream for s in graph.sources()]
-    return Inputs({s: frames[s] for s in order}, [(s, bad[s]) for s in order if s in bad])
+    return Inputs({s: frames[s] for s in order}, [(s, bad[s]) for s in order if s in bad], parsed, marked)
 
 
 def stream_named(graph: g.Graph, name: str) -> str:

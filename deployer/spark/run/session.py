@@ -282,6 +282,8 @@ def launch_jvm(options: dict[str, str], log: Path) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             [str(WORKER_PATH), *(p for p in paths if p != str(WORKER_PATH))]
         )
+        # and fork from a daemon that has imported what they import (worker_path/cep_daemon.py)
+        options = {"spark.python.daemon.module": "cep_daemon", **options}
     conf = SparkConf()
     for key, value in options.items():
         conf.set(key, value)

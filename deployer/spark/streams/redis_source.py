@@ -298,13 +298,18 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
 
 def redis_stream_source(spark: SparkSession, uri: str, node: g.Source) -> tuple[DataFrame, DataFrame]:
     """A Redis stream → `sources.split`'s (events, dead letters), as `sources.file_source`."""
+    return split(redis_parsed(spark, uri, node), node)
+
+
+def redis_parsed(spark: SparkSession, uri: str, node: g.Source) -> DataFrame:
+    """A Redis stream → its parsed rows (`file_source.parsed_schema`), for `sources.split`."""
     s = parse_stream_uri(uri)
     register(spark)
     reader = spark.readStream.format(NAME)
     for k, v in _options(s, spark.sparkContext.defaultParallelism).items():
         reader = reader.option(k, v)
     out = parsed_schema(node.schema)
-    return split(reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, out), out), node)
+    return reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, out), out)
 
 
 # ---- Spark sink ----------------------------------------------------------------------------------------

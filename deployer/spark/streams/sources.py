@@ -40,6 +40,13 @@ def file_source(
 ) -> tuple[DataFrame, DataFrame]:
     """A directory of event files → `split`'s (events, dead letters); `log` is the source's arrival
     log (file_source)."""
+    return split(file_parsed(spark, uri, node, log, max_files), node)
+
+
+def file_parsed(
+    spark: SparkSession, uri: str, node: g.Source, log: Path, max_files: int | None = None
+) -> DataFrame:
+    """A directory of event files → its parsed rows (`file_source.parsed_schema`), for `split`."""
     directory = file_dir(uri)
     if directory is None:
         raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
@@ -49,7 +56,7 @@ def file_source(
     reader = spark.readStream.format(files.NAME)
     for key, value in files.options(directory, str(directory), log, node.schema, max_files).items():
         reader = reader.option(key, value)
-    return split(reader.load(), node)
+    return reader.load()
 
 
 def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
@@ -61,6 +68,23 @@ def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
     The events of a stream with event time, with its end-of-input row, are for `sequence`."""
     is_end = F.coalesce(F.col(END), F.lit(False))
     parsed = parsed.observe(f"{INPUT_METRIC}{node.stream}", F.count(F.when(~is_end, F.lit(1))).alias("rows"))
+    return events_of(parsed, node), rejects(parsed, node)
+
+
+def events_of(parsed: DataFrame, node: g.Source) -> DataFrame:
+    """`split`'s events of a source's parsed rows (a micro-batch of them too)."""
+    is_end = F.coalesce(F.col(END), F.lit(False))
+    values = [col_name(i) for i in range(len(node.schema))]
+    rejected = F.col(REASON).isNotNull()
+    if node.event_time is None:
+        return parsed.filter(~rejected & ~is_end).select(*values, SEQ)
+    ts = F.col(col_name(node.schema.position(node.event_time)))
+    return parsed.filter(~rejected & (ts.isNotNull() | is_end)).select(*values, SEQ, END)
+
+
+def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
+    """`split`'s dead letters of a source's parsed rows (a micro-batch of them too)."""
+    is_end = F.coalesce(F.col(END), F.lit(False))
     values = [col_name(i) for i in range(len(node.schema))]
     rejected = F.col(REASON).isNotNull()
     bad = parsed.filter(rejected).select(
@@ -70,25 +94,29 @@ def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
         F.col(ORIGIN).alias("source"),
     )
     if node.event_time is None:
-        return parsed.filter(~rejected & ~is_end).select(*values, SEQ), bad
+        return bad
     ts = F.col(col_name(node.schema.position(node.event_time)))
     untimed = parsed.filter(~rejected & ~is_end & ts.isNull()).select(
         *_dead_event(node, f"event time field '{node.event_time}' is NULL", F.struct(*values))
     )
-    timed = parsed.filter(~rejected & (ts.isNotNull() | is_end)).select(*values, SEQ, END)
-    return timed, bad.unionByName(untimed, allowMissingColumns=True)
+    # one filter of the rows, not two: a micro-batch's rows are read once for both
+    return bad.unionByName(untimed, allowMissingColumns=True)
 
 
 def sequence(
     streams: Mapping[str, tuple[g.Source, DataFrame]],
     merges: Sequence[tuple[str, ...]],
     self_merged: Set[str] = frozenset(),
+    marked: dict[str, tuple[DataFrame, bool]] | None = None,
 ) -> dict[str, tuple[DataFrame, DataFrame]]:
     """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
     per stream, (its events in order, its late events as dead letters of stage `late`). The streams
     of each of `merges` pass it together; the others alone, those of `self_merged` (streams that
-    meet themselves in a merge) released strictly below their watermark."""
+    meet themselves in a merge) released strictly below their watermark. `marked`, if given, gets
+    per stream the Sequencer's output before it splits (released and late rows: one computation of
+    the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged."""
     out: dict[str, tuple[DataFrame, DataFrame]] = {}
+    marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
     for stream, (node, timed) in streams.items():
         if stream in together:
@@ -96,12 +124,17 @@ def sequence(
         index, delay = _event_time(node)
         # declared before the Sequencer: the stream's watermark counts every event it delivers
         timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
-        out[stream] = _released(node, sequenced(timed, node.stream, index, delay, stream in self_merged))
+        marked[stream] = (
+            _marked(node, sequenced(timed, node.stream, index, delay, stream in self_merged)),
+            False,
+        )
+        out[stream] = released(node, marked[stream][0], merged=False)
     for merge in merges:
         nodes = [streams[s][0] for s in merge]
         merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
         for s, node, ordered in zip(merge, nodes, sequenced_jointly(merged), strict=True):
-            events, late = _released(node, ordered)
+            marked[s] = (_marked(node, ordered), True)
+            events, late = released(node, marked[s][0], merged=False)
             # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
             index, delay = _event_time(node)
             events = events.withWatermark(col_name(index), f"{delay} milliseconds")
@@ -116,10 +149,7 @@ def sequence(
             # differential fuzzer, seed 39106). An observation is a node it pushes no filter
             # through: one right on the watermark keeps every later filter above it.
             events = events.observe(f"{RELEASED_METRIC}{node.stream}", F.count(F.lit(1)).alias("rows"))
-            # A stream's placeholder row moves its watermark and goes no further. (Its condition
-            # reads the event time, which kept it above the watermark before the observation did.)
-            ts = F.col(col_name(index))
-            out[s] = events.filter((F.col(SEQ) != F.lit(PLACEHOLDER)) | ts.isNull()), late
+            out[s] = _placed(node, events), late
     return out
 
 
@@ -129,15 +159,30 @@ def _event_time(node: g.Source) -> tuple[int, int]:
     return node.schema.position(node.event_time), node.watermark_ms or 0
 
 
-def _released(node: g.Source, ordered: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """A Sequencer's output → (the events it released, its late events as dead letters)."""
+def _marked(node: g.Source, ordered: DataFrame) -> DataFrame:
+    """A Sequencer's output, its late events counted."""
+    is_late = F.col(LATE).isNotNull()
+    return ordered.observe(f"{LATE_METRIC}{node.stream}", F.count(F.when(is_late, F.lit(1))).alias("rows"))
+
+
+def released(node: g.Source, marked: DataFrame, merged: bool) -> tuple[DataFrame, DataFrame]:
+    """A Sequencer's output (`sequence`'s `marked`; a micro-batch of it too) → (the events it
+    released, its late events as dead letters); `merged`: it passed the Sequencer with other streams,
+    whose placeholder rows are no events (`_placed`)."""
     values = [col_name(i) for i in range(len(node.schema))]
     index, _ = _event_time(node)
     is_late = F.col(LATE).isNotNull()
-    ordered = ordered.observe(f"{LATE_METRIC}{node.stream}", F.count(F.when(is_late, F.lit(1))).alias("rows"))
     event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
-    late = ordered.filter(is_late).select(*_dead_event(node, F.col(LATE), event, stage="late"))
-    return ordered.filter(~is_late).select(*values, SEQ), late
+    late = marked.filter(is_late).select(*_dead_event(node, F.col(LATE), event, stage="late"))
+    events = marked.filter(~is_late).select(*values, SEQ)
+    return (_placed(node, events) if merged else events), late
+
+
+def _placed(node: g.Source, events: DataFrame) -> DataFrame:
+    """A merged stream's events without its placeholder row, which moves its watermark and goes no
+    further. (Its condition reads the event time, which keeps it above the watermark.)"""
+    ts = F.col(col_name(_event_time(node)[0]))
+    return events.filter((F.col(SEQ) != F.lit(PLACEHOLDER)) | ts.isNull())
 
 
 def _dead_event(

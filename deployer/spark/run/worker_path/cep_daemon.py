@@ -1,0 +1,47 @@
+"""The daemon of the Python workers a local `cep` JVM starts (`spark.python.daemon.module`): PySpark's
+own (`pyspark.daemon`), which forks a worker for every Python task that finds none idle, after
+importing what those workers' functions import.
+
+A forked worker has its parent's modules already imported. PySpark's daemon imports PySpark's
+worker only, so every new worker imported pandas, pyarrow and the project's modules that its
+function's pickle names (the Sequencer, the stores for ReadSQL, the dead-letter spool ...): 0.5 to
+1.1 s of CPU each on the machine of the README's figures, and a short run starts a few dozen
+workers. The daemon imports them once. A module that fails to import here is left to the worker,
+which then reports the error as it would have.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+PRELOADED = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyspark.sql.pandas.serializers",
+    "pyspark.sql.streaming.stateful_processor_util",
+    "deployer.spark.streams.file_source",
+    "deployer.spark.streams.sequencer",
+    "deployer.spark.streams.merge_sequencer",
+    "deployer.spark.streams.spool",
+    "deployer.spark.datastores.sql",
+    "deployer.spark.windows.window_state",
+    "deployer.spark.windows.tuple_buckets",
+    "deployer.spark.patterns.processor",
+)
+
+
+def _preload() -> None:
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the worker that needs it imports it, and says what failed
+            continue
+
+
+if __name__ == "__main__":
+    _preload()
+    from pyspark.daemon import manager
+
+    manager()
