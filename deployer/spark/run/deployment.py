@@ -94,10 +94,8 @@ class SparkDeployment:
         check_bindings(graph, dict(sources), dict(sinks))  # a binding for an unknown stream is a mistake
         inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger)
         self.inputs = inputs
-        self.rejected = inputs.rejected  # (stream, its dead letters) of the sources that reject records
-        self.sg = SparkGraph(
-            graph, inputs.frames, HANDLERS, stores, timed_sources={s for s, _ in self.rejected}
-        )
+        # a source that rejects records dead-letters its events without event time with them
+        self.sg = SparkGraph(graph, inputs.frames, HANDLERS, stores, timed_sources=set(inputs.parsed))
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name
         self.sinks = {stream_named(graph, s): uri for s, uri in sinks.items()}

@@ -25,16 +25,13 @@ from operators.analysis import self_merged_sources
 
 @dataclass
 class Inputs:
-    """Per source stream, its events (`frames`), and per stream whose source rejects records, its
-    dead letters: rejected records, events without event time, late events (`rejected`); both in
-    the order of the script's sources."""
+    """Per source stream, its events (`frames`, in the order of the script's sources), and for the
+    query that writes the dead letters (deployer.spark.run.failures.dead_letters), which reads each
+    source once and passes each Sequencer once: per stream whose source rejects records, its parsed
+    rows, and per stream with event time, the Sequencer's output before its split into events and
+    late events, and whether it was merged (sources.sequence)."""
 
     frames: dict[str, DataFrame] = field(default_factory=dict)
-    rejected: list[tuple[str, DataFrame]] = field(default_factory=list)
-    # For the query that writes the dead letters (deployer.spark.run.failures.dead_letters), which
-    # reads each source once and passes each Sequencer once: per stream whose source rejects
-    # records, its parsed rows, and per stream with event time, the Sequencer's output before its
-    # split into events and late events, and whether it was merged (sources.sequence).
     parsed: dict[str, DataFrame] = field(default_factory=dict)
     marked: dict[str, tuple[DataFrame, bool]] = field(default_factory=dict)
 
@@ -48,7 +45,6 @@ def read_inputs(
 ) -> Inputs:
     """The events and dead letters of every source of `graph`; `uris`: stream → its bound URI."""
     frames: dict[str, DataFrame] = {}
-    bad: dict[str, DataFrame] = {}
     parsed: dict[str, DataFrame] = {}
     timed: dict[str, tuple[g.Source, DataFrame]] = {}
     for src in graph.sources():
@@ -61,18 +57,16 @@ def read_inputs(
         else:
             log = arrival_log(checkpoint, src.stream)
             parsed[src.stream] = file_parsed(spark, uri, src, log, max_files_per_trigger)
-        good, bad[src.stream] = split(parsed[src.stream], src)
+        good, _ = split(parsed[src.stream], src)
         if src.event_time is None:
             frames[src.stream] = good
         else:
             timed[src.stream] = (src, good)
     merges = sequenced_merges(graph, uris)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    for stream, (events, late) in sequence(timed, merges, self_merged_sources(graph), marked).items():
+    for stream, (events, _) in sequence(timed, merges, self_merged_sources(graph), marked).items():
         frames[stream] = events
-        bad[stream] = bad[stream].unionByName(late, allowMissingColumns=True)
-    order = [s.stream for s in graph.sources()]
-    return Inputs({s: frames[s] for s in order}, [(s, bad[s]) for s in order if s in bad], parsed, marked)
+    return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
 
 
 def stream_named(graph: g.Graph, name: str) -> str:
