@@ -14,6 +14,7 @@ the issue's goal is within 10 %.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -46,6 +47,7 @@ def _rss_kb(pid: int) -> int:
 
 
 def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
+    gc.collect()  # py4j frees a JVM object once Python has freed its proxy
     jvm = spark.sparkContext._jvm
     for _ in range(2):
         jvm.java.lang.System.gc()

@@ -21,7 +21,7 @@ def make_spark_session(
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from deployer.spark.run.session import SESSION_CONF, launch_jvm, python_worker_conf
+    from deployer.spark.run.session import CONTEXT_CONF, SESSION_CONF, launch_jvm, python_worker_conf
 
     options = {
         **SESSION_CONF,
@@ -42,7 +42,7 @@ def make_spark_session(
     if driver_memory is not None:
         options["spark.driver.memory"] = driver_memory
     if log is not None and SparkContext._gateway is None:  # else a `cep run` in this process: its JVM
-        launch_jvm(options, log)
+        launch_jvm({**options, **CONTEXT_CONF}, log)
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)

@@ -34,8 +34,8 @@ from deployer.spark.handlers import HANDLERS
 from deployer.spark.run import progress
 from deployer.spark.run.checkpoint import drop_interrupted_log_writes, own_failure_queries, query_dir
 from deployer.spark.run.failures import along, dead_letters, failure_queries
+from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
-from deployer.spark.run.interrupt import interruptible
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
     BY_TASKS,
@@ -47,6 +47,7 @@ from deployer.spark.run.queries import (
     shared_inputs,
     store_kinds,
 )
+from deployer.spark.run.reclaim import reclaim
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
@@ -120,6 +121,7 @@ class SparkDeployment:
             on_started  # told each query's name once it has started (deployer.spark.run.checkpoint)
         )
         self._stopping = threading.Event()  # set by stop_between_batches: no writer begins a batch
+        self._gates: list[Gate] = []  # the queries' foreachBatch functions, released by stop
         self._written: set[str] = set()  # failure points a sink's or table's query writes (`_along`)
 
     # ---- starting the queries ------------------------------------------------------------------
@@ -165,19 +167,12 @@ class SparkDeployment:
                 conf.set(_PARTITIONS, before)
                 conf.set(_NO_DATA_BATCHES, before_no_data)
 
-    def _gated(self, writer: Writer) -> Writer:
-        """`writer`, unless the run is stopping: then a batch that has not begun writing fails before
-        it touches its DataFrame (lazy: nothing of the batch runs, no store is called), is not
-        committed, and is replayed whole on restart. A batch the stop interrupts while it writes
-        fails in a few lines (deployer.spark.run.interrupt)."""
-        interrupted = interruptible(writer)
-
-        def write(df: DataFrame, batch_id: int) -> None:
-            if self._stopping.is_set():
-                raise RuntimeError(f"batch {batch_id} left to the next run: this one is stopping")
-            interrupted(df, batch_id)
-
-        return write
+    def _gated(self, writer: Writer) -> Gate:
+        """`writer`, unless the run is stopping (deployer.spark.run.gate). A batch the stop
+        interrupts while it writes fails in a few lines (deployer.spark.run.interrupt)."""
+        gate = Gate(writer, self._stopping)
+        self._gates.append(gate)
+        return gate
 
     def _sink_writer(self, stream: str, uri: str) -> Writer:
         consoles = sum(1 for u in self.sinks.values() if u == "console")
@@ -411,6 +406,9 @@ class SparkDeployment:
                     q.stop()
             except Exception:  # a query stopping during shutdown may raise; it is stopped either way
                 pass
+        for gate in self._gates:  # else py4j and the JVM keep each other's half of the deployment
+            gate.release()
+        reclaim(self.spark)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -79,11 +79,26 @@ SESSION_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # A stopped query's state stores (each a RocksDB instance, with native memory) are closed by the
+    # state stores' maintenance, not by the stop: at the default 60 s a `cep serve` that deploys
+    # and undeploys often kept those of every recent query open (bench/serve_cycles.py).
+    "spark.sql.streaming.stateStore.maintenanceInterval": "10s",
     CHECKPOINT_FILE_MANAGER: (
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
     ),
 }
 
+
+# What Spark's UI keeps of past work lives in the driver's heap: every micro-batch is a SQL execution,
+# kept with its plan graph up to the default 1,000, which a long-lived `cep serve` reaches after some
+# hundred deployments; the UI shows the recent ones. Static settings: given to the JVM at its start,
+# not to a session (changing them on a running application is refused).
+CONTEXT_CONF = {
+    "spark.sql.ui.retainedExecutions": "100",
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+    "spark.sql.streaming.ui.retainedQueries": "20",
+}
 
 # The environment entries Spark's driver-side Python runners add to the Python function they run:
 # the Python streaming source's runner (one per source, started with each query) and the pre-init
@@ -201,7 +216,7 @@ def spark_session(
         **python_worker_conf(master),
     }
     if SparkContext._gateway is None:
-        launch_jvm({**options, **bounded_jvm_options(bounded)}, log or run_log(None))
+        launch_jvm({**options, **CONTEXT_CONF, **bounded_jvm_options(bounded)}, log or run_log(None))
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)

@@ -1,0 +1,51 @@
+"""What a stopped deployment leaves in a long-lived Spark application, given back.
+
+`cep serve` runs every deployment in one Spark application; measured over deploy, run and undeploy
+cycles (bench/serve_cycles.py), each deployment of examples/daily_bill.cpl left behind:
+
+- **8 threads and 2 sessions.** A Python streaming source and every transformWithStateInPandas
+  start a Python runner on the driver for each query (Spark 4.x `StreamingPythonRunner`). Each runner
+  makes a PythonWorkerFactory of its own, whose constructor starts an "Idle Worker Monitor" thread
+  that loops forever: nothing ends it, not even the factory's `stop()`. The thread inherits the query
+  thread's active SparkSession (an InheritableThreadLocal), so it also keeps the query's cloned
+  session. `stop_idle_monitors` stops the monitor threads of the factories that run no daemon: such
+  a thread has nothing to do (it only ends a daemon's idle workers), whichever query, running or
+  stopped, its factory serves.
+- **Its queries, plans and DataFrames.** py4j frees a JVM object when Python frees its proxy, and a
+  stopped deployment is a cycle of Python objects (closures that hold it), which only the cyclic
+  collector frees, maybe long after: `gc.collect()` here frees the deployments stopped before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from typing import Any
+
+_MONITOR = "Idle Worker Monitor for"
+
+
+def stop_idle_monitors(spark: Any) -> int:
+    """Stop the monitor threads of PythonWorkerFactories that run no daemon; how many it stopped.
+    `Thread.stop` is the only way to end a thread that loops without checking for interruption
+    (an interrupt would end it with an InterruptedException printed to the log); it is safe here,
+    where the thread holds nothing another thread needs."""
+    jvm = spark.sparkContext._jvm
+    stopped = 0
+    for thread in jvm.java.lang.Thread.getAllStackTraces().keySet().toArray():
+        if not str(thread.getName()).startswith(_MONITOR):
+            continue
+        with contextlib.suppress(Exception):  # another Spark's factory, or a JVM without Thread.stop
+            factory = thread.getClass().getField("$outer").get(thread)
+            field = factory.getClass().getDeclaredField("useDaemon")
+            field.setAccessible(True)
+            if not field.getBoolean(factory):
+                thread.stop()
+                stopped += 1
+    return stopped
+
+
+def reclaim(spark: Any) -> None:
+    """Give back what stopped deployments keep (see the module)."""
+    gc.collect()
+    stop_idle_monitors(spark)

@@ -1,0 +1,77 @@
+"""A long-lived session keeps nothing of a deployment once it has stopped (`cep serve` runs every
+deployment in one Spark application; bench/serve_cycles.py measures its heap over many cycles).
+
+Before: the writer each query hands to foreachBatch held the deployment, py4j's proxy pool held the
+writer for as long as the JVM held the query, and the JVM held the query for as long as Python held
+its proxy, so no deployment was ever freed (deployer.spark.run.gate); and every driver-side Python
+runner left a thread that never ends, holding its query's session (deployer.spark.run.reclaim).
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import weakref
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import T0, compile_text, iso, prepare
+
+from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.reclaim import stop_idle_monitors
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+CREATE STREAMSCHEMA calls WITH idcaller integer, cost integer, ts timestamp TIMESTAMP BY ts;
+INSERT INTO per_caller SELECT idcaller, sum(cost) AS total FROM calls
+  WINDOW TIME SIZE 10 SECONDS GROUP BY idcaller;
+"""
+
+
+def _events() -> list[dict[str, Any]]:
+    return [{"idcaller": k % 3, "cost": k, "ts": iso(T0 + timedelta(seconds=4 * k))} for k in range(12)]
+
+
+def _run_one(spark: Any, tmp: Path, k: int) -> weakref.ref[SparkDeployment]:
+    graph = compile_text(SCRIPT)
+    sources = prepare(tmp / str(k), {"calls": [_events()]})
+    d = SparkDeployment(
+        spark,
+        graph,
+        sources,
+        {"per_caller": f"file:{tmp / str(k) / 'out'}"},
+        str(tmp / str(k) / "ck"),
+        dead_letter=f"file:{tmp / str(k) / 'dead'}",
+        until_idle=True,
+    )
+    stats = d.run(out=io.StringIO())
+    assert stats.rows_out > 0  # it ran
+    return weakref.ref(d)
+
+
+def _monitors(spark: Any) -> int:
+    """The factories' monitor threads that run no daemon: the ones nothing ever ends."""
+    jvm = spark.sparkContext._jvm
+    n = 0
+    for t in jvm.java.lang.Thread.getAllStackTraces().keySet().toArray():
+        if str(t.getName()).startswith("Idle Worker Monitor for") and t.isAlive():
+            factory = t.getClass().getField("$outer").get(t)
+            field = factory.getClass().getDeclaredField("useDaemon")
+            field.setAccessible(True)
+            n += 0 if field.getBoolean(factory) else 1
+    return n
+
+
+def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path: Path) -> None:
+    first = _run_one(spark, tmp_path, 1)
+    second = _run_one(spark, tmp_path, 2)
+    gc.collect()
+    # Nothing holds a stopped deployment: not py4j's proxy pool through its queries' writers.
+    assert first() is None
+    assert second() is None
+    # Its Python source and window started driver-side runners, whose monitor threads are gone.
+    assert _monitors(spark) == 0
+    assert stop_idle_monitors(spark) == 0
