@@ -47,7 +47,7 @@ def _rss_kb(pid: int) -> int:
 
 
 def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
-    gc.collect()  # py4j frees a JVM object once Python has freed its proxy
+    gc.collect()  # py4j frees a JVM object once Python has freed its proxy (as cep serve does)
     jvm = spark.sparkContext._jvm
     for _ in range(2):
         jvm.java.lang.System.gc()

@@ -37,6 +37,7 @@ from deployer.service.catalog import NOTIFY_CHANNEL, Catalog, CatalogError, data
 from deployer.service.models import Deployment
 from deployer.service.reports import absorb, redact, summarize_error, totals
 from deployer.service.spark_runs import ServiceDeployment
+from deployer.spark.run.reclaim import collect
 from deployer.spark.run.session import set_log_level, spark_session
 
 log = logging.getLogger("paascep.service")
@@ -306,6 +307,7 @@ class Service:
         finally:
             if self.spark is not None:
                 set_log_level(self.spark, self._log_level)
+            collect()  # the deployments stopped before, in Python and so in the JVM
 
     # -- monitor: what runs -> the catalog --------------------------------------------------------
 

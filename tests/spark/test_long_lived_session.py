@@ -9,7 +9,6 @@ runner left a thread that never ends, holding its query's session (deployer.spar
 
 from __future__ import annotations
 
-import gc
 import io
 import weakref
 from datetime import timedelta
@@ -20,7 +19,7 @@ import pytest
 from spark_helpers import T0, compile_text, iso, prepare
 
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.run.reclaim import stop_idle_monitors
+from deployer.spark.run.reclaim import collect, stop_idle_monitors
 
 pytestmark = pytest.mark.spark
 
@@ -68,7 +67,7 @@ def _monitors(spark: Any) -> int:
 def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path: Path) -> None:
     first = _run_one(spark, tmp_path, 1)
     second = _run_one(spark, tmp_path, 2)
-    gc.collect()
+    collect()  # as cep serve does when it undeploys
     # Nothing holds a stopped deployment: not py4j's proxy pool through its queries' writers.
     assert first() is None
     assert second() is None

@@ -47,7 +47,7 @@ from deployer.spark.run.queries import (
     shared_inputs,
     store_kinds,
 )
-from deployer.spark.run.reclaim import reclaim
+from deployer.spark.run.reclaim import stop_idle_monitors
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
@@ -408,7 +408,7 @@ class SparkDeployment:
                 pass
         for gate in self._gates:  # else py4j and the JVM keep each other's half of the deployment
             gate.release()
-        reclaim(self.spark)
+        stop_idle_monitors(self.spark)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
