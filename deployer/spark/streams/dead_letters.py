@@ -121,11 +121,17 @@ def write_dead_letters(directory: Path | None, name: str, batch_id: int, lines: 
     if directory is None:
         sys.stderr.write("\n".join(lines) + "\n")
         return
-    directory.mkdir(parents=True, exist_ok=True)
     file = f"dead-letter-{name}-{batch_id:08d}.jsonl".replace(":", "_")
-    tmp = directory / f".{file}.tmp"
+    write_lines(directory / file, lines)
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """`lines` into `path`, whole or not at all: written beside it under a name of this process's
+    (two attempts of one task may write at once), then renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, directory / file)
+    os.replace(tmp, path)
 
 
 def dead_letter_dir(dead_letter: str | None, sinks: Iterable[str]) -> Path | None:

@@ -24,7 +24,6 @@ The spool lives beside the checkpoint, which Spark's tasks write to as well (the
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -37,7 +36,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from deployer.spark.streams.dead_letters import dead_letter_columns, dead_letter_line, write_dead_letters
+from deployer.spark.streams.dead_letters import (
+    dead_letter_columns,
+    dead_letter_line,
+    write_dead_letters,
+    write_lines,
+)
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
 _DEAD = "__dead"  # a failed row's dead letter (a struct of `dead_letter_columns`), NULL otherwise
@@ -112,16 +116,9 @@ def _spooler(
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
                 lines = [dead_letter_line(row) for row in batch.column(_DEAD).filter(failed).to_pylist()]
-                _write(Path(directory) / batch_id, f"part-{part:05d}-{k:05d}.jsonl", lines)
+                # One task's lines, whole or not at all: a task attempt run again rewrites its file.
+                write_lines(Path(directory) / batch_id / f"part-{part:05d}-{k:05d}.jsonl", lines)
                 batch = batch.filter(pc.invert(failed))
             yield batch.select(names)
 
     return run
-
-
-def _write(folder: Path, name: str, lines: list[str]) -> None:
-    """One task's lines, whole or not at all (a task attempt run again rewrites the same file)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{name}.{os.getpid()}.tmp"
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / name)
