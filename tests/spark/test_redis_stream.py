@@ -375,7 +375,7 @@ def test_spark_sink_exactly_once_across_a_crash_before_commit(
         SCRIPT.replace("TIMESTAMP BY ts", "TIMESTAMP BY ts WATERMARK 10 SECONDS")
     ).graph.sources()[0]
     timed, _ = redis_stream_source(spark, with_stream(base, "in", maxRecordsPerBatch=2), calls)
-    good, _ = sequence({calls.stream: (calls, timed)}, [])[calls.stream]  # as inputs.read_inputs does
+    good = sequence({calls.stream: (calls, timed)}, [])[calls.stream]  # as inputs.read_inputs does
     sink = redis_stream_writer(with_stream(base, "out"), "long_calls", CALLS.names, order=["_2", "__seq"])
 
     def run() -> str:

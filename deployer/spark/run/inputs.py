@@ -18,7 +18,14 @@ from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.run.checkpoint import arrival_log
 from deployer.spark.run.queries import sequenced_merges
 from deployer.spark.streams.redis_source import redis_parsed
-from deployer.spark.streams.sources import SourceError, file_parsed, generator_source, sequence, split
+from deployer.spark.streams.sources import (
+    SourceError,
+    counted,
+    events_of,
+    file_parsed,
+    generator_source,
+    sequence,
+)
 from operators import graph as g
 from operators.analysis import self_merged_sources
 
@@ -57,14 +64,14 @@ def read_inputs(
         else:
             log = arrival_log(checkpoint, src.stream)
             parsed[src.stream] = file_parsed(spark, uri, src, log, max_files_per_trigger)
-        good, _ = split(parsed[src.stream], src)
+        good = events_of(counted(parsed[src.stream], src), src)  # its rejects: the dead-letters query's
         if src.event_time is None:
             frames[src.stream] = good
         else:
             timed[src.stream] = (src, good)
     merges = sequenced_merges(graph, uris)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    for stream, (events, _) in sequence(timed, merges, self_merged_sources(graph), marked).items():
+    for stream, events in sequence(timed, merges, self_merged_sources(graph), marked).items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
 

@@ -32,7 +32,7 @@ def stop_idle_monitors(spark: Any) -> int:
     (an interrupt would end it with an InterruptedException printed to the log); it is safe here,
     where the thread holds nothing another thread needs."""
     jvm = spark.sparkContext._jvm
-    stopped = 0
+    stopped = []
     for thread in jvm.java.lang.Thread.getAllStackTraces().keySet().toArray():
         if not str(thread.getName()).startswith(_MONITOR):
             continue
@@ -42,8 +42,10 @@ def stop_idle_monitors(spark: Any) -> int:
             field.setAccessible(True)
             if not field.getBoolean(factory):
                 thread.stop()
-                stopped += 1
-    return stopped
+                stopped.append(thread)
+    for thread in stopped:  # `stop` only asks: gone once this returns
+        thread.join(1000)
+    return len(stopped)
 
 
 def collect() -> None:

@@ -66,9 +66,14 @@ def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
     observation). Records that did not convert are dead letters of stage `input`; with event time,
     so are events without it (stage `Source`, as the reference executor's Source dead-letters them).
     The events of a stream with event time, with its end-of-input row, are for `sequence`."""
-    is_end = F.coalesce(F.col(END), F.lit(False))
-    parsed = parsed.observe(f"{INPUT_METRIC}{node.stream}", F.count(F.when(~is_end, F.lit(1))).alias("rows"))
+    parsed = counted(parsed, node)
     return events_of(parsed, node), rejects(parsed, node)
+
+
+def counted(parsed: DataFrame, node: g.Source) -> DataFrame:
+    """A source's parsed rows, the records read counted (`split`)."""
+    is_end = F.coalesce(F.col(END), F.lit(False))
+    return parsed.observe(f"{INPUT_METRIC}{node.stream}", F.count(F.when(~is_end, F.lit(1))).alias("rows"))
 
 
 def events_of(parsed: DataFrame, node: g.Source) -> DataFrame:
@@ -108,14 +113,15 @@ def sequence(
     merges: Sequence[tuple[str, ...]],
     self_merged: Set[str] = frozenset(),
     marked: dict[str, tuple[DataFrame, bool]] | None = None,
-) -> dict[str, tuple[DataFrame, DataFrame]]:
+) -> dict[str, DataFrame]:
     """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
-    per stream, (its events in order, its late events as dead letters of stage `late`). The streams
+    per stream, its events in order (its late events are split off per micro-batch by the
+    dead-letters query, from `marked`: deployer.spark.run.failures). The streams
     of each of `merges` pass it together; the others alone, those of `self_merged` (streams that
     meet themselves in a merge) released strictly below their watermark. `marked`, if given, gets
     per stream the Sequencer's output before it splits (released and late rows: one computation of
     the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged."""
-    out: dict[str, tuple[DataFrame, DataFrame]] = {}
+    out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
     for stream, (node, timed) in streams.items():
@@ -128,13 +134,13 @@ def sequence(
             _marked(node, sequenced(timed, node.stream, index, delay, stream in self_merged)),
             False,
         )
-        out[stream] = released(node, marked[stream][0], merged=False)
+        out[stream] = released_events(node, marked[stream][0], merged=False)
     for merge in merges:
         nodes = [streams[s][0] for s in merge]
         merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
         for s, node, ordered in zip(merge, nodes, sequenced_jointly(merged), strict=True):
             marked[s] = (_marked(node, ordered), True)
-            events, late = released(node, marked[s][0], merged=False)
+            events = released_events(node, marked[s][0], merged=False)
             # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
             index, delay = _event_time(node)
             events = events.withWatermark(col_name(index), f"{delay} milliseconds")
@@ -149,7 +155,7 @@ def sequence(
             # differential fuzzer, seed 39106). An observation is a node it pushes no filter
             # through: one right on the watermark keeps every later filter above it.
             events = events.observe(f"{RELEASED_METRIC}{node.stream}", F.count(F.lit(1)).alias("rows"))
-            out[s] = _placed(node, events), late
+            out[s] = _placed(node, events)
     return out
 
 
@@ -171,11 +177,16 @@ def released(node: g.Source, marked: DataFrame, merged: bool) -> tuple[DataFrame
     whose placeholder rows are no events (`_placed`)."""
     values = [col_name(i) for i in range(len(node.schema))]
     index, _ = _event_time(node)
-    is_late = F.col(LATE).isNotNull()
     event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
-    late = marked.filter(is_late).select(*_dead_event(node, F.col(LATE), event, stage="late"))
-    events = marked.filter(~is_late).select(*values, SEQ)
-    return (_placed(node, events) if merged else events), late
+    late = marked.filter(F.col(LATE).isNotNull()).select(*_dead_event(node, F.col(LATE), event, stage="late"))
+    return released_events(node, marked, merged), late
+
+
+def released_events(node: g.Source, marked: DataFrame, merged: bool) -> DataFrame:
+    """`released`'s events only."""
+    values = [col_name(i) for i in range(len(node.schema))]
+    events = marked.filter(F.col(LATE).isNull()).select(*values, SEQ)
+    return _placed(node, events) if merged else events
 
 
 def _placed(node: g.Source, events: DataFrame) -> DataFrame:
