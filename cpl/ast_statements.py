@@ -8,9 +8,12 @@ from typing import Any
 from lark import Token, v_args
 
 from cpl import syntax_tree as ast
-from cpl.ast_builder import NameTok, unquote
+from cpl.ast_builder import NameTok, span, unquote
 from cpl.ast_patterns import PatternRules
 from cpl.errors import CplSyntaxError
+
+
+_OUTPUT_KINDS = ("ALL", "FIRST", "LAST", "SNAPSHOT")
 
 
 @v_args(meta=True)
@@ -138,9 +141,9 @@ class ToAst(PatternRules):
         if len(on_sqls) > 1:
             raise CplSyntaxError("a statement takes one ON SQL clause", on_sqls[1].pos)
         pattern = next((i for i in items if isinstance(i, ast.PatternFrom)), None)
-        return ast.Select(
-            sel, sources, where, group, having, on_sqls[0] if on_sqls else None, self._pos(meta), pattern
-        )
+        output = next((i for i in items if isinstance(i, ast.OutputRate)), None)
+        on_sql = on_sqls[0] if on_sqls else None
+        return ast.Select(sel, sources, where, group, having, on_sql, self._pos(meta), pattern, output)
 
     def select_list(self, meta: Any, children: list[Any]) -> tuple[ast.SelectItem, ...]:
         return tuple(children)
@@ -180,6 +183,30 @@ class ToAst(PatternRules):
 
     def having(self, meta: Any, children: list[Any]) -> tuple[str, ast.Expr]:
         return ("having", self._items(children)[0])
+
+    def output_rate(self, meta: Any, children: list[Any]) -> ast.OutputRate:
+        kinds = [c for c in children if isinstance(c, Token) and c.type in _OUTPUT_KINDS]
+        if len(kinds) > 1:
+            words = " ".join(str(k).upper() for k in kinds)
+            hint = "SNAPSHOT takes no FIRST or LAST" if any(k.type == "SNAPSHOT" for k in kinds) else ""
+            raise CplSyntaxError(
+                f"OUTPUT {words}: write one of ALL, FIRST, LAST or SNAPSHOT" + (f" ({hint})" if hint else ""),
+                span(self._tpos(kinds[0]), self._tpos(kinds[-1])),
+            )
+        kind = kinds[0].type.lower() if kinds else "all"
+        sign = next((c for c in children if isinstance(c, Token) and c.type == "ADD_OP"), None)
+        amount = next(c for c in children if isinstance(c, Token) and c.type == "INT")
+        unit: NameTok = children[-1]
+        where = span(self._tpos(sign) if sign is not None else self._tpos(amount), unit.pos)
+        if sign is not None and str(sign) != "+":
+            raise CplSyntaxError(f"OUTPUT EVERY {sign}{amount} {unit.text}: the count or duration must be positive", where)
+        pos = self._pos(meta)
+        if unit.text.lower() in ("events", "event"):
+            if int(amount) == 0:
+                raise CplSyntaxError("OUTPUT EVERY 0 EVENTS: the count must be at least 1", where)
+            return ast.OutputRate(kind, events=int(amount), pos=pos, every_pos=where)
+        every = ast.Duration(int(amount), unit.text.lower(), where)
+        return ast.OutputRate(kind, every=every, pos=pos, every_pos=where)
 
     def on_sql(self, meta: Any, children: list[Any]) -> ast.OnSql:
         outer = self._has(children, "OUTER")

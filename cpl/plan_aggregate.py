@@ -1,5 +1,6 @@
 """A statement that reads one stream through a WINDOW: WHERE and ON SQL, then one Aggregate node
-that groups, aggregates, applies HAVING and computes the SELECT over the aggregated row."""
+that groups, aggregates, applies HAVING and computes the SELECT over the aggregated row; then its
+OUTPUT clause, if it has one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from cpl.aggregate_check import AggregateChecker, agg_name, contains_aggregate, 
 from cpl.errors import PlanError
 from cpl.plan_filter import plan_where_and_sql
 from cpl.plan_map import select_items
+from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.plan_windows import resolve_window
 from cpl.scope import Input, Scope
@@ -41,6 +43,9 @@ def plan_aggregate(state: PlanState, sel: ast.Select, stream: Stream, line: int)
             "a statement that reads a stream WINDOW must compute aggregates (count, sum, avg, min, max)",
             item.window_pos,
         )
+    check_output(sel, aggregate=True, event_time=stream.event_time, what=f"stream '{stream.name}'")
+    if sel.output is not None:  # the key values, for the limiter (they need not be in the SELECT)
+        items += key_columns([ir.Col(k.type, i, n) for i, (k, n) in enumerate(zip(keys, key_names, strict=True))])
     node = g.Aggregate(
         id=state.next_id(),
         line=line,
@@ -53,7 +58,9 @@ def plan_aggregate(state: PlanState, sel: ast.Select, stream: Stream, line: int)
         projections=tuple(items),
     )
     port = state.add(node)
-    return Planned(port, node.schema, None)
+    # a snapshot's current rows over a TIME window are those of the latest window that has ended
+    current = (window.size, window.advance) if window.kind == "time" else None
+    return plan_output(state, sel, Planned(port, node.schema, None), line, current)
 
 
 def _group_keys(sel: ast.Select, plain: Checker) -> tuple[list[ir.Expr], list[str]]:

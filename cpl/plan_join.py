@@ -6,6 +6,7 @@ from __future__ import annotations
 from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_map import select_items
+from cpl.plan_output import check_output, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.plan_windows import resolve_window
 from cpl.scope import Input, Scope
@@ -58,7 +59,9 @@ def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: in
         event_time=event_time,
     )
     port = state.add(node)
-    return Planned(port, node.schema, event_time)
+    what = "the join's output (keep the left stream's event time in its SELECT)"
+    check_output(sel, aggregate=False, event_time=event_time, what=what)
+    return plan_output(state, sel, Planned(port, node.schema, event_time), line)
 
 
 def _time_windows(state: PlanState, sel: ast.Select, streams: list[Stream]) -> tuple[g.Window, g.Window]:

@@ -3,6 +3,8 @@ input unchanged)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_state import Planned, PlanState
@@ -38,15 +40,20 @@ def select_items(sel: ast.Select, checker: Checker, star: Schema | None) -> list
     return out
 
 
-def plan_map(state: PlanState, sel: ast.Select, cur: Planned, scope: Scope, line: int) -> Planned:
+def plan_map(
+    state: PlanState, sel: ast.Select, cur: Planned, scope: Scope, line: int, keys: Sequence[g.NamedExpr] = ()
+) -> Planned:
+    """The Map of the SELECT; `keys`: columns appended after the SELECT's, for an OutputRate
+    (cpl.plan_output.key_columns)."""
     items = select_items(sel, Checker(scope), cur.schema)
+    event_time = _projected_time(items, cur.event_time)
+    items += keys
     identity = len(items) == len(cur.schema) and all(
         isinstance(ne.expr, ir.Col) and ne.expr.index == i and ne.name == cur.schema.fields[i].name
         for i, ne in enumerate(items)
     )
     if identity:
         return cur
-    event_time = _projected_time(items, cur.event_time)
     node = g.Map(
         id=state.next_id(),
         line=line,

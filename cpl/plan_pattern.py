@@ -1,7 +1,7 @@
 """FROM PATTERN / FROM SEQUENCE → a Pattern node: the elements flattened into the automaton's states
 (EVERY marking where each scope starts again), every alias a slot, each condition checked over its
 event and the aliases before it, the SELECT and WHERE over the match row (docs/language.md,
-"Patterns")."""
+"Patterns"); then its OUTPUT clause, if it has one."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.pattern_check import Alias, PatternChecker, place_match_time
 from cpl.plan_map import select_items
+from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, SkipStatement, Stream
 from cpl.plan_windows import duration_ms
 from cpl.scope import Input, Scope
@@ -285,7 +286,7 @@ def plan_pattern(state: PlanState, sel: ast.Select, line: int) -> Planned:
     pf = sel.pattern
     assert pf is not None
     for what, present, pos in (
-        ("GROUP BY", bool(sel.group_by), sel.pos),
+        ("GROUP BY", bool(sel.group_by) and sel.output is None, sel.pos),
         ("HAVING", sel.having is not None, sel.pos),
         ("ON SQL", sel.on_sql is not None, sel.on_sql.pos if sel.on_sql else sel.pos),
     ):
@@ -299,6 +300,7 @@ def plan_pattern(state: PlanState, sel: ast.Select, line: int) -> Planned:
     partition = _partition(p)
     checker = PatternChecker(Scope([]), p.aliases, set(p.aliases), None, 0, "the SELECT")
     items = select_items(sel, checker, None)
+    keys = [checker.check(k) for k in sel.group_by]  # with an OUTPUT clause only (above)
     where = checker.check_bool(sel.where, "WHERE") if sel.where is not None else None
     width = len(checker.refs)
     items = [g.NamedExpr(ne.name, place_match_time(ne.expr, width)) for ne in items]
@@ -306,6 +308,9 @@ def plan_pattern(state: PlanState, sel: ast.Select, line: int) -> Planned:
     timed = next(
         (ne.name for ne in items if isinstance(ne.expr, ir.Col) and ne.expr.name == g.MATCH_TIME), None
     )
+    # a match always has a time (the limiter reads it whether the SELECT shows it or not)
+    check_output(sel, aggregate=False, event_time=g.MATCH_TIME, what="the pattern")
+    items += key_columns([place_match_time(k, width) for k in keys])
     if automaton.unbounded:
         state.warnings.append(
             (
@@ -330,4 +335,4 @@ def plan_pattern(state: PlanState, sel: ast.Select, line: int) -> Planned:
         projections=tuple(items),
     )
     port = state.add(node)
-    return Planned(port, node.schema, timed)
+    return plan_output(state, sel, Planned(port, node.schema, timed), line)

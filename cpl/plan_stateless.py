@@ -1,5 +1,6 @@
 """A statement without windows: its inputs (one stream, or the Union of several), then WHERE and
-ON SQL, then the Map of its SELECT. Aggregates, GROUP BY and HAVING are refused: they need a window."""
+ON SQL, then the Map of its SELECT, then its OUTPUT clause. Aggregates and HAVING are refused: they
+need a window; so is GROUP BY, except with an OUTPUT clause, which then limits per group."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from cpl.aggregate_check import contains_aggregate
 from cpl.errors import PlanError
 from cpl.plan_filter import plan_where_and_sql
 from cpl.plan_map import plan_map
+from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.scope import Input, Scope
+from cpl.typecheck import Checker
 from operators import graph as g
 
 
@@ -23,17 +26,30 @@ def plan_stateless(state: PlanState, sel: ast.Select, streams: list[Stream], lin
         quals = qualifiers(sel.sources[0])
     scope = Scope([Input(cur.schema, quals)])
     cur, scope = plan_where_and_sql(state, sel, cur, scope, line)
+    # GROUP BY without a window only says what an OUTPUT clause counts and keeps rows per
+    # (Siddhi's rule); it aggregates nothing
+    grouped = sel.group_by and sel.output is None
     if (
-        sel.group_by
+        grouped
         or sel.having is not None
-        or any(i.expr is not None and contains_aggregate(i.expr) for i in sel.items)
+        or any(i.expr is not None and contains_aggregate(i.expr) for i in (*sel.items, *_keys(sel)))
     ):
         pos = sel.group_by[0].pos if sel.group_by else sel.pos  # type: ignore[attr-defined]
         raise PlanError(
-            "aggregates, GROUP BY and HAVING need a window: FROM stream WINDOW name (or WINDOW TUPLE SIZE n ...)",
+            "aggregates, GROUP BY and HAVING need a window: FROM stream WINDOW name (or WINDOW TUPLE SIZE n "
+            "...); without one, GROUP BY goes with an OUTPUT clause, whose limit it applies per group",
             pos,
         )
-    return plan_map(state, sel, cur, scope, line)
+    what = f"stream '{streams[0].name}'" if len(streams) == 1 else "the merge of its streams"
+    check_output(sel, aggregate=False, event_time=cur.event_time, what=what)
+    keys = [Checker(scope).check(k) for k in sel.group_by]
+    tip = plan_map(state, sel, cur, scope, line, key_columns(keys))
+    return plan_output(state, sel, tip, line)
+
+
+def _keys(sel: ast.Select) -> list[ast.SelectItem]:
+    """The GROUP BY keys as items, to look for aggregates in them as in the SELECT."""
+    return [ast.SelectItem(k) for k in sel.group_by]
 
 
 def _plan_union(state: PlanState, sel: ast.Select, streams: list[Stream], line: int) -> Planned:

@@ -334,6 +334,18 @@ class PatternFrom:
 
 
 @dataclass(frozen=True)
+class OutputRate:
+    """`OUTPUT [ALL | FIRST | LAST | SNAPSHOT] EVERY n EVENTS | EVERY duration` (docs/language.md,
+    "Output rate limiting"): exactly one of `events` and `every` is set."""
+
+    kind: str  # "all" | "first" | "last" | "snapshot"
+    events: int | None = None
+    every: Duration | None = None
+    pos: Pos = _pos()
+    every_pos: Pos = _pos()  # the count or duration after EVERY
+
+
+@dataclass(frozen=True)
 class Select:
     items: tuple[SelectItem, ...]
     sources: tuple[FromItem, ...]
@@ -343,6 +355,7 @@ class Select:
     on_sql: OnSql | None = None
     pos: Pos = _pos()
     pattern: PatternFrom | None = None  # FROM PATTERN/SEQUENCE (then `sources` is empty)
+    output: OutputRate | None = None  # OUTPUT ... EVERY ...
 
 
 @dataclass(frozen=True)

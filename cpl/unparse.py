@@ -125,6 +125,10 @@ def select(s: ast.Select) -> str:
         o = s.on_sql
         names = ", ".join(".".join(name(p) for p in n) for n in o.names)
         out += f" ON {'OUTER ' if o.outer else ''}SQL {name(o.query)}, {name(o.alias)}, {names}"
+    if s.output is not None:
+        r = s.output
+        every = f"{r.events} EVENTS" if r.events is not None else duration(r.every) if r.every else ""
+        out += f" OUTPUT {r.kind.upper()} EVERY {every}"
     return out
 
 

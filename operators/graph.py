@@ -16,6 +16,7 @@ from operators.declarations import DataStore, SqlQuery, Table, Window, format_ms
 from operators.expr import Agg, Expr
 from operators.node import NamedExpr as NamedExpr
 from operators.node import Node, Port, _schema_of, _show
+from operators.output_node import OutputRate
 from operators.pattern_node import MATCH_TIME as MATCH_TIME
 from operators.pattern_node import Pattern
 
@@ -309,6 +310,7 @@ OPERATORS: tuple[type[Node], ...] = (
     UpdateSQL,
     Materialize,
     Pattern,
+    OutputRate,
     Sink,
 )
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from deployer.local.events import DeadLetter, RunStats
 from deployer.local.join import JoinOp
+from deployer.local.output_rate import OutputRateOp
 from deployer.local.patterns import PatternOp
 from deployer.local.runtime import (
     Event,
@@ -136,6 +137,7 @@ OPERATORS: dict[type[g.Node], Callable[[Any, LocalExecutor], Operator]] = {
     g.UpdateSQL: UpdateSQLOp,
     g.Materialize: MaterializeOp,
     g.Pattern: PatternOp,
+    g.OutputRate: OutputRateOp,
     g.Sink: SinkOp,
 }
 

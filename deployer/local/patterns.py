@@ -35,7 +35,6 @@ class PatternOp(Operator):
         self.rank: dict[Any, int] = {}
         self.held: list[tuple[int, str, int, Event]] = []  # rows waiting for the watermark
         self.seq = 0
-        self.time_pos = node.schema.position(node.event_time) if node.event_time else None
         self.out_wm: int | None = None
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
@@ -122,7 +121,8 @@ class PatternOp(Operator):
         """The held rows up to `limit` (all: None), in match-time order, and the output's watermark."""
         while self.held and (limit is None or self.held[0][0] <= limit):
             t, _, _, values = heapq.heappop(self.held)
-            self.emit(values, t if self.time_pos is not None else None)
-        if limit is not None and self.time_pos is not None and (self.out_wm is None or limit > self.out_wm):
+            # the match time, with or without a field for it, for an OutputRate after it (runtime)
+            self.emit(values, t)
+        if limit is not None and (self.out_wm is None or limit > self.out_wm):
             self.out_wm = limit
             self.emit_watermark(limit)

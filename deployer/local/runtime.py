@@ -3,7 +3,10 @@
 Operators talk by three messages, always in this order on an edge: events, then a watermark that
 promises no later event on that edge has an event time below it, then `end` (the input is over).
 Streams with event time carry events in event-time order (ties in arrival order); streams without
-it (e.g. Aggregate output) carry them in emission order and no watermarks.
+it (e.g. Aggregate output) carry them in emission order. A Map, an Aggregate or a Pattern whose output
+has no event-time field still passes on the time of its rows and its input's watermark, for the
+OutputRate that may follow (deployer.local.output_rate: a limit ticks on event time whether or not
+the SELECT keeps it); an operator without event time ignores both.
 
 `Runtime` is what operators need from the executor: dead-lettering, counters, stores, stream taps.
 
@@ -113,7 +116,10 @@ class MapOp(Operator):
         except EVAL_ERRORS as err:
             self.fail(err, event)
             return
-        self.emit(out, ts if self.timed else None)
+        self.emit(out, ts)  # the row's time, with or without a field for it (module docstring)
+
+    def watermark(self, i: int, wm: int) -> None:
+        self.emit_watermark(wm)
 
 
 class FilterOp(Operator):

@@ -22,8 +22,9 @@ Semantics (CPL.md section 3; the decisions where the paper is silent are marked 
 The Aggregate operator itself (`AggregateOp`, at the end) evaluates keys and aggregate arguments
 once per event, when it arrives; an error there dead-letters the event, which then counts in no
 window. HAVING and the projections read the aggregated row (key values ++ aggregate values); an
-error there dead-letters that row. Aggregate output has no event time: rows leave in the order
-windows fire, and the input's watermark stops here (it only closes windows).
+error there dead-letters that row. Aggregate output has no event-time field: rows leave in the order
+windows fire; each carries its time (the completing event's; a TIME window's last instant) and the
+input's watermark goes on after it closed windows, for an OutputRate's ticks only (runtime).
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ class AggregateOp(Operator):
         if self.tuples is not None:
             full = self.tuples.add(key, values)
             if full is not None:
-                self._output(key, self.aggs.fold(full))
+                self._output(key, self.aggs.fold(full), ts)
         elif self.times is not None:
             assert ts is not None, "a TIME window's input has event time"
             for state in self.times.states(key, ts):
@@ -201,9 +202,11 @@ class AggregateOp(Operator):
                 self.aggs.add(self.batches.state(key), values)
                 if closes:
                     state = self.batches.close(key)
-                    self._output(key, state)
+                    self._output(key, state, ts)
 
-    def _output(self, key: Key, state: list[Any], bounds: Event = ()) -> None:
+    def _output(self, key: Key, state: list[Any], ts: int | None, bounds: Event = ()) -> None:
+        """Emit a window's row; `ts`: its time, that of the event that completed the window, or the
+        last instant a TIME window covers (runtime: for an OutputRate after it)."""
         values, error = self.aggs.result(state)
         row: Event = key + values + bounds
         if error is not None:
@@ -218,18 +221,21 @@ class AggregateOp(Operator):
         except EVAL_ERRORS as err:
             self.fail(err, row)
             return
-        self.emit(out, None)
+        self.emit(out, ts)
 
     def _fire(self, until: int) -> None:
         assert self.times is not None
         for start, key, state in self.times.fire(until):
             # window_start() and window_end() read these, after the aggregates (see graph.Aggregate)
-            self._output(key, state, (from_micros(start), from_micros(start + self.times.size)))
+            end = start + self.times.size
+            self._output(key, state, end - 1, (from_micros(start), from_micros(end)))
 
     def watermark(self, i: int, wm: int) -> None:
-        # The output has no event time, so the watermark stops here; it only closes windows.
+        # The output has no event-time field: the watermark closes windows, and goes on only for an
+        # OutputRate's ticks (runtime); every later row's time is at or after it.
         if self.times is not None:
             self._fire(wm)
+        self.emit_watermark(wm)
 
     def finish(self, final: int | None) -> None:
         # Windows whose end the input's time reached fire; all others are incomplete and never do.
@@ -241,4 +247,4 @@ class AggregateOp(Operator):
     def end(self, i: int, final: int | None) -> None:
         self.ended[i] = True
         self.finish(final)
-        self.emit_end(None)
+        self.emit_end(final)

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from deployer import settings
 from deployer.spark.metrics import FILTERED_METRIC
+from deployer.spark.support import check_supported
 from deployer.spark.translate.columns import Message, col_name, error_column, spark_type
 from deployer.spark.translate.expr import ExprCompiler
 from operators import expr as ir
@@ -111,6 +112,9 @@ class SparkGraph:
     # spool.Spool, which the deployment passes in: its `labels`, and a call that makes a frame's
     # split so); None: each is a DeadLetter frame for a query to write.
     spool: Any = None
+
+    def __post_init__(self) -> None:
+        check_supported(self.graph)  # a graph with what Spark does not run yet stops here
 
     def compiled(self, node: g.Node, what: str, build: Callable[[], _T]) -> _T:
         """`build()`, once per node and `what` when the graph has a `memo`."""

@@ -1,0 +1,29 @@
+"""The limiter of an OutputRate node (deployer.output.limiter, deployer.output.snapshot)."""
+
+from __future__ import annotations
+
+from deployer.output.limiter import (
+    AllEvents,
+    AllEvery,
+    FirstEvents,
+    FirstEvery,
+    LastEvents,
+    LastEvery,
+    Limiter,
+)
+from deployer.output.snapshot import Snapshot
+from operators.output_node import ALL, FIRST, LAST, SNAPSHOT, OutputRate
+
+_US_PER_MS = 1000
+
+
+def limiter_for(node: OutputRate) -> Limiter:
+    if node.every_events is not None:
+        n = node.every_events
+        return {ALL: AllEvents, FIRST: FirstEvents, LAST: LastEvents}[node.kind](n)
+    assert node.every_ms is not None
+    every = node.every_ms * _US_PER_MS
+    if node.kind == SNAPSHOT:
+        w = node.snapshot_window
+        return Snapshot(every, (w[0] * _US_PER_MS, w[1] * _US_PER_MS) if w is not None else None)
+    return {ALL: AllEvery, FIRST: FirstEvery, LAST: LastEvery}[node.kind](every)

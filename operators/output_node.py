@@ -1,0 +1,76 @@
+"""The OutputRate node of the operator graph (`OUTPUT [ALL | FIRST | LAST | SNAPSHOT] EVERY ...`): how
+often a statement's rows go out, Siddhi's output rate limiting read in event time (docs/language.md,
+"Output rate limiting"). A node of its own module, beside the paper's in operators.graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from operators.datatypes import Schema
+from operators.declarations import format_ms
+from operators.node import Node
+
+ALL = "all"
+FIRST = "first"
+LAST = "last"
+SNAPSHOT = "snapshot"
+KINDS = (ALL, FIRST, LAST, SNAPSHOT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputRate(Node):
+    """The last node of a statement with an OUTPUT clause: it reads the statement's rows and lets
+    through the ones its kind says, when its kind says.
+
+    Its input row is the statement's output (`width` columns) followed by the values of the
+    statement's GROUP BY keys (the rest of `input_schema`): the statement that makes the row computes
+    them, so that the limiter needs no expressions of its own and, on an engine with keyed state,
+    can live in the operator that already holds the group. Only the first `width` columns go on.
+
+    Time is the time of each row, which its producer knows (the event's, the match's, for a window's
+    row the last instant the window covers), and ticks are the input's watermark passing `k ·
+    every_ms` on the epoch. Exactly one of `every_events` and `every_ms` is set; SNAPSHOT has
+    `every_ms`. `snapshot_window`: for SNAPSHOT over a TIME window, its (SIZE, ADVANCE) in ms, which
+    tell which rows are still current at a tick (those of the latest window that ended by then);
+    None: a group's latest row stays current (TUPLE and BATCH windows, which nothing expires).
+    """
+
+    input_schema: Schema
+    kind: str
+    every_events: int | None = None
+    every_ms: int | None = None
+    width: int
+    group_by: tuple[str, ...] = ()  # the GROUP BY keys as written, for people reading plans
+    snapshot_window: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"OutputRate kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if (self.every_events is None) == (self.every_ms is None):
+            raise ValueError("OutputRate needs exactly one of every_events and every_ms")
+        if (self.every_events or 1) < 1 or (self.every_ms is not None and self.every_ms < 1):
+            raise ValueError("OutputRate needs a positive count or duration")
+        if self.kind == SNAPSHOT and self.every_ms is None:
+            raise ValueError("OUTPUT SNAPSHOT ticks on time, not on a count of rows")
+        if len(self.input_schema) - self.width != len(self.group_by):
+            raise ValueError("OutputRate's input row is its output, then one column per group key")
+
+    @property
+    def schema(self) -> Schema:
+        return Schema(self.input_schema.fields[: self.width])
+
+    @property
+    def keys(self) -> range:
+        """The positions of the group key values in the input row."""
+        return range(self.width, len(self.input_schema))
+
+    def describe(self) -> str:
+        """The clause as written: `LAST EVERY 5 EVENTS`, `SNAPSHOT EVERY 10 SECONDS`."""
+        every = f"{self.every_events} EVENTS" if self.every_events is not None else format_ms(self.every_ms or 0)
+        return f"{self.kind.upper()} EVERY {every}"
+
+    def params(self) -> dict[str, object]:
+        p: dict[str, object] = {"output": self.describe()}
+        if self.group_by:
+            p["per_group"] = list(self.group_by)
+        return p
