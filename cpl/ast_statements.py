@@ -12,7 +12,6 @@ from cpl.ast_builder import NameTok, span, unquote
 from cpl.ast_patterns import PatternRules
 from cpl.errors import CplSyntaxError
 
-
 _OUTPUT_KINDS = ("ALL", "FIRST", "LAST", "SNAPSHOT")
 
 
@@ -199,7 +198,9 @@ class ToAst(PatternRules):
         unit: NameTok = children[-1]
         where = span(self._tpos(sign) if sign is not None else self._tpos(amount), unit.pos)
         if sign is not None and str(sign) != "+":
-            raise CplSyntaxError(f"OUTPUT EVERY {sign}{amount} {unit.text}: the count or duration must be positive", where)
+            raise CplSyntaxError(
+                f"OUTPUT EVERY {sign}{amount} {unit.text}: the count or duration must be positive", where
+            )
         pos = self._pos(meta)
         if unit.text.lower() in ("events", "event"):
             if int(amount) == 0:

@@ -45,7 +45,9 @@ def plan_aggregate(state: PlanState, sel: ast.Select, stream: Stream, line: int)
         )
     check_output(sel, aggregate=True, event_time=stream.event_time, what=f"stream '{stream.name}'")
     if sel.output is not None:  # the key values, for the limiter (they need not be in the SELECT)
-        items += key_columns([ir.Col(k.type, i, n) for i, (k, n) in enumerate(zip(keys, key_names, strict=True))])
+        items += key_columns(
+            [ir.Col(k.type, i, n) for i, (k, n) in enumerate(zip(keys, key_names, strict=True))]
+        )
     node = g.Aggregate(
         id=state.next_id(),
         line=line,

@@ -43,7 +43,9 @@ def check_output(sel: ast.Select, *, aggregate: bool, event_time: str | None, wh
                 out.pos,
             )
         if out.every is None:
-            raise PlanError("OUTPUT SNAPSHOT ticks on time: write EVERY duration, not EVERY n EVENTS", out.every_pos)
+            raise PlanError(
+                "OUTPUT SNAPSHOT ticks on time: write EVERY duration, not EVERY n EVENTS", out.every_pos
+            )
     if out.every is not None:
         duration_ms(out.every)  # a unit it knows, a positive amount
         if event_time is None:

@@ -26,19 +26,21 @@ def plan_stateless(state: PlanState, sel: ast.Select, streams: list[Stream], lin
         quals = qualifiers(sel.sources[0])
     scope = Scope([Input(cur.schema, quals)])
     cur, scope = plan_where_and_sql(state, sel, cur, scope, line)
-    # GROUP BY without a window only says what an OUTPUT clause counts and keeps rows per
-    # (Siddhi's rule); it aggregates nothing
-    grouped = sel.group_by and sel.output is None
-    if (
-        grouped
-        or sel.having is not None
-        or any(i.expr is not None and contains_aggregate(i.expr) for i in (*sel.items, *_keys(sel)))
+    if sel.having is not None or any(
+        i.expr is not None and contains_aggregate(i.expr) for i in (*sel.items, *_keys(sel))
     ):
         pos = sel.group_by[0].pos if sel.group_by else sel.pos  # type: ignore[attr-defined]
         raise PlanError(
-            "aggregates, GROUP BY and HAVING need a window: FROM stream WINDOW name (or WINDOW TUPLE SIZE n "
-            "...); without one, GROUP BY goes with an OUTPUT clause, whose limit it applies per group",
+            "aggregates, GROUP BY and HAVING need a window: FROM stream WINDOW name (or WINDOW TUPLE SIZE n ...)",
             pos,
+        )
+    if sel.group_by and sel.output is None:
+        # without a window, GROUP BY only says what an OUTPUT clause counts and keeps rows per
+        # (Siddhi's rule); it aggregates nothing
+        raise PlanError(
+            "GROUP BY needs a window (FROM stream WINDOW name, or WINDOW TUPLE SIZE n ...) to aggregate, "
+            "or an OUTPUT clause, whose limit it then applies per group",
+            sel.group_by[0].pos,  # type: ignore[attr-defined]
         )
     what = f"stream '{streams[0].name}'" if len(streams) == 1 else "the merge of its streams"
     check_output(sel, aggregate=False, event_time=cur.event_time, what=what)

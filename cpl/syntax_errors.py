@@ -46,7 +46,8 @@ def _in_pattern(names: set[str], after_number: bool) -> str | None:
     if "COMP_OP" in names and names <= {"COMP_OP", "INT", "COLON"}:  # in <n:m>: its `>` is a COMP_OP
         texts = sorted("'>'" if n == "COMP_OP" else _TERMINAL_TEXT[n] for n in names)
         return _listing(texts) + " (a count is written <n>, <n:m>, <n:> or <:m>)"
-    if "EVERY" in names:  # where an element starts, which may be any name
+    if "EVERY" in names and "NAME" in names:  # where an element starts, which may be any name (not
+        # after OUTPUT, where EVERY comes with the kinds of limit only)
         return "; expected a step alias=stream, NOT, EVERY or '('"
     if {"INT", "STRING", "COMP_OP"} <= names and "LPAR" not in names:  # in e[...], any part
         if "RSQB" in names:

@@ -66,7 +66,9 @@ class OutputRate(Node):
 
     def describe(self) -> str:
         """The clause as written: `LAST EVERY 5 EVENTS`, `SNAPSHOT EVERY 10 SECONDS`."""
-        every = f"{self.every_events} EVENTS" if self.every_events is not None else format_ms(self.every_ms or 0)
+        every = (
+            f"{self.every_events} EVENTS" if self.every_events is not None else format_ms(self.every_ms or 0)
+        )
         return f"{self.kind.upper()} EVERY {every}"
 
     def params(self) -> dict[str, object]:

@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 from deployer.engine import RunRequest, RunSummary, check_bindings, stop_requests
 from deployer.spark.run.checkpoint import CheckpointGuard
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.support import check_supported
 from deployer.spark.run.session import finish_jvm, jvm_log, run_log, spark_session, stop_session
+from deployer.spark.support import check_supported
 from stores.bindings import StoreBindings
 
 
