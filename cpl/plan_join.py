@@ -59,8 +59,8 @@ def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: in
         event_time=event_time,
     )
     port = state.add(node)
-    what = "the join's output (keep the left stream's event time in its SELECT)"
-    check_output(sel, aggregate=False, event_time=event_time, what=what)
+    fix = "select the left stream's event-time field (a join's output time), or limit by EVENTS"
+    check_output(sel, aggregate=False, event_time=event_time, what="the join's output", fix=fix)
     return plan_output(state, sel, Planned(port, node.schema, event_time), line)
 
 

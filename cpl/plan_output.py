@@ -28,10 +28,16 @@ def key_columns(keys: Sequence[ir.Expr]) -> list[g.NamedExpr]:
     return [g.NamedExpr(f"$key{i + 1}", k) for i, k in enumerate(keys)]
 
 
-def check_output(sel: ast.Select, *, aggregate: bool, event_time: str | None, what: str) -> None:
+_NO_TIME_FIX = "declare its stream with TIMESTAMP BY, or limit by EVENTS"
+
+
+def check_output(
+    sel: ast.Select, *, aggregate: bool, event_time: str | None, what: str, fix: str = _NO_TIME_FIX
+) -> None:
     """What an OUTPUT clause needs of its statement: SNAPSHOT a windowed aggregate (it shows each
     group's current value, which only a window has), a time-based limit event time (its ticks are
-    the watermark's). `what`: the stream or statement that has no event time, for the message."""
+    the watermark's). `what`: the stream or statement that has no event time, and `fix` what to do,
+    for the message."""
     out = sel.output
     if out is None:
         return
@@ -51,7 +57,7 @@ def check_output(sel: ast.Select, *, aggregate: bool, event_time: str | None, wh
         if event_time is None:
             raise PlanError(
                 f"OUTPUT ... EVERY {out.every.amount} {out.every.unit.upper()} ticks on event time, and "
-                f"{what} has none: declare its stream with TIMESTAMP BY, or limit by EVENTS",
+                f"{what} has none: {fix}",
                 out.pos,
             )
 

@@ -52,6 +52,12 @@ CASES = [
         "ticks on event time, and stream 'u' has none",
     ),
     ("SELECT ip FROM s GROUP BY ip", "ip;", "GROUP BY needs a window"),
+    (
+        "SELECT s.ip AS ip FROM s WINDOW TIME SIZE 1 SECOND, s AS t WINDOW TIME SIZE 1 SECOND "
+        "WHERE s.ip = t.ip OUTPUT EVERY 1 SECOND",
+        "OUTPUT EVERY",
+        "select the left stream's event-time field",
+    ),
     ("SELECT ip FROM s GROUP BY ip HAVING v > 1 OUTPUT EVERY 2 EVENTS", "ip HAVING", "need a window"),
     ("SELECT ip FROM s OUTPUT EVERY 2", ";", "statement ends too early"),
 ]

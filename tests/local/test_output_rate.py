@@ -231,3 +231,44 @@ def test_the_limiter_holds_its_output_watermark_back_to_the_rows_it_still_holds(
         ("free", 3, 0),
         ("held", 3, 500_000),
     ]
+
+
+def test_a_join_takes_an_output_clause_on_its_output_time() -> None:
+    streams = "".join(
+        f"CREATE STREAMSCHEMA {x} WITH k integer, ts timestamp TIMESTAMP BY ts;\n" for x in "ab"
+    )
+    statement = (
+        "INSERT INTO o SELECT a.k AS k, a.ts AS ts FROM a WINDOW TIME SIZE 10 SECONDS, "
+        "b WINDOW TIME SIZE 10 SECONDS WHERE a.k = b.k OUTPUT LAST EVERY 1 SECOND;"
+    )
+    ex = LocalExecutor(compile_script(streams + statement).graph)
+    for ms, k in [(100, 1), (200, 2), (300, 3), (1200, 4)]:
+        ex.push("a", (k, at(ms)))
+        ex.push("b", (k, at(ms + 10)))
+    for stream in "ab":
+        ex.advance_watermark(stream, at(30_000))
+    ex.finish()
+    assert [k for k, _ in ex.outputs["o"]] == [3, 4]  # the last pair of [0, 1000), of [1000, 2000)
+
+
+def test_a_time_limit_on_a_pattern_ticks_on_match_times_the_select_does_not_show() -> None:
+    t = Timeline(
+        "INSERT INTO o SELECT e1.v AS v1, e2.v AS v2 FROM PATTERN EVERY e1=s -> e2=s[v > e1.v] "
+        "OUTPUT ALL EVERY 1 SECOND;"
+    )
+    assert t.event(100, "x", 1) + t.event(900, "x", 2) == []
+    assert t.event(1000, "x", 0) == [(1, 2)]  # matched at 900: out at the tick at 1000
+    assert t.event(1500, "x", 5) == []
+    assert t.wm(1999) == []
+    assert t.wm(2000) == [(2, 5), (0, 5)]  # both matched at 1500, the older partial first
+
+
+def test_a_tuple_window_row_has_the_time_of_the_event_that_completed_it() -> None:
+    t = Timeline(
+        "INSERT INTO o SELECT ip, sum(v) AS total FROM s WINDOW TUPLE SIZE 2 GROUP BY ip OUTPUT ALL EVERY 1 SECOND;"
+    )
+    for e in [(100, "a", 1), (900, "b", 1), (1100, "a", 2)]:
+        t.event(*e)
+    assert t.wm(1000) == []  # a's window was completed at 1100: it belongs to [1000, 2000)
+    t.event(1200, "b", 5)
+    assert t.wm(2000) == [("a", 3), ("b", 6)]
