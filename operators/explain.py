@@ -72,7 +72,7 @@ def _cut(text: str) -> str:
 def _mermaid_label(n: Node) -> str:
     params = n.params()
     detail = ""
-    for key in ("stream", "window", "query", "table", "where", "project"):
+    for key in ("stream", "window", "query", "table", "where", "project", "output"):
         if key in params:
             detail = _cut(_value(params[key]))
             break
