@@ -42,3 +42,13 @@ def test_the_spark_engine_refuses_it_before_starting_a_session(monkeypatch: pyte
     request = RunRequest(compile_script(SCRIPT).graph, engine="spark", sinks={"o": "out.jsonl"})
     with pytest.raises(UnsupportedOnSpark, match="--engine local"):
         engine.run(request, None, io.StringIO())
+
+
+def test_the_spark_query_split_refuses_it_too() -> None:
+    # `cep explain --format queries` and a deployment ask for the split: neither describes queries
+    # that would not run
+    from deployer.spark.run.queries import plan_queries
+
+    graph = compile_script(SCRIPT).graph
+    with pytest.raises(UnsupportedOnSpark, match="--engine local"):
+        plan_queries(graph, ["o"], {"s": "file:/in/s"})

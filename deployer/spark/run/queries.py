@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from deployer.spark.support import check_supported
 from deployer.spark.windows.state_layout import bucketed
 from operators import expr as ir
 from operators import graph as g
@@ -217,7 +218,8 @@ def plan_queries(
     requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
     store name -> bound kind (postgresql, sqlite, redis); `kept`: the `failed:<node>` queries that
     keep a query of their own all the same (a checkpoint of an earlier layout has them: resumed
-    as they were)."""
+    as they were). A graph the Spark engine does not run yet is refused (deployer.spark.support)."""
+    check_supported(graph)
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
     together = shared_sinks(graph, sinks)
