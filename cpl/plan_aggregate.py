@@ -24,10 +24,14 @@ def plan_aggregate(state: PlanState, sel: ast.Select, stream: Stream, line: int)
     scope = Scope([Input(cur.schema, qualifiers(item))])
     window = resolve_window(state, item, scope)
     if window.kind == "time" and stream.event_time is None:
-        raise PlanError(
-            f"a TIME window needs event time: declare '{stream.name}' with TIMESTAMP BY <field>",
-            item.window_pos,
+        fix = (
+            f"declare '{stream.name}' with TIMESTAMP BY <field>"
+            if stream.is_source
+            else f"'{stream.name}' is filled by INSERT INTO at line {stream.line}, whose output has none "
+            "(it has one when its SELECT keeps its input's event-time field, with no window and no "
+            "OUTPUT ALL, LAST or SNAPSHOT on the way)"
         )
+        raise PlanError(f"a TIME window needs event time: {fix}", item.window_pos)
     cur, scope = plan_where_and_sql(state, sel, cur, scope, line)
     if window.kind == "batch":  # its conditions read the events reaching the Aggregate
         window = resolve_window(state, item, scope)

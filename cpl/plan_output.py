@@ -19,13 +19,18 @@ from cpl.unparse import expr as expr_text
 from operators import expr as ir
 from operators import graph as g
 from operators.datatypes import Schema
-from operators.output_node import SNAPSHOT, OutputRate
+from operators.output_node import FIRST, SNAPSHOT, OutputRate
 
 
-def key_columns(keys: Sequence[ir.Expr]) -> list[g.NamedExpr]:
-    """The group key values appended to a statement's row for its OutputRate; `$` names are not
-    valid CPL names, so they cannot clash with the SELECT's."""
-    return [g.NamedExpr(f"$key{i + 1}", k) for i, k in enumerate(keys)]
+def key_columns(keys: Sequence[ir.Expr], time: ir.Expr | None = None) -> list[g.NamedExpr]:
+    """The group key values appended to a statement's row for its OutputRate, then the row's time
+    when `time` is given (TIME_COLUMN, whether or not the SELECT shows it: the engines order and
+    tick by it); `$` names are not valid CPL names, so they cannot clash with the SELECT's."""
+    out = [g.NamedExpr(f"$key{i + 1}", k) for i, k in enumerate(keys)]
+    return out if time is None else [*out, g.NamedExpr(TIME_COLUMN, time)]
+
+
+TIME_COLUMN = "$time"
 
 
 _NO_TIME_FIX = "declare its stream with TIMESTAMP BY, or limit by EVENTS"
@@ -74,11 +79,17 @@ def plan_output(
     out = sel.output
     if out is None:
         return tip
-    width = len(tip.schema) - len(sel.group_by)
+    hidden_time = tip.schema.fields[-1].name == TIME_COLUMN
+    width = len(tip.schema) - len(sel.group_by) - hidden_time
     visible = Schema(tip.schema.fields[:width])
     event_time = tip.event_time if tip.event_time is not None and visible.get(tip.event_time) else None
-    if out.kind == SNAPSHOT:
-        event_time = None  # a snapshot repeats earlier rows: they have no time of their own
+    time_index = len(tip.schema) - 1 if hidden_time else None
+    if time_index is None and event_time is not None:
+        time_index = visible.position(event_time)
+    if out.kind != FIRST:
+        # ALL and LAST let rows out after later ones (SNAPSHOT repeats earlier rows): their output has
+        # no event time, as an aggregate's has none (docs/language.md, "Output rate limiting")
+        event_time = None
     node = OutputRate(
         id=state.next_id(),
         line=line,
@@ -90,6 +101,7 @@ def plan_output(
         width=width,
         group_by=tuple(expr_text(k) for k in sel.group_by),
         snapshot_window=snapshot_window if out.kind == SNAPSHOT else None,
+        time_index=time_index,
         event_time=event_time,
     )
     port = state.add(node)

@@ -19,7 +19,7 @@ from operators import expr as ir
 from operators import graph as g
 from operators import patterns as pt
 from operators.analysis import can_fail
-from operators.datatypes import Schema
+from operators.datatypes import T_TIMESTAMP, Schema
 
 _QUANTIFIERS = {"+": (1, None), "*": (0, None), "?": (0, 1)}
 _SEPARATOR = {pt.PATTERN: "->", pt.SEQUENCE: ","}
@@ -310,7 +310,9 @@ def plan_pattern(state: PlanState, sel: ast.Select, line: int) -> Planned:
     )
     # a match always has a time (the limiter reads it whether the SELECT shows it or not)
     check_output(sel, aggregate=False, event_time=g.MATCH_TIME, what="the pattern")
-    items += key_columns([place_match_time(k, width) for k in keys])
+    if sel.output is not None:  # the keys, then the match time (the limiter's order and ticks)
+        match_time = place_match_time(ir.Col(T_TIMESTAMP, -1, g.MATCH_TIME), width)
+        items += key_columns([place_match_time(k, width) for k in keys], match_time)
     if automaton.unbounded:
         state.warnings.append(
             (

@@ -13,6 +13,7 @@ from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.scope import Input, Scope
 from cpl.typecheck import Checker
+from operators import expr as ir
 from operators import graph as g
 
 
@@ -45,7 +46,11 @@ def plan_stateless(state: PlanState, sel: ast.Select, streams: list[Stream], lin
     what = f"stream '{streams[0].name}'" if len(streams) == 1 else "the merge of its streams"
     check_output(sel, aggregate=False, event_time=cur.event_time, what=what)
     keys = [Checker(scope).check(k) for k in sel.group_by]
-    tip = plan_map(state, sel, cur, scope, line, key_columns(keys))
+    time = None
+    if sel.output is not None and cur.event_time is not None:
+        i = cur.schema.position(cur.event_time)
+        time = ir.Col(cur.schema.fields[i].type, i, cur.event_time)
+    tip = plan_map(state, sel, cur, scope, line, key_columns(keys, time))
     return plan_output(state, sel, tip, line)
 
 

@@ -42,6 +42,10 @@ class OutputRate(Node):
     width: int
     group_by: tuple[str, ...] = ()  # the GROUP BY keys as written, for people reading plans
     snapshot_window: tuple[int, int] | None = None
+    # The position in `input_schema` of the row's time, a timestamp: a field the statement selects,
+    # or a hidden `$time` column after the keys (cpl.plan_output.time_column). None: an aggregate's
+    # rows, whose time is the window's (the engine knows it), or a statement without event time.
+    time_index: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -52,8 +56,9 @@ class OutputRate(Node):
             raise ValueError("OutputRate needs a positive count or duration")
         if self.kind == SNAPSHOT and self.every_ms is None:
             raise ValueError("OUTPUT SNAPSHOT ticks on time, not on a count of rows")
-        if len(self.input_schema) - self.width != len(self.group_by):
-            raise ValueError("OutputRate's input row is its output, then one column per group key")
+        hidden = len(self.input_schema) - self.width - len(self.group_by)
+        if hidden not in (0, 1) or (hidden == 1 and self.time_index != len(self.input_schema) - 1):
+            raise ValueError("OutputRate's input row is its output, one column per group key, then its time if hidden")
 
     @property
     def schema(self) -> Schema:
@@ -62,7 +67,13 @@ class OutputRate(Node):
     @property
     def keys(self) -> range:
         """The positions of the group key values in the input row."""
-        return range(self.width, len(self.input_schema))
+        return range(self.width, self.width + len(self.group_by))
+
+    @property
+    def holds(self) -> bool:
+        """Whether rows can leave after later ones have arrived (ALL and LAST, SNAPSHOT): such a
+        limiter's output has no event time (docs/language.md, "Output rate limiting")."""
+        return self.kind != FIRST
 
     def describe(self) -> str:
         """The clause as written: `LAST EVERY 5 EVENTS`, `SNAPSHOT EVERY 10 SECONDS`."""

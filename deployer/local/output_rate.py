@@ -3,8 +3,8 @@ columns (operators.output_node), the row and its time handed to the node's limit
 (deployer.output), and the input's watermark as the limiter's ticks.
 
 A row's time is the one its producer passes on (runtime.Operator.emit), whether or not the row has
-an event-time field. When the output has one, its watermark is held back to the earliest row the
-limiter still holds, so that a row it lets out later is not behind it.
+an event-time field. Only FIRST's output has event time (operators.output_node `holds`): it lets
+rows out as they come, so its watermark is its input's.
 """
 
 from __future__ import annotations
@@ -22,19 +22,16 @@ class OutputRateOp(Operator):
         super().__init__(node, rt)
         self.limiter = limiter_for(node)
         self.width = node.width
-        self.out_wm: int | None = None
+        self.keys = slice(node.width, node.width + len(node.group_by))
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
-        key = event[self.width :]
+        key = event[self.keys]
         self._send(self.limiter.row(key, event[: self.width], ts))
 
     def watermark(self, i: int, wm: int) -> None:
         self._send(self.limiter.tick(wm))
-        held = self.limiter.held()
-        out = wm if held is None else min(wm, held)
-        if self.timed and (self.out_wm is None or out > self.out_wm):
-            self.out_wm = out
-            self.emit_watermark(out)
+        if self.timed:
+            self.emit_watermark(wm)
 
     def end(self, i: int, final: int | None) -> None:
         self.ended[i] = True

@@ -9,8 +9,8 @@ watermark reaching k·every on the epoch: the rows whose time is before it are a
 [(k-1)·every, k·every) closes (a row exactly on a tick belongs to the bucket that starts there).
 
 Every limiter answers `row` (a row arrives: what goes out now), `tick` (the watermark moved: what
-goes out), `end` (the input is over: what goes out; the rest is dropped) and `held` (the earliest
-time of a row it still holds, which the output's watermark must not pass).
+goes out), `end` (the input is over: what goes out; the rest is dropped) and `due` (the earliest
+watermark at which `tick` has something to do: an engine with timers sets one there).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Limiter:
         dropped, as an incomplete window never fires (and as Siddhi never emits a partial EVENTS one)."""
         return self.tick(final) if final is not None else []
 
-    def held(self) -> int | None:
+    def due(self) -> int | None:
         return None
 
 
@@ -55,9 +55,6 @@ class AllEvents(Limiter):
             return []
         out, self.bucket = self.bucket, []
         return out
-
-    def held(self) -> int | None:
-        return _earliest(t for _, t in self.bucket)
 
 
 class FirstEvents(Limiter):
@@ -91,9 +88,6 @@ class LastEvents(Limiter):
         self.count, self.latest = 0, {}
         return out
 
-    def held(self) -> int | None:
-        return _earliest(t for _, t in self.latest.values())
-
 
 # ---- EVERY duration ----------------------------------------------------------------------------------
 
@@ -118,8 +112,8 @@ class AllEvery(Limiter):
             out.append((row, t))
         return out
 
-    def held(self) -> int | None:
-        return self.pending[0][1] if self.pending else None
+    def due(self) -> int | None:
+        return (self.pending[0][1] // self.every + 1) * self.every if self.pending else None
 
 
 class LastEvery(Limiter):
@@ -143,8 +137,8 @@ class LastEvery(Limiter):
             out.extend(self.buckets.pop(b).values())
         return out
 
-    def held(self) -> int | None:
-        return min(self.buckets) * self.every if self.buckets else None
+    def due(self) -> int | None:
+        return (min(self.buckets) + 1) * self.every if self.buckets else None
 
 
 class FirstEvery(Limiter):
@@ -163,7 +157,3 @@ class FirstEvery(Limiter):
         self.last[key] = t
         return [(row, t)]
 
-
-def _earliest(times: Any) -> int | None:
-    known = [t for t in times if t is not None]
-    return min(known) if known else None

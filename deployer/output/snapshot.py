@@ -58,5 +58,5 @@ class Snapshot(Limiter):
         last_end = (at - size) // advance * advance + size
         return [row for row, t in self.current.values() if t == last_end - 1]
 
-    def held(self) -> int | None:
-        return None  # a snapshot's output has no event time (its rows repeat earlier ones)
+    def due(self) -> int | None:
+        return self.next_tick
