@@ -58,7 +58,9 @@ class OutputRate(Node):
             raise ValueError("OUTPUT SNAPSHOT ticks on time, not on a count of rows")
         hidden = len(self.input_schema) - self.width - len(self.group_by)
         if hidden not in (0, 1) or (hidden == 1 and self.time_index != len(self.input_schema) - 1):
-            raise ValueError("OutputRate's input row is its output, one column per group key, then its time if hidden")
+            raise ValueError(
+                "OutputRate's input row is its output, one column per group key, then its time if hidden"
+            )
 
     @property
     def schema(self) -> Schema:

@@ -156,4 +156,3 @@ class FirstEvery(Limiter):
             return []
         self.last[key] = t
         return [(row, t)]
-

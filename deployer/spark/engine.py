@@ -17,12 +17,10 @@ from deployer.engine import RunRequest, RunSummary, check_bindings, stop_request
 from deployer.spark.run.checkpoint import CheckpointGuard
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.session import finish_jvm, jvm_log, run_log, spark_session, stop_session
-from deployer.spark.support import check_supported
 from stores.bindings import StoreBindings
 
 
 def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
-    check_supported(req.graph)  # before a JVM starts (deployer.spark.support)
     check_bindings(req.graph, req.sources, req.sinks)
     guard = None
     if req.checkpoint is not None:

@@ -17,8 +17,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from deployer.spark.datastores.sql import read_sql, update_sql
+from deployer.spark.output.translate import output_rate
 from deployer.spark.patterns.translate import pattern
-from deployer.spark.support import check_supported
 from deployer.spark.translate import stateless
 from deployer.spark.translate.graph import Handler, SparkGraph
 from deployer.spark.translate.join import join
@@ -55,9 +55,9 @@ def _pattern(sg: SparkGraph, node: g.Node) -> None:
     sg.ports[g.Port(node.id)] = pattern(sg, node)
 
 
-def _unsupported(sg: SparkGraph, node: g.Node) -> None:
-    check_supported(sg.graph)  # OutputRate: refused, with the way out (deployer.spark.support)
-    raise AssertionError(f"no Spark translation for {node.op}")  # pragma: no cover - refused above
+def _output_rate(sg: SparkGraph, node: g.Node) -> None:
+    assert isinstance(node, g.OutputRate)
+    sg.ports[g.Port(node.id)] = output_rate(sg, node)
 
 
 def _terminal(sg: SparkGraph, node: g.Node) -> None:
@@ -76,7 +76,7 @@ HANDLERS: dict[type[g.Node], Handler] = {
     g.UpdateSQL: _updatesql,
     g.Materialize: _terminal,
     g.Pattern: _pattern,
-    g.OutputRate: _unsupported,
+    g.OutputRate: _output_rate,
     g.Sink: _terminal,
 }
 

@@ -80,6 +80,16 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
                 ("partition", str(node.partition)),
             ),
         )
+    if isinstance(node, g.OutputRate):
+        # its state is the processor's pickled limiter (deployer.spark.output.processor STATE_VERSION)
+        return (
+            f"the OUTPUT clause of line {node.line}",
+            (
+                ("output", node.describe()),
+                ("per group", ", ".join(node.group_by) or "nothing"),
+                ("schema", str(node.input_schema)),
+            ),
+        )
     return None
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from deployer.spark.support import check_supported
 from deployer.spark.windows.state_layout import bucketed
 from operators import expr as ir
 from operators import graph as g
@@ -218,8 +217,7 @@ def plan_queries(
     requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
     store name -> bound kind (postgresql, sqlite, redis); `kept`: the `failed:<node>` queries that
     keep a query of their own all the same (a checkpoint of an earlier layout has them: resumed
-    as they were). A graph the Spark engine does not run yet is refused (deployer.spark.support)."""
-    check_supported(graph)
+    as they were)."""
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
     together = shared_sinks(graph, sinks)
@@ -297,7 +295,7 @@ def _query(graph: g.Graph, name: str, writes: tuple[str, ...], ends: list[str]) 
         name,
         writes,
         tuple(n.stream for n in nodes if isinstance(n, g.Source)),
-        tuple(n.id for n in nodes if isinstance(n, g.Aggregate | g.Join | g.Pattern)),
+        tuple(n.id for n in nodes if isinstance(n, g.Aggregate | g.Join | g.Pattern | g.OutputRate)),
         tuple(n.id for n in nodes if isinstance(n, g.ReadSQL | g.UpdateSQL)),
         ends=tuple(ends),
     )
@@ -312,9 +310,11 @@ def fired_by_watermark(node: g.Node) -> bool:
     """Whether Spark's own watermark drives the operator: it emits (a TIME window's rows) or evicts
     (a join's state) in the micro-batch after the one that advanced the watermark. The other stateful
     operators (the Sequencers, TUPLE and BATCH windows) act on the events of a batch alone and
-    register no timers."""
+    register no timers; nor does an OUTPUT limit by count."""
     if isinstance(node, g.Pattern):
         return True  # its deadlines (absences, WITHIN) are event-time timers
+    if isinstance(node, g.OutputRate):
+        return node.every_ms is not None  # its ticks are event-time timers
     return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
 
 

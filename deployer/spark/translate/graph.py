@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 
 from deployer import settings
 from deployer.spark.metrics import FILTERED_METRIC
-from deployer.spark.support import check_supported
 from deployer.spark.translate.columns import Message, col_name, error_column, spark_type
 from deployer.spark.translate.expr import ExprCompiler
 from operators import expr as ir
@@ -112,9 +111,6 @@ class SparkGraph:
     # spool.Spool, which the deployment passes in: its `labels`, and a call that makes a frame's
     # split so); None: each is a DeadLetter frame for a query to write.
     spool: Any = None
-
-    def __post_init__(self) -> None:
-        check_supported(self.graph)  # a graph with what Spark does not run yet stops here
 
     def compiled(self, node: g.Node, what: str, build: Callable[[], _T]) -> _T:
         """`build()`, once per node and `what` when the graph has a `memo`."""
@@ -278,12 +274,12 @@ def count_filtered(sg: SparkGraph, node: g.Node, df: DataFrame, kept: Column) ->
 
 
 # Event time as a fixed-width decimal string sorts like the time itself (pre-1970 included).
-_ORDER_OFFSET = 10**18
+ORDER_OFFSET = 10**18  # order_key: µs + this, as 20 digits
 
 
 def order_key(ts: Column) -> Column:
     """A string that sorts like the timestamp `ts`, to build keys that sort by time first."""
-    return F.lpad((F.unix_micros(ts) + F.lit(_ORDER_OFFSET)).cast("string"), 20, "0")
+    return F.lpad((F.unix_micros(ts) + F.lit(ORDER_OFFSET)).cast("string"), 20, "0")
 
 
 def named(df: DataFrame, schema: Schema, *extra: str) -> DataFrame:

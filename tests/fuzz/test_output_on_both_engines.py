@@ -1,0 +1,125 @@
+"""OUTPUT rate limiting on both engines: every form of ../shared/CPL.md §7 over the same input on the
+reference executor and on Spark, whose results must be the same rows in the same order
+(tests/fuzz/fuzz_harness.check_case), with the input cut into micro-batches so that buckets, groups'
+counters and ticks cross them.
+
+The input: a stream with a key `k` and a value `v`, events 100 to 800 ms apart with some at equal
+times, out of order within its WATERMARK, in four files that Spark reads one per micro-batch. The
+reference executor's own tests (tests/local/test_output_rate.py, test_output_snapshot.py) say what
+each form must give; these say Spark gives the same, and that there is something to compare.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fuzz_case import Case
+from fuzz_harness import check_case
+
+pytestmark = [pytest.mark.spark]
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+STREAMS = (
+    "CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
+    "CREATE STREAMSCHEMA c WITH k integer, v integer, ts timestamp TIMESTAMP BY ts;\n"
+)
+
+
+def _stream(rng: random.Random, n: int) -> list[list[str]]:
+    t = 0
+    events = []
+    for _ in range(n):
+        t += rng.choice([0, 100, 200, 300, 500, 800])
+        events.append((t, rng.randint(1, 3), rng.randint(0, 9)))
+    for i in range(0, n - 1, 3):  # neighbours less than a second apart swapped: within WATERMARK
+        if events[i + 1][0] - events[i][0] < 1000:
+            events[i], events[i + 1] = events[i + 1], events[i]
+    lines = [
+        json.dumps(
+            {"k": k, "v": v, "ts": (T0 + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")}
+        )
+        for ms, k, v in events
+    ]
+    q = -(-n // 4)
+    return [lines[i : i + q] for i in range(0, n, q)]
+
+
+def _case(statements: dict[str, str], seed: int) -> Case:
+    rng = random.Random(seed)
+    return Case(
+        script=STREAMS + "".join(statements.values()),
+        inputs={"s": _stream(rng, 60), "c": _stream(rng, 40)},
+        sinks=list(statements),
+        ordered={s: [] for s in statements},
+        max_files=1,
+    )
+
+
+def _check(case: Case, spark: Any, tmp_path: Any) -> None:
+    ref = check_case(case, spark, None, tmp_path)
+    assert ref.error is None, ref.error
+    empty = [s for s in case.sinks if not ref.streams.get(s)]
+    assert not empty, f"nothing to compare: no rows in {empty}"
+
+
+BY_EVENTS = {
+    "all_n": "INSERT INTO all_n SELECT k, v, ts FROM s OUTPUT ALL EVERY 4 EVENTS;\n",
+    "first_n": "INSERT INTO first_n SELECT k, v, ts FROM s GROUP BY k OUTPUT FIRST EVERY 3 EVENTS;\n",
+    "last_n": "INSERT INTO last_n SELECT v FROM s GROUP BY k OUTPUT LAST EVERY 5 EVENTS;\n",
+    "merged": "INSERT INTO merged SELECT k, v, ts FROM s, c OUTPUT LAST EVERY 3 EVENTS;\n",
+}
+BY_TIME = {
+    "all_t": "INSERT INTO all_t SELECT k, v FROM s OUTPUT EVERY 2 SECONDS;\n",
+    "first_t": "INSERT INTO first_t SELECT k, v, ts FROM s GROUP BY k OUTPUT FIRST EVERY 1500 MILLISECONDS;\n",
+    "last_t": "INSERT INTO last_t SELECT k, v, ts FROM s GROUP BY k OUTPUT LAST EVERY 3 SECONDS;\n",
+}
+AFTER_WINDOWS = {
+    "time_last": (
+        "INSERT INTO time_last SELECT k, sum(v) AS total FROM s WINDOW TIME SIZE 1 SECOND GROUP BY k "
+        "OUTPUT LAST EVERY 2 SECONDS;\n"
+    ),
+    "tuple_all": (
+        "INSERT INTO tuple_all SELECT k, count(*) AS n FROM s WINDOW TUPLE SIZE 3 GROUP BY k "
+        "OUTPUT ALL EVERY 2 SECONDS;\n"
+    ),
+    "snap_time": (
+        "INSERT INTO snap_time SELECT k, sum(v) AS total FROM s WINDOW TIME SIZE 2 SECONDS ADVANCE 1 SECOND "
+        "GROUP BY k OUTPUT SNAPSHOT EVERY 1 SECOND;\n"
+    ),
+    "snap_tuple": (
+        "INSERT INTO snap_tuple SELECT k, max(v) AS top FROM s WINDOW TUPLE SIZE 2 GROUP BY k "
+        "OUTPUT SNAPSHOT EVERY 3 SECONDS;\n"
+    ),
+}
+AFTER_PATTERNS = {
+    "pattern_first": (
+        "INSERT INTO pattern_first SELECT e1.v AS v1, e2.v AS v2, match_time() AS at FROM PATTERN "
+        "EVERY e1=s -> e2=s[k = e1.k AND v > e1.v] WITHIN 3 SECONDS GROUP BY e1.k OUTPUT FIRST EVERY 2 EVENTS;\n"
+    ),
+    "pattern_last_t": (
+        "INSERT INTO pattern_last_t SELECT e1.k AS k, e2.v AS v FROM PATTERN "
+        "EVERY e1=s -> e2=s[k = e1.k] WITHIN 2 SECONDS OUTPUT LAST EVERY 2 SECONDS;\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_limits_by_count(spark: Any, tmp_path: Any, seed: int) -> None:
+    _check(_case(BY_EVENTS, seed), spark, tmp_path)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_limits_by_time(spark: Any, tmp_path: Any, seed: int) -> None:
+    _check(_case(BY_TIME, seed), spark, tmp_path)
+
+
+def test_limits_after_windows(spark: Any, tmp_path: Any) -> None:
+    _check(_case(AFTER_WINDOWS, 5), spark, tmp_path)
+
+
+def test_limits_after_patterns(spark: Any, tmp_path: Any) -> None:
+    _check(_case(AFTER_PATTERNS, 6), spark, tmp_path)
