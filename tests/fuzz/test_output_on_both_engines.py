@@ -26,6 +26,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STREAMS = (
     "CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
     "CREATE STREAMSCHEMA c WITH k integer, v integer, ts timestamp TIMESTAMP BY ts;\n"
+    "CREATE STREAMSCHEMA u WITH k integer, v integer, ts timestamp;\n"  # no event time: arrival order
 )
 
 
@@ -52,7 +53,7 @@ def _case(statements: dict[str, str], seed: int) -> Case:
     rng = random.Random(seed)
     return Case(
         script=STREAMS + "".join(statements.values()),
-        inputs={"s": _stream(rng, 60), "c": _stream(rng, 40)},
+        inputs={"s": _stream(rng, 60), "c": _stream(rng, 40), "u": _stream(rng, 30)},
         sinks=list(statements),
         ordered={s: [] for s in statements},
         max_files=1,
@@ -71,6 +72,8 @@ BY_EVENTS = {
     "first_n": "INSERT INTO first_n SELECT k, v, ts FROM s GROUP BY k OUTPUT FIRST EVERY 3 EVENTS;\n",
     "last_n": "INSERT INTO last_n SELECT v FROM s GROUP BY k OUTPUT LAST EVERY 5 EVENTS;\n",
     "merged": "INSERT INTO merged SELECT k, v, ts FROM s, c OUTPUT LAST EVERY 3 EVENTS;\n",
+    "untimed": "INSERT INTO untimed SELECT k, v FROM u GROUP BY k OUTPUT LAST EVERY 4 EVENTS;\n",
+    "untimed_first": "INSERT INTO untimed_first SELECT k, v, ts FROM u GROUP BY k OUTPUT FIRST EVERY 2 EVENTS;\n",
 }
 BY_TIME = {
     "all_t": "INSERT INTO all_t SELECT k, v FROM s OUTPUT EVERY 2 SECONDS;\n",
