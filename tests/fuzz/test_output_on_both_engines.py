@@ -26,8 +26,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STREAMS = (
     "CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
     "CREATE STREAMSCHEMA c WITH k integer, v integer, ts timestamp TIMESTAMP BY ts;\n"
-    "CREATE STREAMSCHEMA u WITH k integer, v integer, ts timestamp;\n"  # no event time: arrival order
 )
+UNTIMED = "CREATE STREAMSCHEMA u WITH k integer, v integer, ts timestamp;\n"  # no event time: arrival order
 
 
 def _stream(rng: random.Random, n: int) -> list[list[str]]:
@@ -51,9 +51,13 @@ def _stream(rng: random.Random, n: int) -> list[list[str]]:
 
 def _case(statements: dict[str, str], seed: int) -> Case:
     rng = random.Random(seed)
+    # `u` only where a statement reads it
+    u = any(" FROM u " in text for text in statements.values())
     return Case(
-        script=STREAMS + "".join(statements.values()),
-        inputs={"s": _stream(rng, 60), "c": _stream(rng, 40), "u": _stream(rng, 30)},
+        script=STREAMS + (UNTIMED if u else "") + "".join(statements.values()),
+        inputs={"s": _stream(rng, 60), "c": _stream(rng, 40), "u": _stream(rng, 30)}
+        if u
+        else {"s": _stream(rng, 60), "c": _stream(rng, 40)},
         sinks=list(statements),
         ordered={s: [] for s in statements},
         max_files=1,

@@ -10,8 +10,13 @@ none: Spark's watermark for late rows is this one), so a tick sees its whole buc
 micro-batches. An event-time timer at the limiter's next due tick lets the watermark tick when no
 row comes.
 
-Rows leave with an order key of their own, a counter kept in the state: the order they leave in, as
-the reference executor emits them, and the same when a micro-batch is replayed from a checkpoint.
+A row crosses to Python as four columns, whatever the statement's: its group (the key values as
+JSON text), its time (µs), its order key and its values (JSON text, which the limiter passes on
+without reading): the pandas API hands them over as a few arrays, where the row-based one built a
+Row per row (most of the operator's cost: README, "Output rate limiting"), and no value goes
+through a pandas column (an integer column with a NULL would become floats there). Rows leave with
+an order key of their own, a counter kept in the state: the order they leave in, as the reference
+executor emits them, and the same when a micro-batch is replayed from a checkpoint.
 """
 
 from __future__ import annotations
@@ -20,17 +25,21 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import Row
+import pandas as pd
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.output.factory import limiter_for
 from deployer.output.limiter import Limiter, Out
 from operators.output_node import OutputRate
-from operators.values import from_micros
 
-STATE_VERSION = 1  # the pickled state's layout: a change refuses an older checkpoint's state
-TIME = "__t"  # a row's time in µs, NULL when the limiter needs none
+STATE_VERSION = 2  # the pickled state's layout: a change refuses an older checkpoint's state
+GROUP = "__g"  # the row's group key values, JSON text
+TIME = "__t"  # the row's time in µs, NULL when the limiter needs none
+VALUES = "__v"  # the row's values, JSON text
+SEQ = "__seq"
+COLUMNS = ["__key", GROUP, TIME, SEQ, VALUES]  # `__key`: the one grouping key, ""
+OUT_COLUMNS = [VALUES, TIME, SEQ]
 STATE = T.StructType(
     [
         T.StructField("version", T.IntegerType()),
@@ -43,17 +52,12 @@ _US_PER_MS = 1000
 
 
 class OutputProcessor(StatefulProcessor):
-    """See the module docstring. Input rows: the node's input columns (`_0`...), `__t`, `__seq`;
-    output rows: its first `width` columns and `__seq`. Timestamps come in as µs (a Row's would be
-    in the worker's local time) and leave as aware datetimes; the limiter only passes values on."""
+    """See the module docstring. Input frames: COLUMNS; output frames: OUT_COLUMNS (the values, the
+    row's time and its order key)."""
 
-    def __init__(self, node: OutputRate, out_names: list[str], in_names: list[str]) -> None:
+    def __init__(self, node: OutputRate, timed: bool) -> None:
         self.node = node
-        self.out_names = out_names
-        self.in_names = in_names
-        self.width = node.width
-        self.keys = slice(node.width, node.width + len(node.group_by))
-        self.stamps = [i for i, f in enumerate(node.schema) if f.type.kind == "timestamp"]
+        self.timed = timed  # the output's time is its event time: a timestamp, not µs
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -70,7 +74,7 @@ class OutputProcessor(StatefulProcessor):
                 f"{STATE_VERSION}: run the script on a new checkpoint"
             )
         limiter: Limiter = pickle.loads(blob)
-        return limiter, timer, sent
+        return limiter, timer, int(sent)
 
     def _save(self, limiter: Limiter, old_timer: int | None, sent: int) -> None:
         due = limiter.due()
@@ -84,35 +88,47 @@ class OutputProcessor(StatefulProcessor):
             (STATE_VERSION, pickle.dumps(limiter, protocol=pickle.HIGHEST_PROTOCOL), timer, sent)
         )
 
-    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+    ) -> Iterator[pd.DataFrame]:
+        frames = list(rows)
+        new = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        new.columns = COLUMNS  # PySpark may hand the columns over with positional names
+        # a NULL time (a count's rows without event time): ordered by `__seq` alone
+        stamps = [None if t is None or t != t else int(t) for t in new[TIME].tolist()]
+        seqs, groups, values = new[SEQ].tolist(), new[GROUP].tolist(), new[VALUES].tolist()
+        order = sorted(range(len(new)), key=lambda i: (stamps[i] or 0, seqs[i]))
         limiter, timer, sent = self._load()
         out: Out = []
-        for row in sorted(rows, key=lambda r: (r[TIME] or 0, r["__seq"])):
-            values = tuple(row[name] for name in self.in_names)
-            out += limiter.row(values[self.keys], values[: self.width], row[TIME])
+        for i in order:
+            out.extend(limiter.row(groups[i], values[i], stamps[i]))
         out += limiter.tick(timerValues.getCurrentWatermarkInMs() * _US_PER_MS)
-        rows_out, sent = self._rows(out, sent)
+        frame, sent = _frame(out, sent, self.timed)
         self._save(limiter, timer, sent)
-        yield from rows_out
+        yield frame
 
-    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
         limiter, timer, sent = self._load()
         out = limiter.tick(timerValues.getCurrentWatermarkInMs() * _US_PER_MS)
-        rows_out, sent = self._rows(out, sent)
+        frame, sent = _frame(out, sent, self.timed)
         # the fired timer is gone: the next one is registered anew
         self._save(limiter, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer, sent)
-        yield from rows_out
-
-    def _rows(self, out: Out, sent: int) -> tuple[list[Row], int]:
-        rows = []
-        for values, _ in out:
-            sent += 1
-            fields = list(values)
-            for i in self.stamps:
-                if fields[i] is not None:
-                    fields[i] = from_micros(fields[i])
-            rows.append(Row(**dict(zip(self.out_names, (*fields, f"{sent:020d}"), strict=True))))
-        return rows, sent
+        yield frame
 
     def close(self) -> None:
         pass
+
+
+def _frame(out: Out, sent: int, timed: bool) -> tuple[pd.DataFrame, int]:
+    """The rows let out, each with its time and its order key: the counter of rows sent so far."""
+    seqs = [f"{n:020d}" for n in range(sent + 1, sent + len(out) + 1)]
+    times = pd.Series([t for _, t in out], dtype="Int64")
+    frame = pd.DataFrame(
+        {
+            VALUES: pd.Series([v for v, _ in out], dtype=object),
+            TIME: pd.to_datetime(times, unit="us", utc=True) if timed else times,
+            SEQ: pd.Series(seqs, dtype=object),
+        },
+        columns=OUT_COLUMNS,
+    )
+    return frame, sent + len(out)

@@ -5,8 +5,12 @@ A row's time is the node's time column (a selected event-time field, or the hidd
 adds: operators.output_node `time_index`), or for an aggregate's rows the time its order key starts
 with (deployer.spark.translate.graph `order_key`): a TIME window's end, whose row's time is the last
 instant the window covers, one µs before it, or the event that completed a TUPLE or BATCH window.
+The row's values and its group cross as JSON text (timestamps as µs), read back here with the
+statement's types: JSON keeps integers, decimals and text exact, and doubles too (Spark writes the
+shortest text that reads back as the same double).
 FIRST lets rows out as they come: its output keeps its event time, and Spark's watermark goes on
-from it (`eventTimeColumnName`); the others have none (docs/language.md, "Output rate limiting").
+from it (`eventTimeColumnName`, the row's time); the others have none (docs/language.md, "Output
+rate limiting").
 """
 
 from __future__ import annotations
@@ -15,17 +19,36 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from deployer.spark.output.processor import TIME, OutputProcessor
+from deployer.spark.output.processor import GROUP, SEQ, TIME, VALUES, OutputProcessor
 from deployer.spark.translate.columns import col_name, spark_type
-from deployer.spark.translate.graph import ORDER_OFFSET, SEQ, SparkGraph
+from deployer.spark.translate.graph import ORDER_OFFSET, SparkGraph
 from operators import graph as g
+from operators.datatypes import Schema
 from operators.output_node import OutputRate
 
 
-def _crossing(i: int, kind: str) -> Column:
-    """Input column i as it crosses to Python: a timestamp as µs."""
-    c = F.col(col_name(i))
-    return F.unix_micros(c) if kind == "timestamp" else c
+def _json(schema: Schema, positions: range) -> Column:
+    """The columns at `positions` as JSON text, timestamps as µs."""
+    fields = [
+        (
+            F.unix_micros(F.col(col_name(i)))
+            if schema.fields[i].type.kind == "timestamp"
+            else F.col(col_name(i))
+        )
+        for i in positions
+    ]
+    if not fields:
+        return F.lit("")
+    return F.to_json(F.struct(*[f.alias(f"f{n}") for n, f in enumerate(fields)]))
+
+
+def _json_type(schema: Schema) -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField(f"f{i}", T.LongType() if f.type.kind == "timestamp" else spark_type(f.type))
+            for i, f in enumerate(schema)
+        ]
+    )
 
 
 def _row_time(sg: SparkGraph, node: OutputRate) -> Column:
@@ -39,23 +62,36 @@ def _row_time(sg: SparkGraph, node: OutputRate) -> Column:
 
 
 def output_rate(sg: SparkGraph, node: OutputRate) -> DataFrame:
-    schema = node.input_schema
-    kinds = [f.type.kind for f in schema]
-    crossing = [_crossing(i, k).alias(col_name(i)) for i, k in enumerate(kinds)]
     rows = sg.input(node).select(
-        F.lit("").alias("__key"), *crossing, _row_time(sg, node).alias(TIME), F.col(SEQ)
+        F.lit("").alias("__key"),
+        _json(node.input_schema, node.keys).alias(GROUP),
+        _row_time(sg, node).alias(TIME),
+        F.col(SEQ),
+        _json(node.input_schema, range(node.width)).alias(VALUES),
     )
-    fields = [T.StructField(col_name(i), spark_type(f.type)) for i, f in enumerate(node.schema)]
-    out_schema = T.StructType([*fields, T.StructField(SEQ, T.StringType())])
-    in_names = [col_name(i) for i in range(len(schema))]
-    processor = OutputProcessor(node, out_schema.names, in_names)
-    timed = "" if node.event_time is None else col_name(node.schema.position(node.event_time))
-    ticks = node.every_ms is not None
-    out = rows.groupBy(F.col("__key")).transformWithState(
-        statefulProcessor=processor,
+    out_schema = T.StructType(
+        [
+            T.StructField(VALUES, T.StringType()),
+            T.StructField(TIME, T.TimestampType() if node.event_time else T.LongType()),
+            T.StructField(SEQ, T.StringType()),
+        ]
+    )
+    out = rows.groupBy(F.col("__key")).transformWithStateInPandas(
+        statefulProcessor=OutputProcessor(node, timed=node.event_time is not None),
         outputStructType=out_schema,
         outputMode="Append",
-        timeMode="EventTime" if ticks or timed else "None",
-        eventTimeColumnName=timed,
+        timeMode="EventTime" if node.every_ms is not None or node.event_time else "None",
+        eventTimeColumnName=TIME if node.event_time else "",
     )
-    return out
+    values = F.from_json(F.col(VALUES), _json_type(node.schema))
+    timed = None if node.event_time is None else node.schema.position(node.event_time)
+    columns = []
+    for i, f in enumerate(node.schema):
+        if i == timed:  # the row's time itself, the column Spark's watermark is declared on
+            c = F.col(TIME)
+        elif f.type.kind == "timestamp":
+            c = F.timestamp_micros(values[f"f{i}"])
+        else:
+            c = values[f"f{i}"]
+        columns.append(c.alias(col_name(i)))
+    return out.select(*columns, F.col(SEQ))
