@@ -130,3 +130,34 @@ def test_limits_after_windows(spark: Any, tmp_path: Any) -> None:
 
 def test_limits_after_patterns(spark: Any, tmp_path: Any) -> None:
     _check(_case(AFTER_PATTERNS, 6), spark, tmp_path)
+
+
+def test_values_cross_the_limiter_unchanged(spark: Any, tmp_path: Any) -> None:
+    # the limiter's rows cross to Python as JSON text on Spark: every type, its extremes and NULLs
+    script = (
+        "CREATE STREAMSCHEMA w WITH k bigint, d double, n decimal(38, 10), b boolean, s varchar, "
+        "at timestamp, ts timestamp TIMESTAMP BY ts;\n"
+        "INSERT INTO kept SELECT k, d, n, b, s, at, ts FROM w GROUP BY b OUTPUT LAST EVERY 2 EVENTS;\n"
+        "INSERT INTO firsts SELECT k, d, n, s, ts FROM w GROUP BY s OUTPUT FIRST EVERY 2 SECONDS;\n"
+    )
+    values = [
+        (9223372036854775807, 1e308, "1234567890123456789012345678.0123456789", True, 'quote " and \\\\ é ✓'),
+        (-9223372036854775808, -0.0, "-0.0000000001", False, ""),
+        (None, None, None, None, None),
+        (9007199254740993, 0.1 + 0.2, "0", True, "x"),
+        (1, 5e-324, "99999999999999999999999999.9999999999", None, "x"),
+        (2, 123456.789e-300, None, False, None),
+    ]
+    lines = []
+    for i, (k, d, n, b, s) in enumerate(values * 3):
+        at = (T0 + timedelta(microseconds=123457 * i)).isoformat().replace("+00:00", "Z")
+        ts = (T0 + timedelta(milliseconds=700 * i)).isoformat().replace("+00:00", "Z")
+        lines.append(json.dumps({"k": k, "d": d, "n": n, "b": b, "s": s, "at": at, "ts": ts}))
+    case = Case(
+        script=script,
+        inputs={"w": [lines[:7], lines[7:]]},
+        sinks=["kept", "firsts"],
+        ordered={"kept": [], "firsts": []},
+        max_files=1,
+    )
+    _check(case, spark, tmp_path)
