@@ -70,10 +70,28 @@ def _upstream(b: Builder, up: str, timed: bool) -> Stream | None:
     return found[-1] if made and found else None
 
 
+def aim_output(b: Builder, target: Row) -> bool:
+    """An OUTPUT clause of the target's form (fuzz_coverage.OUTPUT_ROWS) on a statement of its kind
+    over a source (one with event time when the form or the statement needs it)."""
+    op, up, _ = target
+    timed = not op.endswith(" EVENTS") or up in ("pattern", "join")
+    sources = [s for s in b.streams.values() if s.source and (s.event_time or not timed)]
+    if not sources:
+        return False
+    kind = b.draw(st.sampled_from(["map", "filter"])) if up == "stateless" else up
+    b.next_input, b.output = b.draw(st.sampled_from(sources)).name, target
+    try:
+        return bool(STATEMENTS[kind](b))
+    finally:
+        b.next_input = b.output = None
+
+
 def aim(b: Builder, target: Row) -> bool:
     """Make the statements that put `target` in the case; False when the sources drawn cannot (a
     TIME window over a stream without event time ...)."""
     op, up, pos = target
+    if op.startswith("OutputRate"):
+        return aim_output(b, target)
     s = _upstream(b, up, op in TIMED_OPERATORS)
     if s is None:
         return False

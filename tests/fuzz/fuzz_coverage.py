@@ -3,6 +3,12 @@ upstream) and the place where it evaluates an expression, how many cases had it 
 expression there actually failed on the reference executor (an event, a window's row or a pair
 dead-lettered from that place). A soak prints the table at its end, so that a gap shows as a zero.
 
+Each OUTPUT clause (docs/language.md, "Output rate limiting") is a line of its own too: its form
+(`OutputRate LAST EVERY n EVENTS`, `OutputRate FIRST EVERY duration`, `OutputRate SNAPSHOT`), the
+statement whose rows it limits (a stateless one, an aggregate, a pattern, a join) in the upstream
+column, and whether it limits per group (`per group`, with a GROUP BY) or not (`-`); it evaluates
+no expression of its own, so only its cases count.
+
 Everything is read off what ran: the compiled graph says what each case has, and each of the
 reference's dead letters is traced to its place by evaluating that node's expressions, in the order
 the reference does, on the dead-lettered event until one fails with the same reason.
@@ -23,6 +29,7 @@ from operators import expr as ir
 from operators import graph as g
 from operators import patterns as pt
 from operators.datatypes import Schema
+from operators.output_node import OutputRate
 
 Row = tuple[str, str, str]  # (operator, upstream, position)
 
@@ -48,6 +55,27 @@ POSITIONS: dict[str, tuple[str, ...]] = {
 # What each operator can read: a TIME window and a join need event time, which an aggregate's rows
 # do not have.
 READS = {op: _TIMED if op in ("Aggregate TIME", "Join", "Pattern") else UPSTREAMS for op in POSITIONS}
+# The OUTPUT clauses: (form, the statement it limits, with a GROUP BY or not). SNAPSHOT needs a
+# windowed aggregate; a join has no GROUP BY.
+OUTPUT_FORMS = (
+    "ALL EVERY n EVENTS",
+    "FIRST EVERY n EVENTS",
+    "LAST EVERY n EVENTS",
+    "ALL EVERY duration",
+    "FIRST EVERY duration",
+    "LAST EVERY duration",
+    "SNAPSHOT",
+)
+LIMITED = ("stateless", "aggregate", "pattern", "join")
+GROUPED = "per group"
+OUTPUT_ROWS: tuple[Row, ...] = tuple(
+    (f"OutputRate {form}", up, pos)
+    for form in OUTPUT_FORMS
+    for up in LIMITED
+    for pos in ("-", GROUPED)
+    if (form != "SNAPSHOT" or up == "aggregate") and (up != "join" or pos == "-")
+)
+NO_EXPRESSION = ("-", GROUPED)  # positions that evaluate nothing: only their cases count
 
 
 def operator(node: g.Node) -> str | None:
@@ -55,6 +83,17 @@ def operator(node: g.Node) -> str | None:
         return f"Aggregate {node.window.kind.upper()}"
     name = type(node).__name__
     return name if name in POSITIONS else None
+
+
+def output_row(graph: g.Graph, node: OutputRate) -> Row:
+    """The OUTPUT clause's line (OUTPUT_ROWS)."""
+    every = "n EVENTS" if node.every_events is not None else "duration"
+    form = "SNAPSHOT" if node.kind == "snapshot" else f"{node.kind.upper()} EVERY {every}"
+    producer = graph.node(node.inputs[0].node)
+    limited = {g.Aggregate: "aggregate", g.Pattern: "pattern", g.Join: "join"}.get(
+        type(producer), "stateless"
+    )
+    return (f"OutputRate {form}", limited, GROUPED if node.group_by else "-")
 
 
 def _statement_kind(graph: g.Graph, line: int, besides: type[g.Node] = g.Sink) -> str:
@@ -198,6 +237,8 @@ class Coverage:
         self.sources_silent += silent
         had: set[Row] = set()
         for node in graph.nodes:
+            if isinstance(node, OutputRate):
+                had.add(output_row(graph, node))
             op = operator(node)
             if op is None:
                 continue
@@ -225,11 +266,16 @@ class Coverage:
         return upstreams(graph, node)
 
     def expected(self) -> list[Row]:
-        return [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
+        rows = [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
+        return rows + list(OUTPUT_ROWS)
 
     def gaps(self) -> tuple[Row, ...]:
         """The lines with a zero: never had, or (where an expression is evaluated) never failed."""
-        return tuple(r for r in self.expected() if self.had[r] == 0 or (r[2] != "-" and self.failed[r] == 0))
+        return tuple(
+            r
+            for r in self.expected()
+            if self.had[r] == 0 or (r[2] not in NO_EXPRESSION and self.failed[r] == 0)
+        )
 
     def table(self) -> str:
         """One line per (operator, upstream, position) the language allows, with the cases that had
@@ -242,7 +288,7 @@ class Coverage:
             f"  {'operator / upstream / position':<{width}}  cases  failed",
         ]
         for op, up, p in rows:
-            fails = "-" if p in ("-",) else str(self.failed[(op, up, p)])
+            fails = "-" if p in NO_EXPRESSION else str(self.failed[(op, up, p)])
             lines.append(f"  {f'{op} / {up} / {p}':<{width}}  {self.had[(op, up, p)]:5d}  {fails:>6}")
         lines.append(f"  {len(self.gaps())} of {len(expected)} lines with a zero")
         return "\n".join(lines)

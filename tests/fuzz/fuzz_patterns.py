@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fuzz_exprs import BOOL, CATEGORIES, DBL, INT, Field
+from fuzz_output import limit_pattern
 from hypothesis import strategies as st
 
 if TYPE_CHECKING:
@@ -238,7 +239,10 @@ def pattern(b: Builder) -> bool:
     where = ""
     if b.forced("WHERE") or (b.force is None and b.draw(st.integers(0, 3)) == 0):
         where = f" WHERE {b.at(BOOL, [*_row_fields(p), Field('match_time()', 'timestamp')], 1, 'WHERE')}"
+    limited, order = limit_pattern(b, _row_fields(p), order)
     out = b.fresh("m")
-    stmt = f"INSERT INTO {out} SELECT {', '.join(items)} FROM {kind} {body}{within}{partition}{where}"
+    stmt = (
+        f"INSERT INTO {out} SELECT {', '.join(items)} FROM {kind} {body}{within}{partition}{where}{limited}"
+    )
     b.add(stmt, {out: order}, sorted(used), "pattern")
     return True

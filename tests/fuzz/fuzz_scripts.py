@@ -96,6 +96,8 @@ class Builder:
         self.force: str | None = None
         self.window_kind: str | None = None
         self.next_input: str | None = None
+        # Aiming at an OutputRate line of the table (fuzz_output): the next statement's OUTPUT form.
+        self.output: Row | None = None
         if store:
             self.decls.append(f"CREATE DATASTORE db TYPE {store}")
 

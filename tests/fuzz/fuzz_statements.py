@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuzz_case import StoreTable
 from fuzz_exprs import BOOL, CATEGORIES, INT, NUMERIC, ORDERED, STR, Field
+from fuzz_output import grouping, limit, limit_join
 from fuzz_patterns import pattern
 from fuzz_windows import time_spec, tuple_spec
 from hypothesis import strategies as st
@@ -130,10 +131,13 @@ def _aggregates(b: Builder, s: Stream) -> list[tuple[str, str]]:
 
 def _group_keys(b: Builder, s: Stream) -> list[tuple[str, str, str]]:
     """GROUP BY keys: (expression, its output name, category); `k` or expressions, which may fail."""
-    keys = []
+    keys: list[tuple[str, str, str]] = []
+    want = grouping(b)  # an aimed OUTPUT clause's: with a GROUP BY or without (fuzz_output)
+    if want is False:
+        return keys
     if "k" in s.names(INT) and b.draw(st.integers(0, 3)) > 0:
         keys.append(("k", "k", INT))
-    if b.forced("GROUP BY") or b.draw(st.integers(0, 3)) == 0:
+    if b.forced("GROUP BY") or b.draw(st.integers(0, 3)) == 0 or (want and not keys):
         cat = b.draw(st.sampled_from([INT, STR, BOOL]))
         keys.append((b.at(cat, s.scope(), 1, "GROUP BY"), b.fresh("g"), cat))
     return keys
@@ -232,7 +236,7 @@ def one_input(b: Builder, kind: str) -> bool:
     made = ONE_INPUT[kind](b, s)
     if made is None:
         return False
-    template, order = made
+    template, order = limit(b, s, kind, *made)
     out = b.fresh(kind[0])
     b.add(f"INSERT INTO {out} {_fill(template, src=s.name)}", {out: order}, [s.name], kind)
     return True
@@ -293,7 +297,7 @@ def join(b: Builder) -> bool:
     if not timed:
         return False
     left, right = b.pick(lambda s: s.event_time is not None), b.draw(st.sampled_from(timed))
-    template, order = join_select(b, left, right)
+    template, order = limit_join(b, *join_select(b, left, right))
     out = b.fresh("j")
     b.add(
         f"INSERT INTO {out} {_fill(template, left=left.name, right=right.name)}",
@@ -351,14 +355,14 @@ def twins(b: Builder) -> bool:
         if s.event_time is None:
             return False
         other = b.draw(st.sampled_from([t for t in b.streams.values() if t.event_time]))
-        template, order = join_select(b, s, other)
+        template, order = limit_join(b, *join_select(b, s, other))
         texts = [_fill(template, left=x.name, right=other.name) for x in (s, twin)]
         reads = [s.name, twin.name, other.name]
     else:
         made = ONE_INPUT[kind](b, s)
         if made is None:
             return False
-        template, order = made
+        template, order = limit(b, s, kind, *made)
         texts = [_fill(template, src=x.name) for x in (s, twin)]
         reads = [s.name, twin.name]
     outs = [b.fresh(kind[0]) for _ in texts]

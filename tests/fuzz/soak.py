@@ -45,8 +45,11 @@ def answers(spark: Any) -> bool:
 def aimed_at(tally: Tally, k: int, width: int = 5, focus: str = "") -> tuple[tuple[str, str, str], ...]:
     """The lines of the coverage table the k-th seed aims at: a few of those with a zero, in turn, so
     that each gets several cases (aiming at all of them at once spread a soak too thin); with
-    `focus`, only the lines that name it (an operator or an upstream kind: `Pattern`, `pattern`)."""
-    gaps = tuple(g for g in tally.coverage.gaps() if not focus or focus in g[:2])
+    `focus`, only the lines that name it (an operator or an upstream kind: `Pattern`, `pattern`), or
+    whose operator it begins (`Aggregate`: every window; `OutputRate`: every OUTPUT clause)."""
+    gaps = tuple(
+        g for g in tally.coverage.gaps() if not focus or focus in g[:2] or g[0].startswith(f"{focus} ")
+    )
     if not gaps:
         return ()
     start = (k * width) % len(gaps)
@@ -67,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--focus",
         default="",
-        help="aim only at the coverage lines of this operator or upstream kind (e.g. Pattern, pattern)",
+        help="aim only at the coverage lines of this operator or upstream kind (e.g. Pattern, pattern, "
+        "OutputRate: every OUTPUT form)",
     )
     args = ap.parse_args(argv)
 

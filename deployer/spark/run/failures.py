@@ -19,7 +19,7 @@ from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
 from deployer.spark.run.shared import batch_plans, stem, unstem
 from deployer.spark.streams.dead_letters import dead_letter_frame
-from deployer.spark.streams.sources import events_of, rejects, released
+from deployer.spark.streams.sources import counted, events_of, rejects, released
 from deployer.spark.translate.graph import DeadLetter, SparkGraph
 from operators import graph as g
 from operators.analysis import ancestors
@@ -136,7 +136,14 @@ def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFram
     upstream = {a.id for n in nodes for a in ancestors(sg.graph, n)}
     streams = [s.stream for s in sg.graph.sources() if s.id in upstream]
     source = {s.stream: s for s in sg.graph.sources()}
-    frames = {f"{_PARSED}{s}": inputs.parsed[s] for s in rejecting}
+    # A stream without event time is counted here too (sources.counted): no other query may read it
+    # (the least any query read counts: deployer.spark.run.progress), and its records are records
+    # read all the same (docs/guarantees.md). A stream with event time is counted on the way to its
+    # Sequencer, whose output (`marked`) this query reads.
+    frames = {
+        f"{_PARSED}{s}": inputs.parsed[s] if s in inputs.marked else counted(inputs.parsed[s], source[s])
+        for s in rejecting
+    }
     frames |= {f"{_MARKED}{s}": m for s, (m, _) in inputs.marked.items()}
     frames |= {s: sg.sources[s] for s in streams if s not in inputs.parsed}  # the generator's
     names = list(frames)
