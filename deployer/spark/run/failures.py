@@ -115,6 +115,19 @@ _PARSED = "parsed:"  # a source's parsed rows among the dead-letters query's inp
 _MARKED = "marked:"  # a Sequencer's output among them
 
 
+def _read(inputs: Inputs, source: dict[str, g.Source]) -> dict[str, DataFrame]:
+    """What the dead-letters query reads of the sources: each one's parsed rows, each Sequencer's
+    output. A stream without event time is counted here too (sources.counted): no other query may
+    read it (the least any query read counts: deployer.spark.run.progress), and its records are
+    records read all the same (docs/guarantees.md). A stream with event time is counted on the way
+    to its Sequencer, whose output (`marked`) this query reads."""
+    frames = {
+        f"{_PARSED}{s}": parsed if s in inputs.marked else counted(parsed, source[s])
+        for s, parsed in inputs.parsed.items()
+    }
+    return frames | {f"{_MARKED}{s}": m for s, (m, _) in inputs.marked.items()}
+
+
 def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFrame, Writer] | None:
     """The dead-letters query, if the deployment has one: the rejected records of its sources
     (unparsable records, events without event time, late events) and the failures of its stateless
@@ -136,15 +149,7 @@ def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFram
     upstream = {a.id for n in nodes for a in ancestors(sg.graph, n)}
     streams = [s.stream for s in sg.graph.sources() if s.id in upstream]
     source = {s.stream: s for s in sg.graph.sources()}
-    # A stream without event time is counted here too (sources.counted): no other query may read it
-    # (the least any query read counts: deployer.spark.run.progress), and its records are records
-    # read all the same (docs/guarantees.md). A stream with event time is counted on the way to its
-    # Sequencer, whose output (`marked`) this query reads.
-    frames = {
-        f"{_PARSED}{s}": inputs.parsed[s] if s in inputs.marked else counted(inputs.parsed[s], source[s])
-        for s in rejecting
-    }
-    frames |= {f"{_MARKED}{s}": m for s, (m, _) in inputs.marked.items()}
+    frames = _read(inputs, source)
     frames |= {s: sg.sources[s] for s in streams if s not in inputs.parsed}  # the generator's
     names = list(frames)
     plan = batch_plans(sg.graph, sg.stores_config, sg.timed_sources, dead_letters=True)
