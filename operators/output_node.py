@@ -23,9 +23,10 @@ class OutputRate(Node):
     through the ones its kind says, when its kind says.
 
     Its input row is the statement's output (`width` columns) followed by the values of the
-    statement's GROUP BY keys (the rest of `input_schema`): the statement that makes the row computes
-    them, so that the limiter needs no expressions of its own and, on an engine with keyed state,
-    can live in the operator that already holds the group. Only the first `width` columns go on.
+    statement's GROUP BY keys, then, when the statement has event time, the row's time (a hidden
+    `$time`, unless `time_index` points at a selected field): the statement that makes the row
+    computes them, so that the limiter needs no expressions of its own. Only the first `width`
+    columns go on.
 
     Time is the time of each row, which its producer knows (the event's, the match's, for a window's
     row the last instant the window covers), and ticks are the input's watermark passing `k ·
