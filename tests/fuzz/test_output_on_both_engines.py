@@ -13,40 +13,21 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from fuzz_case import Case
 from fuzz_harness import check_case
+from keyed_events import T0, keyed_stream
 
 pytestmark = [pytest.mark.spark]
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STREAMS = (
     "CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
     "CREATE STREAMSCHEMA c WITH k integer, v integer, ts timestamp TIMESTAMP BY ts;\n"
 )
 UNTIMED = "CREATE STREAMSCHEMA u WITH k integer, v integer, ts timestamp;\n"  # no event time: arrival order
-
-
-def _stream(rng: random.Random, n: int) -> list[list[str]]:
-    t = 0
-    events = []
-    for _ in range(n):
-        t += rng.choice([0, 100, 200, 300, 500, 800])
-        events.append((t, rng.randint(1, 3), rng.randint(0, 9)))
-    for i in range(0, n - 1, 3):  # neighbours less than a second apart swapped: within WATERMARK
-        if events[i + 1][0] - events[i][0] < 1000:
-            events[i], events[i + 1] = events[i + 1], events[i]
-    lines = [
-        json.dumps(
-            {"k": k, "v": v, "ts": (T0 + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")}
-        )
-        for ms, k, v in events
-    ]
-    q = -(-n // 4)
-    return [lines[i : i + q] for i in range(0, n, q)]
 
 
 def _case(statements: dict[str, str], seed: int) -> Case:
@@ -55,9 +36,13 @@ def _case(statements: dict[str, str], seed: int) -> Case:
     u = any(" FROM u " in text for text in statements.values())
     return Case(
         script=STREAMS + (UNTIMED if u else "") + "".join(statements.values()),
-        inputs={"s": _stream(rng, 60), "c": _stream(rng, 40), "u": _stream(rng, 30)}
+        inputs={
+            "s": keyed_stream(rng, 60, True),
+            "c": keyed_stream(rng, 40, True),
+            "u": keyed_stream(rng, 30, True),
+        }
         if u
-        else {"s": _stream(rng, 60), "c": _stream(rng, 40)},
+        else {"s": keyed_stream(rng, 60, True), "c": keyed_stream(rng, 40, True)},
         sinks=list(statements),
         ordered={s: [] for s in statements},
         max_files=1,

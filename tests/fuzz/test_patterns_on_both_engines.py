@@ -12,18 +12,16 @@ gives the same, and that there is something to compare (each sink has rows).
 
 from __future__ import annotations
 
-import json
 import random
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fuzz_case import Case
 from fuzz_harness import check_case
+from keyed_events import keyed_stream
 
 pytestmark = [pytest.mark.spark]
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STREAMS = (
     "CREATE STREAMSCHEMA a WITH k integer, v integer, ts timestamp TIMESTAMP BY ts;\n"
     "CREATE STREAMSCHEMA b WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
@@ -31,31 +29,9 @@ STREAMS = (
 )
 
 
-def _stream(rng: random.Random, n: int, disorder: bool) -> list[list[str]]:
-    """n events in four files; with `disorder`, neighbours swapped when less than a second apart
-    (within b's WATERMARK, so none is late)."""
-    t = 0
-    events = []
-    for _ in range(n):
-        t += rng.choice([0, 100, 200, 300, 500, 800])
-        events.append((t, rng.randint(1, 3), rng.randint(0, 9)))
-    if disorder:
-        for i in range(0, n - 1, 3):
-            if events[i + 1][0] - events[i][0] < 1000:
-                events[i], events[i + 1] = events[i + 1], events[i]
-    lines = [
-        json.dumps(
-            {"k": k, "v": v, "ts": (T0 + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")}
-        )
-        for ms, k, v in events
-    ]
-    q = -(-n // 4)
-    return [lines[i : i + q] for i in range(0, n, q)]
-
-
 def _inputs(seed: int, n: int = 40) -> dict[str, list[list[str]]]:
     rng = random.Random(seed)
-    return {s: _stream(rng, n, s == "b") for s in ("a", "b", "c")}
+    return {s: keyed_stream(rng, n, s == "b") for s in ("a", "b", "c")}
 
 
 def _case(statements: dict[str, str], partitioned: set[str], seed: int, max_files: int | None = 1) -> Case:
