@@ -118,6 +118,26 @@ class ToAst(PatternRules):
     def table_key(self, meta: Any, children: list[Any]) -> list[NameTok]:
         return self._items(children)
 
+    def create_trigger(self, meta: Any, children: list[Any]) -> ast.CreateTrigger:
+        name: NameTok = children[2]
+        at = children[4:]
+        pos = self._pos(meta)
+        if self._has(at, "START"):
+            return ast.CreateTrigger(name.text, pos=pos, name_pos=name.pos, at_pos=self._tpos(at[0]))
+        if isinstance(at[0], Token) and at[0].type == "STRING":
+            where = self._tpos(at[0])
+            return ast.CreateTrigger(
+                name.text, cron=unquote(at[0], where), pos=pos, name_pos=name.pos, at_pos=where
+            )
+        sign = next((c for c in at if isinstance(c, Token) and c.type == "ADD_OP"), None)
+        amount = next(c for c in at if isinstance(c, Token) and c.type == "INT")
+        unit: NameTok = at[-1]
+        where = span(self._tpos(sign) if sign is not None else self._tpos(amount), unit.pos)
+        if sign is not None and str(sign) != "+":
+            raise CplSyntaxError(f"AT EVERY {sign}{amount} {unit.text}: the period must be positive", where)
+        every = ast.Duration(int(amount), unit.text.lower(), where)
+        return ast.CreateTrigger(name.text, every=every, pos=pos, name_pos=name.pos, at_pos=where)
+
     # statements
     def insert(self, meta: Any, children: list[Any]) -> ast.Insert:
         items = self._items(children)

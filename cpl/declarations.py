@@ -1,4 +1,4 @@
-"""The CREATE statements: STREAMSCHEMA (a Source node), WINDOW, DATASTORE, SQLQUERY and TABLE, each
+"""The CREATE statements: STREAMSCHEMA and TRIGGER (Source nodes), WINDOW, DATASTORE, SQLQUERY and TABLE, each
 validated and recorded in the plan state for the statements that follow."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from cpl.type_rules import resolve_type
 from operators import graph as g
 from operators.datatypes import TIMESTAMP, Field, Schema
 from operators.sqltext import analyze
+from operators.triggers import TRIGGER_SCHEMA, TRIGGERED_TIME, Trigger, cron_error
 
 STORE_TYPES = {"postgresql": "postgresql", "postgres": "postgresql", "sqlite": "sqlite", "redis": "redis"}
 SQL_STORE_TYPES = ("postgresql", "sqlite")
@@ -31,6 +32,34 @@ def create_stream_schema(state: PlanState, stmt: ast.CreateStreamSchema) -> None
     )
     port = state.add(node)
     state.streams[stmt.name.lower()] = Stream(stmt.name, port, schema, event_time, stmt.pos.line, True)
+
+
+def create_trigger(state: PlanState, stmt: ast.CreateTrigger) -> None:
+    """A trigger is a source stream of one field, `triggered_time`, its event time: its ticks come in
+    order, so its watermark is 0 (operators.triggers)."""
+    state.check_new_stream(stmt.name, stmt.name_pos)
+    if stmt.every is not None:
+        trigger = Trigger("every", every_ms=duration_ms(stmt.every))
+    elif stmt.cron is not None:
+        why = cron_error(stmt.cron)
+        if why is not None:
+            raise PlanError(f"AT '{stmt.cron}' is not a Quartz cron expression: {why}", stmt.at_pos)
+        trigger = Trigger("cron", cron=" ".join(stmt.cron.split()))
+    else:
+        trigger = Trigger("start")
+    node = g.Source(
+        id=state.next_id(),
+        line=stmt.pos.line,
+        stream=stmt.name,
+        source_schema=TRIGGER_SCHEMA,
+        event_time=TRIGGERED_TIME,
+        watermark_ms=0,
+        trigger=trigger,
+    )
+    port = state.add(node)
+    state.streams[stmt.name.lower()] = Stream(
+        stmt.name, port, TRIGGER_SCHEMA, TRIGGERED_TIME, stmt.pos.line, True
+    )
 
 
 def _stream_schema(stmt: ast.CreateStreamSchema) -> Schema:

@@ -23,6 +23,7 @@ from cpl.declarations import (
     create_sqlquery,
     create_stream_schema,
     create_table,
+    create_trigger,
     create_window,
 )
 from cpl.errors import Diagnostics, PlanError, TypeCheckError
@@ -42,7 +43,7 @@ class Planner:
             self.diags.error(err.message, err.pos)
             if isinstance(stmt, ast.Insert):
                 self.state.failed.add(stmt.target.lower())
-            if isinstance(stmt, ast.CreateStreamSchema):
+            if isinstance(stmt, ast.CreateStreamSchema | ast.CreateTrigger):
                 self.state.failed.add(stmt.name.lower())
 
     def _plan(self, stmt: ast.Statement) -> None:
@@ -56,6 +57,8 @@ class Planner:
             create_sqlquery(self.state, stmt)
         elif isinstance(stmt, ast.CreateTable):
             create_table(self.state, stmt)
+        elif isinstance(stmt, ast.CreateTrigger):
+            create_trigger(self.state, stmt)
         else:
             try:
                 plan_insert(self.state, stmt)

@@ -218,6 +218,19 @@ class CreateSqlQuery:
 
 
 @dataclass(frozen=True)
+class CreateTrigger:
+    """`CREATE TRIGGER name AT EVERY duration | AT START | AT 'cron'`: exactly one of `every` and
+    `cron` is set, or neither for AT START."""
+
+    name: str
+    every: Duration | None = None
+    cron: str | None = None
+    pos: Pos = _pos()
+    name_pos: Pos = _pos()
+    at_pos: Pos = _pos()  # what follows AT
+
+
+@dataclass(frozen=True)
 class ColumnDef:
     name: str
     type: TypeName
@@ -367,7 +380,15 @@ class Insert:
     target_pos: Pos = _pos()
 
 
-Statement = CreateStreamSchema | CreateWindow | CreateDataStore | CreateSqlQuery | CreateTable | Insert
+Statement = (
+    CreateStreamSchema
+    | CreateWindow
+    | CreateDataStore
+    | CreateSqlQuery
+    | CreateTable
+    | CreateTrigger
+    | Insert
+)
 
 
 @dataclass(frozen=True)

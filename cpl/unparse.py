@@ -210,6 +210,9 @@ def statement(st: ast.Statement) -> str:
             cols.append(f"PRIMARY KEY ({', '.join(name(k) for k in st.primary_key)})")
         out = f"CREATE TABLE {name(st.name)} ({', '.join(cols)}) IN {name(st.store)}"
         return out + (f" TTL {duration(st.ttl)}" if st.ttl else "")
+    if isinstance(st, ast.CreateTrigger):
+        at = duration(st.every) if st.every else string(st.cron) if st.cron is not None else "START"
+        return f"CREATE TRIGGER {name(st.name)} AT {'EVERY ' if st.every else ''}{at}"
     return f"INSERT INTO {'TABLE ' if st.into_table else ''}{name(st.target)} {select(st.select)}"
 
 

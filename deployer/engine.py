@@ -64,8 +64,14 @@ class RunSummary:
 def check_bindings(graph: g.Graph, sources: dict[str, str], sinks: dict[str, str]) -> None:
     """Refuse a `--source` for a stream that is not a source of the script, or a `--sink` for a stream
     it does not have: the same ValueError whichever engine runs it (names are case-insensitive)."""
-    declared = [s.stream for s in graph.sources()]
+    declared = [s.stream for s in graph.sources() if s.trigger is None]
+    triggers = {s.stream.lower() for s in graph.sources() if s.trigger is not None}
     for stream in sources:
+        if stream.lower() in triggers:
+            raise ValueError(
+                f"source '{stream}': the script declares it a trigger (CREATE TRIGGER), whose events are "
+                "the engine's ticks; it takes no --source"
+            )
         if stream.lower() not in {d.lower() for d in declared}:
             raise ValueError(
                 f"source '{stream}': the script has no source stream of that name ({', '.join(declared)})"

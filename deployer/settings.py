@@ -127,6 +127,12 @@ class Settings:
         "`cep serve`: the longest wait between restarts of a failing deployment",
         0,
     )
+    trigger_clock: str | None = _setting(
+        None,
+        "CEP_TRIGGER_CLOCK",
+        "test hook: `START/NOW` (ISO 8601 instants) is the clock triggers tick on instead of the machine's "
+        '(docs/language.md, "Triggers")',
+    )
     fault_after_commit: str | None = _setting(
         None,
         "CEP_FAULT_AFTER_COMMIT",

@@ -19,6 +19,7 @@ from operators.node import Node, Port, _schema_of, _show
 from operators.output_node import OutputRate
 from operators.pattern_node import MATCH_TIME as MATCH_TIME
 from operators.pattern_node import Pattern
+from operators.triggers import Trigger
 
 # Names of the window bounds in an Aggregate's row; not valid CPL names, so they cannot clash.
 WINDOW_START = "$window_start"
@@ -33,6 +34,8 @@ class Source(Node):
     stream: str
     source_schema: Schema
     watermark_ms: int | None = None
+    # A trigger's stream (CREATE TRIGGER): its events are the engine's ticks, not bound input.
+    trigger: Trigger | None = None
 
     @property
     def schema(self) -> Schema:
@@ -40,6 +43,8 @@ class Source(Node):
 
     def params(self) -> dict[str, object]:
         p: dict[str, object] = {"stream": self.stream}
+        if self.trigger is not None:
+            p["trigger"] = self.trigger.describe()
         if self.event_time:
             p["timestamp_by"] = self.event_time
         if self.watermark_ms is not None:

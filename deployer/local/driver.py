@@ -12,6 +12,8 @@
 - Without `until_idle`, file sources are watched: new files are read as they appear, every
   `poll_interval` seconds, until `stop` is set or Ctrl-C; then the input is finished as if it
   ended there (buffers flushed, complete windows fired). Stdin ends at end of file.
+- Triggers (CREATE TRIGGER) need no binding: their ticks are read from the clock
+  (deployer.triggers.clock) at each poll, from the run's start (deployer.local.triggers).
 - Sinks: `redis://...?stream=KEY` appends each result as an entry `data` = its JSON line;
   `file:DIR` writes `DIR/<stream>-<run id>.jsonl` (one file per stream per run, created
   with the first result); `console` prints JSON lines to stdout, with a "$stream" member naming
@@ -43,6 +45,8 @@ from deployer.connectors.redis_stream import RedisStreamInput, RedisStreamWriter
 from deployer.engine import check_bindings
 from deployer.local.events import DeadLetter, RunStats
 from deployer.local.executor import LocalExecutor
+from deployer.local.triggers import TriggerInput
+from deployer.triggers import clock
 from operators import graph as g
 
 REDIS_SCHEMES = ("redis://", "rediss://")
@@ -166,12 +170,14 @@ def run_local(
     """Run `graph` over its inputs; return the run's counters (see the module docstring)."""
     check_bindings(graph, dict(sources), dict(sinks))
     declared = {s.stream.lower(): s for s in graph.sources()}
-    inputs: list[_Input | RedisStreamInput] = [
+    inputs: list[_Input | RedisStreamInput | TriggerInput] = [
         _input(declared[s.lower()].stream, uri) for s, uri in sources.items()
     ]
+    ticking = clock.current()
+    inputs += [TriggerInput(s, ticking) for s in graph.sources() if s.trigger is not None]
     outputs = _Outputs(graph, sinks, dead_letter, _run_id())
     ex = LocalExecutor(graph, stores, on_output=outputs.output, on_dead_letter=outputs.dead_letter)
-    given = {i.stream.lower() for i in inputs}
+    given = {i.stream.lower() for i in inputs}  # with the triggers, which need no binding
     for s in graph.sources():
         if s.stream.lower() not in given:
             ex.end_stream(s.stream)
@@ -189,7 +195,7 @@ def run_local(
 
 def _loop(
     ex: LocalExecutor,
-    inputs: list[_Input | RedisStreamInput],
+    inputs: list[_Input | RedisStreamInput | TriggerInput],
     outputs: _Outputs,
     until_idle: bool,
     poll_interval: float,

@@ -70,6 +70,11 @@ def arrival_log(directory: Path, stream: str) -> Path:
     return directory / "inputs" / f"{stream.lower()}.files"
 
 
+def trigger_start(directory: Path, stream: str) -> Path:
+    """Where a trigger's start lives in the checkpoint DIR (deployer.spark.streams.trigger_source)."""
+    return directory / "inputs" / f"{stream.lower()}.trigger"
+
+
 def own_failure_queries(checkpoint: Path) -> set[str]:
     """The `failed:<node>` queries a checkpoint has: an earlier layout's, which ran every failure
     point after a window, a join or a data store call as a query of its own. They are resumed as

@@ -1,7 +1,7 @@
 """The source streams of a Spark deployment, built once and shared by all its queries.
 
 Each bound source is read (deployer.spark.streams.sources: file directories and the synthetic generator;
-deployer.spark.streams.redis_source: Redis streams), its rows split into events and dead letters, and the
+deployer.spark.streams.redis_source: Redis streams; deployer.spark.streams.trigger_source: triggers), its rows split into events and dead letters, and the
 streams with event time pass the Sequencer: alone, or together with the streams they meet in a merge
 (deployer.spark.run.queries.sequenced_merges, deployer.spark.streams.merge_sequencer).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from deployer.connectors.redis_stream import is_redis_stream_uri
-from deployer.spark.run.checkpoint import arrival_log
+from deployer.spark.run.checkpoint import arrival_log, trigger_start
 from deployer.spark.run.queries import sequenced_merges
 from deployer.spark.streams.redis_source import redis_parsed
 from deployer.spark.streams.sources import (
@@ -26,6 +26,9 @@ from deployer.spark.streams.sources import (
     generator_source,
     sequence,
 )
+from deployer.spark.streams.trigger_source import trigger_parsed
+from deployer.triggers import clock
+from deployer.triggers.ticks import SCHEME
 from operators import graph as g
 from operators.analysis import self_merged_sources
 
@@ -59,7 +62,10 @@ def read_inputs(
         if uri.startswith("generator:"):
             frames[src.stream] = generator_source(spark, uri, src)
             continue
-        if is_redis_stream_uri(uri):
+        if uri == SCHEME:
+            start = trigger_start(checkpoint, src.stream)
+            parsed[src.stream] = trigger_parsed(spark, src, start, clock.current())
+        elif is_redis_stream_uri(uri):
             parsed[src.stream] = redis_parsed(spark, uri, src)
         else:
             log = arrival_log(checkpoint, src.stream)
@@ -85,7 +91,9 @@ def stream_named(graph: g.Graph, name: str) -> str:
 
 
 def source_uri(src: g.Source, sources: Mapping[str, str]) -> str:
-    """The URI bound to `src`'s stream (names match case-insensitively)."""
+    """The URI bound to `src`'s stream (names match case-insensitively); a trigger's is its own."""
+    if src.trigger is not None:
+        return SCHEME
     uri = next((u for s, u in sources.items() if s.lower() == src.stream.lower()), None)
     if uri is None:
         raise SourceError(f"stream '{src.stream}' has no input: add --source {src.stream}=file:DIR")

@@ -192,23 +192,34 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Files)
         schema = _schema(self.options)
-        out = parsed_schema(schema)
-        arrow = pa.schema([pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields])
+        arrow = arrow_schema(schema)
         shown = Path(self.options["shown"])
         for k, name in enumerate(partition.names):
             position = partition.first + k
-            yield _batch(read_file(self.directory / name, shown / name), position, schema, arrow)
+            yield records_batch(read_file(self.directory / name, shown / name), position, schema, arrow)
         if partition.end:
-            yield pa.RecordBatch.from_arrays(
-                [pa.nulls(1, f.type) if f.name != END else pa.array([True]) for f in arrow], schema=arrow
-            )
+            yield end_batch(arrow)
 
     def commit(self, end: dict) -> None:
         pass  # the files are not ours to move or delete
 
 
-def _batch(records: Iterator[Any], position: int, schema: Schema, arrow: pa.Schema) -> pa.RecordBatch:
-    """The rows of one file: each record converted, or rejected with its reason."""
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """`parsed_schema` as Arrow's, for the batches a reader yields."""
+    out = parsed_schema(schema)
+    return pa.schema([pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields])
+
+
+def end_batch(arrow: pa.Schema) -> pa.RecordBatch:
+    """The end-of-input row (see the module docstring)."""
+    return pa.RecordBatch.from_arrays(
+        [pa.nulls(1, f.type) if f.name != END else pa.array([True]) for f in arrow], schema=arrow
+    )
+
+
+def records_batch(records: Iterator[Any], position: int, schema: Schema, arrow: pa.Schema) -> pa.RecordBatch:
+    """The rows of one file (or of one trigger's ticks, deployer.spark.streams.trigger_source): each
+    record converted, or rejected with its reason; `position` orders them after earlier batches."""
     width = len(schema)
     cols: list[list[Any]] = [[] for _ in arrow]
     for n, rec in enumerate(records):

@@ -1,0 +1,1 @@
+"""Triggers' clock and ticking, shared by both engines (docs/language.md, "Triggers")."""
