@@ -39,6 +39,10 @@ def create_trigger(state: PlanState, stmt: ast.CreateTrigger) -> None:
     order, so its watermark is 0 (operators.triggers)."""
     state.check_new_stream(stmt.name, stmt.name_pos)
     if stmt.every is not None:
+        if stmt.every.amount == 0:
+            raise PlanError(
+                f"AT EVERY 0 {stmt.every.unit.upper()}: the period must be positive", stmt.every.pos
+            )
         trigger = Trigger("every", every_ms=duration_ms(stmt.every))
     elif stmt.cron is not None:
         why = cron_error(stmt.cron)
