@@ -102,5 +102,12 @@ def cron_error(expr: str) -> str | None:
         it.get_next(float)
     except (ValueError, KeyError, TypeError, OverflowError) as err:  # croniter's errors are ValueErrors
         text = str(err) or type(err).__name__
-        return "it never fires" if "failed to find next date" in text else text
+        if "failed to find next date" in text:
+            return "it never fires"
+        if "is not acceptable" in text:  # croniter shows its own reordering of the fields: not the user's
+            return (
+                "a field is out of range or in a form that is not read (Quartz's LW and a weekday with L, "
+                "such as 6L, are not)"
+            )
+        return text
     return None

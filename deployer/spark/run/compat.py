@@ -34,6 +34,9 @@ Part = tuple[str, str]  # (what, value), e.g. ("window", "TIME SIZE 1 DAY ADVANC
 
 def _source(node: g.Source, sources: Mapping[str, str]) -> tuple[str, tuple[Part, ...]]:
     uri = next((u for s, u in sources.items() if s.lower() == node.stream.lower()), "")
+    if node.trigger is not None:
+        # a trigger's offsets are its ticks: a changed schedule goes on from the last tick read
+        uri = "trigger"
     return (
         f"input stream '{node.stream}'",
         (
