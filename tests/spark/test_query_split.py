@@ -28,7 +28,7 @@ UPDATE = os.environ.get("CEP_UPDATE_GOLDEN") == "1"
 def split(script: Path) -> str:
     graph = compile_script(script.read_text(encoding="utf-8"), script.name).graph
     sinks = [n.stream for n in graph.nodes if isinstance(n, g.Sink)]
-    sources = {s.stream: f"file:/in/{s.stream}" for s in graph.sources()}
+    sources = {s.stream: f"file:/in/{s.stream}" if s.trigger is None else "trigger:" for s in graph.sources()}
     kinds = {name: store.type for name, store in graph.stores.items()}
     return describe(graph, plan_queries(graph, sinks, sources, kinds))
 
