@@ -115,7 +115,7 @@ def _queries(graph: g.Graph) -> str:
     """The Spark query split of a run with every stream no statement reads as a sink, file sources
     and the data stores bound to their declared kind (deployer.spark.run.queries)."""
     sinks = [n.stream for n in graph.nodes if isinstance(n, g.Sink)]
-    sources = {s.stream: f"file:{s.stream}" for s in graph.sources()}
+    sources = {s.stream: f"file:{s.stream}" if s.trigger is None else "trigger:" for s in graph.sources()}
     kinds = {name: store.type for name, store in graph.stores.items()}
     return describe(graph, plan_queries(graph, sinks, sources, kinds))
 

@@ -85,7 +85,13 @@ def validate(spec: DeploySpec, graph: g.Graph) -> None:
         )
     streams = ", ".join(graph.streams)
     for src in graph.sources():
-        if not _named(spec.sources, src.stream):
+        if src.trigger is not None:  # its ticks are the engine's: it takes no binding
+            if _named(spec.sources, src.stream):
+                problems.append(
+                    f"--source {src.stream}=...: '{src.stream}' is a trigger (CREATE TRIGGER), whose events "
+                    "are the engine's ticks; it takes no --source"
+                )
+        elif not _named(spec.sources, src.stream):
             problems.append(f"stream '{src.stream}' has no input: add --source {src.stream}=file:DIR")
     for what, bound in (("--source", spec.sources), ("--sink", spec.sinks)):
         for stream, uri in bound.items():

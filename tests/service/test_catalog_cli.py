@@ -267,3 +267,23 @@ def test_migrations_go_down_and_up_again(catalog_url: str) -> None:
         cat.close()
     assert "empty -> 0001" in ok("db", "upgrade", catalog=catalog_url)
     assert "no deployments" in ok("ls", catalog=catalog_url)
+
+
+def test_a_trigger_is_deployed_without_a_source_and_refuses_one(catalog_url: str, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "CREATE TRIGGER every5 AT EVERY 5 MINUTES;\nINSERT INTO ticks SELECT triggered_time FROM every5;\n",
+        "ticks.cpl",
+    )
+    sink = ["--sink", f"ticks=file:{tmp_path / 'out'}"]
+    ok("db", "upgrade", catalog=catalog_url)
+    refused = cep(
+        "deploy", script, "--name", "t1", "--source", f"every5=file:{tmp_path}", *sink, catalog=catalog_url
+    )
+    assert refused.exit_code == 1
+    assert (
+        "'every5' is a trigger (CREATE TRIGGER)" in refused.output
+        and "it takes no --source" in refused.output
+    )
+    ok("deploy", script, "--name", "t2", *sink, catalog=catalog_url)
+    assert status_json("t2", catalog_url)["name"] == "t2"
