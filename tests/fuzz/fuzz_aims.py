@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from fuzz_coverage import Row
 from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of
+from fuzz_triggers import aim_trigger
 from hypothesis import strategies as st
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ def needs_store(target: Row) -> str | None:
     """The store kind a target needs: a data store call or a table, on either side; a ReadSQL that
     fails on its event's parameters needs PostgreSQL (SQLite refuses none of them)."""
     op, up, pos = target
+    if op.startswith("Trigger "):  # a trigger read by a data store call (fuzz_triggers)
+        return "any" if up == "ON SQL" else None
     if op == "ReadSQL" and pos == "ON SQL":
         return "postgresql"
     if op in ("ReadSQL", "UpdateSQL", "Materialize") or up in ("read", "write"):
@@ -92,6 +95,8 @@ def aim(b: Builder, target: Row) -> bool:
     op, up, pos = target
     if op.startswith("OutputRate"):
         return aim_output(b, target)
+    if op.startswith("Trigger "):
+        return aim_trigger(b, target)
     s = _upstream(b, up, op in TIMED_OPERATORS)
     if s is None:
         return False

@@ -39,6 +39,9 @@ class Case:
     # the input files' modification times: "increasing", "equal" or "reversed" (name order rules)
     mtimes: str = "increasing"
     partitions: int = 2  # Spark: state partitions of the stateful queries (CEP_SHUFFLE_PARTITIONS)
+    # CEP_TRIGGER_CLOCK for both engines' runs (START/NOW): the ticks of the script's triggers are
+    # exactly those in [START, NOW]; None for a script without one (the environment's then rules)
+    trigger_clock: str | None = None
 
     @property
     def digest(self) -> str:
@@ -55,6 +58,8 @@ class Case:
             lines.append(f"-- store db: {self.store}; tables: {[t.name for t in self.tables]}")
             for t in self.tables:
                 lines.append(f"   {t.ddl}; rows {list(t.rows)}")
+        if self.trigger_clock:
+            lines.append(f"-- triggers tick on CEP_TRIGGER_CLOCK={self.trigger_clock}")
         lines.append(
             f"-- spark: max files per trigger {self.max_files}, {self.partitions} state partition(s); "
             f"file modification times {self.mtimes}"

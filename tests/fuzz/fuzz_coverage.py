@@ -7,7 +7,9 @@ Each OUTPUT clause (docs/language.md, "Output rate limiting") is a line of its o
 (`OutputRate LAST EVERY n EVENTS`, `OutputRate FIRST EVERY duration`, `OutputRate SNAPSHOT`), the
 statement whose rows it limits (a stateless one, an aggregate, a pattern, a join) in the upstream
 column, and whether it limits per group (`per group`, with a GROUP BY) or not (`-`); it evaluates
-no expression of its own, so only its cases count.
+no expression of its own, so only its cases count. So is each kind of trigger (`Trigger EVERY`,
+`Trigger START`, `Trigger cron`), by the kind of statement that reads its ticks (a Map or Filter, a
+window, an `ON SQL` call, a Union with events, a join, a pattern) in the upstream column.
 
 Everything is read off what ran: the compiled graph says what each case has, and each of the
 reference's dead letters is traced to its place by evaluating that node's expressions, in the order
@@ -75,6 +77,14 @@ OUTPUT_ROWS: tuple[Row, ...] = tuple(
     for pos in ("-", GROUPED)
     if (form != "SNAPSHOT" or up == "aggregate") and (up != "join" or pos == "-")
 )
+# The triggers (CREATE TRIGGER): each kind, by the statement that reads its ticks (directly or
+# through other statements): a Map or Filter, a window, a data store call, a Union that merges them
+# with a stream of events (from files), a join, a pattern.
+TRIGGER_KINDS = {"every": "EVERY", "start": "START", "cron": "cron"}
+TRIGGER_READERS = ("stateless", "window", "ON SQL", "merge", "join", "pattern")
+TRIGGER_ROWS: tuple[Row, ...] = tuple(
+    (f"Trigger {kind}", reader, "-") for kind in TRIGGER_KINDS.values() for reader in TRIGGER_READERS
+)
 NO_EXPRESSION = ("-", GROUPED)  # positions that evaluate nothing: only their cases count
 
 
@@ -94,6 +104,52 @@ def output_row(graph: g.Graph, node: OutputRate) -> Row:
         type(producer), "stateless"
     )
     return (f"OutputRate {form}", limited, GROUPED if node.group_by else "-")
+
+
+def _reader(nodes: set[type[g.Node]]) -> str | None:
+    """What a statement made of `nodes` is to a trigger it reads (TRIGGER_READERS)."""
+    for reader, classes in (
+        ("pattern", (g.Pattern,)),
+        ("window", (g.Aggregate,)),
+        ("join", (g.Join,)),
+        ("ON SQL", (g.ReadSQL, g.UpdateSQL)),
+        ("merge", (g.Union,)),
+        ("stateless", (g.Map, g.Filter, g.MultiFilter)),
+    ):
+        if nodes & set(classes):
+            return reader
+    return None
+
+
+def trigger_rows(graph: g.Graph) -> set[Row]:
+    """The TRIGGER_ROWS of a case: each statement that reads a trigger's ticks, by its kind; a Union
+    counts only when it merges them with events from files."""
+    kinds = {
+        n.id: TRIGGER_KINDS[n.trigger.kind] for n in graph.nodes if isinstance(n, g.Source) and n.trigger
+    }
+    if not kinds:
+        return set()
+    roots: dict[str, frozenset[str]] = {}
+
+    def sources(node_id: str) -> frozenset[str]:  # the Source nodes upstream of a node
+        if node_id not in roots:
+            node = graph.node(node_id)
+            ups = [sources(p.node) for p in node.inputs]
+            roots[node_id] = frozenset({node_id}) if isinstance(node, g.Source) else frozenset().union(*ups)
+        return roots[node_id]
+
+    lines: dict[int, list[g.Node]] = {}
+    for n in graph.nodes:
+        if not isinstance(n, g.Source | g.Sink):
+            lines.setdefault(n.line, []).append(n)
+    out: set[Row] = set()
+    for nodes in lines.values():
+        reader = _reader({type(n) for n in nodes})
+        read = frozenset().union(*(sources(p.node) for n in nodes for p in n.inputs))
+        if reader is None or (reader == "merge" and not read - kinds.keys()):
+            continue
+        out |= {(f"Trigger {kinds[t]}", reader, "-") for t in read & kinds.keys()}
+    return out
 
 
 def _statement_kind(graph: g.Graph, line: int, besides: type[g.Node] = g.Sink) -> str:
@@ -235,7 +291,7 @@ class Coverage:
         graph = compile_script(script).graph
         self.cases += 1
         self.sources_silent += silent
-        had: set[Row] = set()
+        had: set[Row] = trigger_rows(graph)
         for node in graph.nodes:
             if isinstance(node, OutputRate):
                 had.add(output_row(graph, node))
@@ -267,7 +323,7 @@ class Coverage:
 
     def expected(self) -> list[Row]:
         rows = [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
-        return rows + list(OUTPUT_ROWS)
+        return rows + list(OUTPUT_ROWS) + list(TRIGGER_ROWS)
 
     def gaps(self) -> tuple[Row, ...]:
         """The lines with a zero: never had, or (where an expression is evaluated) never failed."""

@@ -41,6 +41,7 @@ from operators import graph as g
 
 Row = dict[str, Any]
 PARTITIONS = "CEP_SHUFFLE_PARTITIONS"
+CLOCK = "CEP_TRIGGER_CLOCK"  # the triggers' clock (deployer.triggers.clock), a case's own
 
 
 class Divergence(AssertionError):
@@ -158,6 +159,21 @@ def _read_jsonl(directory: Path, prefix: str) -> list[Row]:
     return rows
 
 
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """`values` set in os.environ for the duration, then each variable as it was."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_engine(
     engine: str,
     graph: g.Graph,
@@ -180,17 +196,15 @@ def run_engine(
     )
     stores = runner.bind_stores(graph, req.stores)
     log = io.StringIO()
-    before = os.environ.get(PARTITIONS)
-    os.environ[PARTITIONS] = str(case.partitions)
-    try:
-        result = Result(engine, runner.engine(engine)(req, stores, log))
-    except Exception as err:  # a run that fails is a finding: no input may fail a run
-        result = Result(engine, None, f"{type(err).__name__}: {err}")
-    finally:
-        if before is None:
-            os.environ.pop(PARTITIONS, None)
-        else:
-            os.environ[PARTITIONS] = before
+    # both engines read these settings from the environment when a run starts
+    settings = {PARTITIONS: str(case.partitions)}
+    if case.trigger_clock is not None:  # else a caller's (a test's monkeypatch) holds
+        settings[CLOCK] = case.trigger_clock
+    with _environment(settings):
+        try:
+            result = Result(engine, runner.engine(engine)(req, stores, log))
+        except Exception as err:  # a run that fails is a finding: no input may fail a run
+            result = Result(engine, None, f"{type(err).__name__}: {err}")
     result.said = log.getvalue()
     for s in case.sinks:
         result.streams[s] = _read_jsonl(out, f"{s}-")

@@ -1,7 +1,8 @@
 """Valid CPL scripts for the differential fuzzer, statement by statement.
 
 `cases()` draws a whole `Case`: one or two source streams (with or without event time and a
-WATERMARK in any unit, 0 written out included), then one to five statements, each reading streams
+WATERMARK in any unit, 0 written out included), in one case in five one or two triggers and the
+clock they tick on (fuzz_triggers), then one to five statements, each reading streams
 declared or produced before it, the latest more often (so that statements chain): the statements
 of fuzz_statements (every operator over every upstream the language allows, windows of
 fuzz_windows, expressions that fail on some events at every position), and inputs where a whole
@@ -21,7 +22,9 @@ from fuzz_case import Case, StoreTable
 from fuzz_coverage import Row
 from fuzz_exprs import Draw, Field, at, category, expr, failing
 from fuzz_inputs import records, split
-from fuzz_statements import STATEMENTS, STORE_TABLES
+from fuzz_queries import STORE_TABLES
+from fuzz_statements import STATEMENTS
+from fuzz_triggers import declare_triggers, first_read
 from hypothesis import strategies as st
 
 from cpl.compiler import compile_script
@@ -42,7 +45,8 @@ class Stream:
     # the output order the language defines: None (a multiset), [] (the whole stream, in event
     # time then arrival), or the fields of a group within which rows come in order
     order: list[str] | None
-    kind: str = "source"  # what produced it: source, map, filter, union, aggregate, join, read, write
+    # what produced it: source, trigger, map, filter, union, aggregate, join, read, write, pattern
+    kind: str = "source"
 
     def scope(self, qualifier: str | None = None) -> list[Field]:
         out = []
@@ -139,6 +143,13 @@ class Builder:
         graph = compile_script(self.script(["INSERT INTO probe__ SELECT * FROM " + name])).graph
         self.streams[name] = stream_of(graph, name, [], source=True)  # its events keep their order
 
+    def trigger(self, name: str, at: str) -> None:
+        """CREATE TRIGGER name AT ...: a stream of one field, `triggered_time`, its event time, whose
+        events the engine makes (no input files; fuzz_triggers)."""
+        self.decls.append(f"CREATE TRIGGER {name} AT {at}")
+        graph = compile_script(self.script(["INSERT INTO probe__ SELECT * FROM " + name])).graph
+        self.streams[name] = stream_of(graph, name, [], kind="trigger")  # its ticks come in order
+
     def need_table(self, name: str) -> None:
         self.tables.setdefault(name, STORE_TABLES[name])
 
@@ -225,6 +236,8 @@ def cases(
     usable = [s for s in stores if s is not None and needed in ("any", s)] if needed else list(stores)
     store = draw(st.sampled_from(usable or list(stores)))
     b = Builder(draw, {"sqlite": "sqlite", "postgresql": "postgresql"}.get(store or ""))
+    # declared before the sources, so that a statement reads the latest source more often than them
+    clock = declare_triggers(b, target)
     fields = draw(st.lists(st.sampled_from(SOURCE_FIELDS), min_size=1, max_size=4, unique=True))
     timed = draw(st.integers(0, 4)) > 0
     b.source("s1", fields, timed)
@@ -237,6 +250,8 @@ def cases(
         )
         b.source("s2", other, timed if same else draw(st.booleans()))
     aimed = target is not None and aim(b, target)
+    if clock and not aimed:
+        first_read(b)
     for _ in range(draw(st.integers(0 if aimed else 1, 3 if aimed else 5))):
         kind = draw(st.sampled_from(sorted(STATEMENTS)))
         if not STATEMENTS[kind](b):
@@ -260,4 +275,5 @@ def cases(
         ordered=ordered,
         mtimes=draw(st.sampled_from(["increasing", "equal", "reversed"])),
         partitions=draw(st.sampled_from([1, 2])),
+        trigger_clock=clock,
     )

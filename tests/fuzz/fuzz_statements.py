@@ -17,59 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fuzz_case import StoreTable
-from fuzz_exprs import BOOL, CATEGORIES, INT, NUMERIC, ORDERED, STR, Field
+from fuzz_exprs import BOOL, CATEGORIES, INT, NUMERIC, ORDERED, STR, Field, category
 from fuzz_output import grouping, limit, limit_join
 from fuzz_patterns import pattern
+from fuzz_queries import READ_QUERIES, WRITE_QUERIES, read_queries, write_queries
 from fuzz_windows import time_spec, tuple_spec
 from hypothesis import strategies as st
 
 if TYPE_CHECKING:
     from fuzz_scripts import Builder, Stream
-
-STORE_TABLES = {
-    "ref": StoreTable(
-        "ref",
-        "CREATE TABLE ref (k integer, a integer, name varchar(20), w double precision)",
-        ("k", "a", "name", "w"),
-        (
-            (0, 10, "zero", 0.5),
-            (1, 11, "one", 1.5),
-            (1, 12, "uno", -2.0),
-            (2, None, "two", None),
-            (3, 13, None, 3.25),
-        ),
-    ),
-    "log": StoreTable("log", "CREATE TABLE log (k bigint, v bigint)", ("k", "v")),
-    "acc": StoreTable(
-        "acc",
-        "CREATE TABLE acc (k bigint PRIMARY KEY, total bigint)",
-        ("k", "total"),
-        ((0, 0), (1, 0), (2, 0), (3, 0)),
-    ),
-    # a NULL v is refused (a constraint): the UpdateSQL's failure path for the event's parameters
-    "strict": StoreTable("strict", "CREATE TABLE strict (k bigint, v bigint NOT NULL)", ("k", "v")),
-}
-# name -> (SQL, RETURNS, parameters, results, the store kinds it is drawn for)
-READ_QUERIES = {
-    "by_key": (
-        "SELECT a, name FROM ref WHERE k = ? ORDER BY a",
-        "RETURNS (a integer, name varchar)",
-        1,
-        2,
-        None,
-    ),
-    "weights": ("SELECT w FROM ref WHERE k = ? ORDER BY w", "RETURNS (w double)", 1, 1, None),
-    "count_over": ("SELECT count(*) FROM ref WHERE a >= ?", "RETURNS (c bigint)", 1, 1, None),
-    # PostgreSQL refuses a division by zero (for the event's parameter: dead-lettered); SQLite
-    # gives NULL and no error, so it is drawn for PostgreSQL only
-    "by_ratio": ("SELECT a FROM ref WHERE k = 100 / ? ORDER BY a", "RETURNS (a integer)", 1, 1, "postgresql"),
-}
-WRITE_QUERIES = {
-    "log_it": ("INSERT INTO log (k, v) VALUES (?, ?)", "log", 2),
-    "add_to": ("UPDATE acc SET total = total + ? WHERE k = ?", "acc", 2),
-    "strict_put": ("INSERT INTO strict (k, v) VALUES (?, ?)", "strict", 2),
-}
 
 
 def _fill(template: str, **names: str) -> str:
@@ -188,12 +144,12 @@ def aggregate_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
 
 
 def read_select(b: Builder, s: Stream) -> tuple[str, list[str] | None] | None:
-    names = [q for q, spec in READ_QUERIES.items() if spec[4] in (None, b.store)]
-    if not b.store or not s.names(INT):
+    if not b.store:
         return None
-    if b.forced("ON SQL") and b.store == "postgresql":
+    names = read_queries(b.store, bool(s.names(INT)))
+    if b.forced("ON SQL") and b.store == "postgresql" and s.names(INT):
         names = ["by_ratio"]  # refuses a parameter of 0: the event is dead-lettered
-    qname = b.draw(st.sampled_from(sorted(names)))
+    qname = b.draw(st.sampled_from(names))
     text, returns, nparams, nout, _ = READ_QUERIES[qname]
     if b.draw(st.integers(0, 3)) == 0:
         returns = ""  # untyped: read as the store describes it
@@ -208,17 +164,25 @@ def read_select(b: Builder, s: Stream) -> tuple[str, list[str] | None] | None:
 
 
 def write_select(b: Builder, s: Stream) -> tuple[str, list[str] | None] | None:
-    if not b.store or not s.names(INT):
+    if not b.store:
         return None
-    qname = "strict_put" if b.forced("ON SQL") else b.draw(st.sampled_from(sorted(WRITE_QUERIES)))
-    text, table, nparams = WRITE_QUERIES[qname]
+    has = {category(k) for _, k, _, _ in s.fields}
+    names = [q for q in write_queries(INT in has) if set(WRITE_QUERIES[q][2]) <= has]
+    if b.forced("ON SQL") and INT in has:
+        names = ["strict_put"]  # refuses a NULL v
+    qname = b.draw(st.sampled_from(names))
+    text, table, cats = WRITE_QUERIES[qname]
     b.declare_query(qname, text, "")
     b.need_table(table)
     if table not in b.written:
         b.written.append(table)
-    params = [b.draw(st.sampled_from(s.names())) for _ in range(nparams)]
-    params = [p if p in s.names(INT) else b.draw(st.sampled_from(s.names(INT))) for p in params]
-    count = [b.fresh("n")] if b.draw(st.booleans()) else []
+    params = [b.draw(st.sampled_from(s.names())) for _ in cats]
+    params = [
+        p if p in s.names(cat) else b.draw(st.sampled_from(s.names(cat)))
+        for p, cat in zip(params, cats, strict=True)
+    ]
+    # ON SQL names one field at least: a query without parameters names its count
+    count = [b.fresh("n")] if not params or b.draw(st.booleans()) else []
     return f"SELECT * FROM {{src}}{_where(b, s, 3)} ON SQL {qname}, x, {', '.join(params + count)}", s.order
 
 

@@ -20,6 +20,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +47,39 @@ def aimed_at(tally: Tally, k: int, width: int = 5, focus: str = "") -> tuple[tup
     """The lines of the coverage table the k-th seed aims at: a few of those with a zero, in turn, so
     that each gets several cases (aiming at all of them at once spread a soak too thin); with
     `focus`, only the lines that name it (an operator or an upstream kind: `Pattern`, `pattern`), or
-    whose operator it begins (`Aggregate`: every window; `OutputRate`: every OUTPUT clause)."""
-    gaps = tuple(
-        g for g in tally.coverage.gaps() if not focus or focus in g[:2] or g[0].startswith(f"{focus} ")
-    )
+    whose operator it begins (`Aggregate`: every window; `OutputRate`: every OUTPUT clause; `Trigger`:
+    every trigger), and once none of those has a zero, all of them in turn (a focused soak stays on
+    its focus)."""
+
+    def wanted(row: tuple[str, str, str]) -> bool:
+        return not focus or focus in row[:2] or row[0].startswith(f"{focus} ")
+
+    gaps = tuple(g for g in tally.coverage.gaps() if wanted(g))
+    if not gaps and focus:
+        gaps = tuple(g for g in tally.coverage.expected() if wanted(g))
     if not gaps:
         return ()
     start = (k * width) % len(gaps)
     return (gaps[start:] + gaps[:start])[:width]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _verdict(prop: Callable[[], None], kept: Path, tally: Tally) -> str:
+    """What one seed's cases came to: agree, a divergence, or an error (kept whole in `kept`)."""
+    try:
+        prop()
+    except AssertionError as err:
+        return "DIVERGENCE: " + str(err).splitlines()[0][:300]
+    except Exception as err:  # a generator or harness failure is a finding too
+        verdict = f"ERROR {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+        # the whole of it (a GeneratorError carries the script), to reproduce and fix
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(f"{type(err).__name__}: {err}\n")
+        tally.found.append(kept)
+        return verdict + f" (all of it in {kept})"
+    return "agree"
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1, help="the first seed (default 1)")
     ap.add_argument("--minutes", type=float, default=30.0, help="how long to run (default 30)")
@@ -71,10 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         "--focus",
         default="",
         help="aim only at the coverage lines of this operator or upstream kind (e.g. Pattern, pattern, "
-        "OutputRate: every OUTPUT form)",
+        "OutputRate: every OUTPUT form, Trigger: every trigger kind and what reads it)",
     )
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     print("starting Spark and PostgreSQL ...", flush=True)
     work = Path(tempfile.mkdtemp(prefix="cep-fuzz-"))
     # One session runs every case for the whole soak, and its driver's heap grows with the queries
@@ -103,19 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 shrink=not args.no_shrink,
                 targets=() if args.no_aim else aimed_at(tally, current - args.seed, focus=args.focus),
             )
-            try:
-                prop()
-                verdict = "agree"
-            except AssertionError as err:
-                verdict = "DIVERGENCE: " + str(err).splitlines()[0][:300]
-            except Exception as err:  # a generator or harness failure is a finding too
-                verdict = f"ERROR {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
-                # the whole of it (a GeneratorError carries the script), to reproduce and fix
-                args.out.mkdir(parents=True, exist_ok=True)
-                kept = args.out / f"error_seed{current}.txt"
-                kept.write_text(f"{type(err).__name__}: {err}\n")
-                tally.found.append(kept)
-                verdict += f" (all of it in {kept})"
+            verdict = _verdict(prop, args.out / f"error_seed{current}.txt", tally)
             elapsed = time.monotonic() - started
             print(
                 f"[{elapsed / 60:5.1f} min] seed {current}: {tally.runs - before} cases, {verdict}",
