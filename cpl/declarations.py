@@ -22,16 +22,29 @@ def create_stream_schema(state: PlanState, stmt: ast.CreateStreamSchema) -> None
     state.check_new_stream(stmt.name, stmt.name_pos)
     schema = _stream_schema(stmt)
     event_time, watermark = _event_time(stmt, schema)
+    _source(state, stmt.name, stmt.pos.line, schema, event_time, watermark)
+
+
+def _source(
+    state: PlanState,
+    name: str,
+    line: int,
+    schema: Schema,
+    event_time: str | None,
+    watermark: int | None,
+    trigger: Trigger | None = None,
+) -> None:
+    """A Source node for a declared stream, known to the statements below."""
     node = g.Source(
         id=state.next_id(),
-        line=stmt.pos.line,
-        stream=stmt.name,
+        line=line,
+        stream=name,
         source_schema=schema,
         event_time=event_time,
         watermark_ms=watermark,
+        trigger=trigger,
     )
-    port = state.add(node)
-    state.streams[stmt.name.lower()] = Stream(stmt.name, port, schema, event_time, stmt.pos.line, True)
+    state.streams[name.lower()] = Stream(name, state.add(node), schema, event_time, line, True)
 
 
 def create_trigger(state: PlanState, stmt: ast.CreateTrigger) -> None:
@@ -51,19 +64,7 @@ def create_trigger(state: PlanState, stmt: ast.CreateTrigger) -> None:
         trigger = Trigger("cron", cron=" ".join(stmt.cron.split()))
     else:
         trigger = Trigger("start")
-    node = g.Source(
-        id=state.next_id(),
-        line=stmt.pos.line,
-        stream=stmt.name,
-        source_schema=TRIGGER_SCHEMA,
-        event_time=TRIGGERED_TIME,
-        watermark_ms=0,
-        trigger=trigger,
-    )
-    port = state.add(node)
-    state.streams[stmt.name.lower()] = Stream(
-        stmt.name, port, TRIGGER_SCHEMA, TRIGGERED_TIME, stmt.pos.line, True
-    )
+    _source(state, stmt.name, stmt.pos.line, TRIGGER_SCHEMA, TRIGGERED_TIME, 0, trigger)
 
 
 def _stream_schema(stmt: ast.CreateStreamSchema) -> Schema:

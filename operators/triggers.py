@@ -44,36 +44,31 @@ class Trigger:
             return "AT '" + self.cron.replace("'", "''") + "'"
         return "AT START"
 
-    def next_tick(self, start_ms: int, previous_ms: int | None) -> int | None:
-        """The first tick after `previous_ms` (the first one of all when None); None: no more."""
-        if self.kind == "start":
-            return start_ms if previous_ms is None else None
-        if self.kind == "every":
-            return start_ms + self.every_ms if previous_ms is None else previous_ms + self.every_ms
-        # croniter looks strictly after the instant it is given, at whole seconds: 1 ms before the
-        # start finds a fire time at the start itself.
-        after = start_ms - 1 if previous_ms is None else previous_ms
-        it = croniter(quartz_to_croniter(self.cron), after / 1000, second_at_beginning=True)
-        nxt = it.get_next(float)
-        return None if nxt is None else round(nxt * 1000)
-
     def ticks(self, start_ms: int, previous_ms: int | None, now_ms: int, most: int) -> Iterator[int]:
         """The ticks after `previous_ms` due by `now_ms`, at most `most` of them, in order."""
-        if self.kind == "cron":  # one croniter for the lot: making one per tick costs a parse each
-            after = start_ms - 1 if previous_ms is None else previous_ms
-            it = croniter(quartz_to_croniter(self.cron), after / 1000, second_at_beginning=True)
-            for _ in range(most):
-                tick = round(it.get_next(float) * 1000)
-                if tick > now_ms:
-                    return
-                yield tick
-            return
-        tick = self.next_tick(start_ms, previous_ms)
-        n = 0
-        while tick is not None and tick <= now_ms and n < most:
+        for n, tick in enumerate(self._schedule(start_ms, previous_ms)):
+            if n >= most or tick > now_ms:
+                return
             yield tick
-            n += 1
-            tick = self.next_tick(start_ms, tick)
+
+    def _schedule(self, start_ms: int, previous_ms: int | None) -> Iterator[int]:
+        """Every tick after `previous_ms` (from the first one when None), without end but AT START's."""
+        if self.kind == "start":
+            if previous_ms is None:
+                yield start_ms
+            return
+        if self.kind == "every":
+            tick = start_ms if previous_ms is None else previous_ms
+            while True:
+                tick += self.every_ms
+                yield tick
+        # one croniter for the lot (making one per tick parses the expression each time); it looks
+        # strictly after the instant it is given, at whole seconds: 1 ms before the start finds a
+        # fire time at the start itself
+        after = start_ms - 1 if previous_ms is None else previous_ms
+        it = croniter(quartz_to_croniter(self.cron), after / 1000, second_at_beginning=True)
+        while True:
+            yield round(it.get_next(float) * 1000)
 
 
 _DOW_NUMBER = re.compile(r"(?<![#\d])(\d+)")
