@@ -148,24 +148,30 @@ class SparkDeployment:
                 self.on_started(name)
 
     def _started(self, w: Any, name: str) -> StreamingQuery:
-        """`w` started with the state partitions its stateful operators need: a query whose only
-        state is the Sequencer's (one key per stream) gets one partition, the others the settings'
-        (CEP_SHUFFLE_PARTITIONS); every state partition is a state store loaded and committed in every
-        micro-batch. A query keeps the number it started with for the life of its checkpoint."""
+        """`w` started with its settings. State partitions: one for a query whose only state is
+        the Sequencer's (one key per stream), else CEP_SHUFFLE_PARTITIONS; each is a state store
+        loaded and committed every micro-batch, kept for the life of the checkpoint. A stateful
+        query reuses no exchange: Spark's watermark propagation between stateful operators does not
+        look through a reused one (a source read in two branches): an OUTPUT limit above it saw the
+        watermark 0 and lost its rows (fuzzer seed 42001). The shared query reads each source once
+        for its sinks by reusing them."""
         planned = next((q for q in self.plan if q.name == name), None)
         windows = planned is None or bool(planned.stateful)
-        no_data = runs_empty_batches(self.graph, planned)
+        wanted = {
+            _PARTITIONS: str(settings.current().shuffle_partitions if windows else 1),
+            _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
+            "spark.sql.exchange.reuse": "false" if windows else "true",
+        }
         conf = self.spark.conf
         with _START_LOCK:
-            before = conf.get(_PARTITIONS) or str(settings.current().shuffle_partitions)
-            before_no_data = conf.get(_NO_DATA_BATCHES) or "true"
-            conf.set(_PARTITIONS, str(settings.current().shuffle_partitions if windows else 1))
-            conf.set(_NO_DATA_BATCHES, "true" if no_data else "false")
+            before = {k: str(conf.get(k)) for k in wanted}
+            for k, v in wanted.items():
+                conf.set(k, v)
             try:
                 return w.start()
             finally:
-                conf.set(_PARTITIONS, before)
-                conf.set(_NO_DATA_BATCHES, before_no_data)
+                for k, v in before.items():
+                    conf.set(k, v)
 
     def _gated(self, writer: Writer) -> Gate:
         """`writer`, unless the run is stopping (deployer.spark.run.gate). A batch the stop

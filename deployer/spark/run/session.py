@@ -75,13 +75,6 @@ SESSION_CONF = {
     ),
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "false",
-    # A query that reads one source in two branches (a stream merged with what it derived, e.g. a
-    # union of an OUTPUT-limited statement and a window over the same stream) has the same shuffle
-    # twice, and Spark reuses the first (ReusedExchangeExec). Spark's propagation of watermarks
-    # between stateful operators does not look through a reused exchange: every stateful operator
-    # above it saw the watermark as 0, so an OUTPUT limit there never ticked and its rows were lost
-    # (found by the differential fuzzer, seed 42001). Each branch shuffles its own input instead.
-    "spark.sql.exchange.reuse": "false",
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
