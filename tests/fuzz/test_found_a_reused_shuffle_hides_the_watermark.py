@@ -4,8 +4,8 @@ A query that reads one stream in two branches: here `u` merges an OUTPUT-limited
 EVERY 10 SECONDS) with a TUPLE window over `s`. Both branches begin with the same shuffle, and
 Spark reused the first (ReusedExchangeExec); its propagation of watermarks between stateful
 operators does not look through a reused exchange, so the limiter above it saw the watermark at 0,
-never ticked, and `u` had none of its rows on Spark (the reference: all four). A stateful query no
-longer reuses exchanges (deployer/spark/run/deployment.py, `_started`, `spark.sql.exchange.reuse`).
+never ticked, and `u` had none of its rows on Spark (the reference: all four). A query with an OUTPUT
+limit no longer reuses exchanges (deployer/spark/run/deployment.py, `_started`, `spark.sql.exchange.reuse`).
 """
 
 from __future__ import annotations
