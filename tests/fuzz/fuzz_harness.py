@@ -219,16 +219,11 @@ def run_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> tup
     graph = compile_script(case.script).graph
     sources = write_inputs(case, tmp / "in")
     results = []
-    import time
-
     for engine in ("local", "spark"):
-        t0 = time.monotonic()
         side = tmp / engine
         side.mkdir(parents=True, exist_ok=True)
         with store_url(case, tmp, postgres_url) as url:
             results.append(run_engine(engine, graph, case, sources, side, url))
-        if os.environ.get("FUZZ_TIMES"):
-            print(f"  {engine}: {time.monotonic() - t0:.1f}s", flush=True)
     return results[0], results[1]
 
 
