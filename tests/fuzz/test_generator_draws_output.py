@@ -9,8 +9,7 @@ import re
 
 from fuzz_case import Case
 from fuzz_coverage import OUTPUT_ROWS, Coverage, Row
-from fuzz_scripts import cases
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from fuzz_draws import drawn_cases
 
 from cpl.compiler import compile_script
 from operators import graph as g
@@ -44,26 +43,7 @@ FORMS = {
 
 
 def _drawn(n: int, targets: tuple[Row, ...], per_seed: int = 3, first_seed: int = 41000) -> list[Case]:
-    """`n` cases, a few per seed (one seed's examples are variations of each other), each seed's
-    aimed at one of `targets` (lines of the coverage table) in turn, when there are any."""
-    out: list[Case] = []
-    for k in range(-(-n // per_seed)):
-        aimed = (targets[k % len(targets)],) if targets else ()
-
-        @seed(first_seed + k)
-        @settings(
-            max_examples=per_seed,
-            deadline=None,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(cases(stores=(None, "sqlite"), targets=aimed))
-        def draw(case: Case) -> None:
-            out.append(case)
-
-        draw()
-    return out
+    return drawn_cases(n, targets, first_seed=first_seed, per_seed=per_seed)
 
 
 def _limited(c: Case) -> list[str]:

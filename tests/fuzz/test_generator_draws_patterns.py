@@ -10,9 +10,7 @@ import re
 from fuzz_aims import TIMED_OPERATORS
 from fuzz_case import Case
 from fuzz_coverage import Coverage
-from fuzz_scripts import cases
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
+from fuzz_draws import drawn_cases
 
 from cpl.compiler import compile_script
 from operators import graph as g
@@ -50,26 +48,8 @@ PATTERN_ROWS = tuple(
 )
 
 
-def _drawn(n: int, per_seed: int = 3) -> list[Case]:
-    """`n` cases, a few per seed (one seed's examples are variations of each other: many seeds
-    give the variety a soak's consecutive seeds have)."""
-    out: list[Case] = []
-    for k in range(-(-n // per_seed)):
-
-        @seed(39000 + k)
-        @settings(
-            max_examples=per_seed,
-            deadline=None,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(st.data())
-        def draw(data: st.DataObject) -> None:
-            out.append(data.draw(cases(stores=(None,), targets=PATTERN_ROWS)))
-
-        draw()
-    return out
+def _drawn(n: int) -> list[Case]:
+    return drawn_cases(n, PATTERN_ROWS, first_seed=39000, one_target_per_seed=False, stores=(None,))
 
 
 def test_the_generator_draws_every_form_of_pattern() -> None:

@@ -11,10 +11,9 @@ from datetime import timedelta
 
 from fuzz_case import Case
 from fuzz_coverage import TRIGGER_ROWS, Coverage, Row
+from fuzz_draws import drawn_cases
 from fuzz_inputs import T0
-from fuzz_scripts import cases
 from fuzz_triggers import CRONS, MAX_TICKS
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from cpl.compiler import compile_script
 from deployer.triggers.clock import parse
@@ -45,27 +44,8 @@ FORMS = {
 }
 
 
-def _drawn(n: int, targets: tuple[Row, ...], per_seed: int = 3, first_seed: int = 51000) -> list[Case]:
-    """`n` cases, a few per seed (one seed's examples are variations of each other), each seed's
-    aimed at one of `targets` (lines of the coverage table) in turn, when there are any."""
-    out: list[Case] = []
-    for k in range(-(-n // per_seed)):
-        aimed = (targets[k % len(targets)],) if targets else ()
-
-        @seed(first_seed + k)
-        @settings(
-            max_examples=per_seed,
-            deadline=None,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(cases(stores=(None, "sqlite"), targets=aimed))
-        def draw(case: Case) -> None:
-            out.append(case)
-
-        draw()
-    return out
+def _drawn(n: int, targets: tuple[Row, ...], first_seed: int = 51000) -> list[Case]:
+    return drawn_cases(n, targets, first_seed=first_seed)
 
 
 def _triggers(c: Case) -> list[g.Source]:
