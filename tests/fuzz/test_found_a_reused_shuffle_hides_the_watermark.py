@@ -4,12 +4,16 @@ A query that reads one stream in two branches: here `u` merges an OUTPUT-limited
 EVERY 10 SECONDS) with a TUPLE window over `s`. Both branches begin with the same shuffle, and
 Spark reused the first (ReusedExchangeExec); its propagation of watermarks between stateful
 operators does not look through a reused exchange, so the limiter above it saw the watermark at 0,
-never ticked, and `u` had none of its rows on Spark (the reference: all four). A query with an OUTPUT
-limit no longer reuses exchanges (deployer/spark/run/deployment.py, `_started`, `spark.sql.exchange.reuse`).
+never ticked, and `u` had none of its rows on Spark (the reference: all four).
+
+Not the limiter's own defect: a TIME window in its place lost its rows the same way (the second
+case, written by hand once the cause was known; it failed with the reuse on). A stateful query no
+longer reuses exchanges (deployer/spark/run/deployment.py, `_started`, `spark.sql.exchange.reuse`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -46,6 +50,22 @@ CASE = case_from_dict(
 )
 
 
+# the limited statement's place taken by a TIME window (10 s, per k): four windows, one row each
+WINDOWED = dataclasses.replace(
+    CASE,
+    script=CASE.script.replace(
+        "CAST(d AS decimal(18, 2)) AS total FROM s OUTPUT EVERY 10 SECONDS",
+        "CAST(sum(d) AS decimal(18, 2)) AS total FROM s WINDOW TIME SIZE 10 SECONDS GROUP BY k",
+    ),
+)
+
+
 def test_a_limit_beside_a_window_over_the_same_stream_ticks(spark: Any, tmp_path: Any) -> None:
     ref = check_case(CASE, spark, None, tmp_path)
     assert len(ref.streams["u"]) == 4  # something to compare: every row of `limited`
+
+
+def test_a_time_window_beside_a_window_over_the_same_stream_closes(spark: Any, tmp_path: Any) -> None:
+    assert WINDOWED.script != CASE.script
+    ref = check_case(WINDOWED, spark, None, tmp_path)
+    assert len(ref.streams["u"]) == 4  # something to compare: every window of the first statement

@@ -150,17 +150,17 @@ class SparkDeployment:
     def _started(self, w: Any, name: str) -> StreamingQuery:
         """`w` started with its settings. State partitions: one for a query whose only state is
         the Sequencer's (one key per stream), else CEP_SHUFFLE_PARTITIONS; each is a state store
-        loaded and committed every micro-batch, kept for the life of the checkpoint. A query with
-        an OUTPUT limit reuses no exchange: Spark's watermark propagation between stateful operators
-        does not look through a reused one (a source read in two branches), and the limit above it
-        saw the watermark 0 and lost its rows (fuzzer seed 42001). Others keep it: a source read
-        once for all its branches (a pattern query's reads a third as many rows)."""
+        loaded and committed every micro-batch, kept for the life of the checkpoint. A stateful
+        query reuses no exchange: Spark's watermark propagation between stateful operators does not
+        look through a reused one (a source read in two branches), and an OUTPUT limit or a TIME
+        window above it saw the watermark 0 and lost its rows (fuzzer seed 42001). The stateless
+        shared query keeps the reuse: it reads each source once for all its sinks."""
         planned = next((q for q in self.plan if q.name == name), None)
         stateful = [self.graph.node(n) for n in planned.stateful] if planned else self.graph.nodes
         wanted = {
             _PARTITIONS: str(settings.current().shuffle_partitions if stateful else 1),
             _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
-            "spark.sql.exchange.reuse": str(not any(isinstance(n, g.OutputRate) for n in stateful)).lower(),
+            "spark.sql.exchange.reuse": "false" if stateful else "true",
         }
         conf = self.spark.conf
         with _START_LOCK:
