@@ -156,7 +156,7 @@ class SparkDeployment:
         window above it saw the watermark 0 and lost its rows (fuzzer seed 42001). The stateless
         shared query keeps the reuse: it reads each source once for all its sinks."""
         planned = next((q for q in self.plan if q.name == name), None)
-        stateful = [self.graph.node(n) for n in planned.stateful] if planned else self.graph.nodes
+        stateful = planned is None or bool(planned.stateful)
         wanted = {
             _PARTITIONS: str(settings.current().shuffle_partitions if stateful else 1),
             _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",

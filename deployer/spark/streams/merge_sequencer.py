@@ -9,8 +9,9 @@ in an earlier micro-batch. So the streams that meet in a merge (operators.analys
 are sequenced together. Each stream keeps one stateful stage of its own, as a stream alone does, but
 the stage reads the events of every stream of the merge (one packed, tagged stream, the same input
 for all of them; a stateful query reuses no exchange (deployer.spark.run.deployment `_started`), so
-each stage reads and shuffles the sources again: n streams, n reads), and keeps, beside its own stream's largest event time and held events, every other stream's
-largest event time and whether it ended:
+each stage reads and shuffles the sources again: n streams, n reads), and keeps, beside its own
+stream's largest event time and held events, every other stream's largest event time and whether
+it ended:
 
 - its own stream's late events are decided on arrival by its own WATERMARK, as a stream alone's;
 - its events are released only below the merge's watermark, the least of the watermarks of the
