@@ -27,7 +27,7 @@ from collections import deque
 from typing import Any
 
 from deployer.evaluation.evaluate import compile_expr, compile_predicate
-from deployer.local.runtime import EVAL_ERRORS, Event, Merger, Operator, Runtime
+from deployer.local.runtime import EVAL_ERRORS, Event, MergedOperator, Runtime
 from operators import expr as ir
 from operators import graph as g
 from operators.values import to_micros
@@ -35,12 +35,11 @@ from operators.values import to_micros
 _US_PER_MS = 1000
 
 
-class JoinOp(Operator):
+class JoinOp(MergedOperator):
     node: g.Join
 
     def __init__(self, node: g.Join, rt: Runtime):
         super().__init__(node, rt)
-        self.merge = Merger(2)
         self.sizes = (node.left_window.size * _US_PER_MS, node.right_window.size * _US_PER_MS)
         # per side: (time, place in the merged order, event)
         self.kept: tuple[deque[tuple[int, int, Event]], deque[tuple[int, int, Event]]] = (deque(), deque())
@@ -51,32 +50,16 @@ class JoinOp(Operator):
         # (ts, the pair's rank, output) awaiting release
         self.pending: list[tuple[int, tuple[int, int, int], Event]] = []
         self.seq = 0
-        self.out_wm: int | None = None
 
-    def event(self, i: int, event: Event, ts: int | None) -> None:
-        assert ts is not None, "both join inputs have event time"
-        self.merge.push(i, ts, event)
+    def finish(self, final: int | None) -> None:
+        while self.pending:
+            ts, _, out = heapq.heappop(self.pending)
+            self.emit(out, ts)
+        self.emit_end(
+            final - max(self.sizes) if isinstance(final, int) and self.time_pos is not None else final
+        )
 
-    def watermark(self, i: int, wm: int) -> None:
-        self.merge.set_watermark(i, wm)
-        self._drain()
-
-    def end(self, i: int, final: int | None) -> None:
-        self.merge.end(i, final)
-        self._drain()
-        if self.merge.done:
-            while self.pending:
-                ts, _, out = heapq.heappop(self.pending)
-                self.emit(out, ts)
-            final = self.merge.final
-            self.emit_end(
-                final - max(self.sizes) if isinstance(final, int) and self.time_pos is not None else final
-            )
-
-    def _drain(self) -> None:
-        for side, ts, event in self.merge.release():
-            self._process(side, ts, event)
-        limit = self.merge.watermark()
+    def passed(self, limit: int | None) -> None:
         if self.time_pos is None or not isinstance(limit, int):
             return
         # Future outputs pair a future event (time >= limit) with a kept one: l.ts > limit - Sl;
@@ -85,11 +68,9 @@ class JoinOp(Operator):
         while self.pending and self.pending[0][0] < out_wm:
             ts, _, out = heapq.heappop(self.pending)
             self.emit(out, ts)
-        if self.out_wm is None or out_wm > self.out_wm:
-            self.out_wm = out_wm
-            self.emit_watermark(out_wm)
+        self.forward_watermark(out_wm)
 
-    def _process(self, side: int, ts: int, event: Event) -> None:
+    def merged(self, side: int, ts: int, event: Event) -> None:
         for s in (0, 1):
             kept, size = self.kept[s], self.sizes[s]
             while kept and kept[0][0] + size <= ts:

@@ -15,19 +15,18 @@ import heapq
 from typing import Any
 
 from deployer import settings
-from deployer.local.runtime import Event, Merger, Operator, Runtime
+from deployer.local.runtime import Event, MergedOperator, Runtime
 from deployer.patterns.matcher import KeyState
 from deployer.patterns.runner import Emit, Fail, PatternRunner
 from operators import graph as g
 
 
-class PatternOp(Operator):
+class PatternOp(MergedOperator):
     node: g.Pattern
 
     def __init__(self, node: g.Pattern, rt: Runtime):
         super().__init__(node, rt)
         self.runner = PatternRunner(node, settings.current().pattern_max_partials)
-        self.merge = Merger(len(node.inputs))
         self.keys: dict[Any, KeyState] = {}
         self.deadlines: list[tuple[int, int, Any]] = []  # (time, key rank, key): a key's next deadline
         # the time of each key's entry in `deadlines`: one per key; an entry at another time is stale
@@ -35,32 +34,17 @@ class PatternOp(Operator):
         self.rank: dict[Any, int] = {}
         self.held: list[tuple[int, str, int, Event]] = []  # rows waiting for the watermark
         self.seq = 0
-        self.out_wm: int | None = None
 
-    def event(self, i: int, event: Event, ts: int | None) -> None:
-        assert ts is not None, "a pattern's inputs have event time"
-        self.merge.push(i, ts, event)
-
-    def watermark(self, i: int, wm: int) -> None:
-        self.merge.set_watermark(i, wm)
-        self._drain()
-
-    def end(self, i: int, final: int | None) -> None:
-        self.merge.end(i, final)
-        self._drain()
-        if self.merge.done:
-            if self.merge.final is not None:
-                self._advance(self.merge.final)
-            self._release(None)
-            self.emit_end(self.merge.final)
-
-    def _drain(self) -> None:
-        for i, ts, event in self.merge.release():
-            self._one(i, ts, event)
-        limit = self.merge.watermark()
+    def passed(self, limit: int | None) -> None:
         if isinstance(limit, int):
             self._advance(limit)
             self._release(limit)
+
+    def finish(self, final: int | None) -> None:
+        if final is not None:
+            self._advance(final)
+        self._release(None)
+        self.emit_end(final)
 
     def _state(self, key: Any) -> KeyState:
         state = self.keys.get(key)
@@ -69,7 +53,7 @@ class PatternOp(Operator):
             self.rank[key] = len(self.rank)
         return state
 
-    def _one(self, i: int, ts: int, event: Event) -> None:
+    def merged(self, i: int, ts: int, event: Event) -> None:
         key = self.runner.key(i, event)
         m = self.runner.matcher(self._state(key))
         self.seq += 1
@@ -123,6 +107,5 @@ class PatternOp(Operator):
             t, _, _, values = heapq.heappop(self.held)
             # the match time, with or without a field for it, for an OutputRate after it (runtime)
             self.emit(values, t)
-        if limit is not None and (self.out_wm is None or limit > self.out_wm):
-            self.out_wm = limit
-            self.emit_watermark(limit)
+        if limit is not None:
+            self.forward_watermark(limit)

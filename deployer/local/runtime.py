@@ -234,19 +234,20 @@ class Merger:
         return min(known) if known else None
 
 
-class UnionOp(Operator):
-    node: g.Union
+class MergedOperator(Operator):
+    """An operator over several inputs merged into one event-time order (`Merger`): the Union, the
+    Join, the Pattern. Each input's watermark and end go to the merge; what the merge releases goes
+    to `merged`, in order; then `passed` learns the merge's watermark (`Merger.watermark`: None while
+    an input has none yet), and once every input ended, `finish` ends the operator's output."""
 
-    def __init__(self, node: g.Union, rt: Runtime):
+    def __init__(self, node: g.Node, rt: Runtime):
         super().__init__(node, rt)
         self.merge = Merger(len(node.inputs))
         self.out_wm: int | None = None
 
     def event(self, i: int, event: Event, ts: int | None) -> None:
-        if not self.timed or ts is None:
-            self.emit(event, None)  # no event time: arrival order
-        else:
-            self.merge.push(i, ts, event)
+        assert ts is not None, f"the inputs of a {type(self.node).__name__} have event time"
+        self.merge.push(i, ts, event)
 
     def watermark(self, i: int, wm: int) -> None:
         self.merge.set_watermark(i, wm)
@@ -256,15 +257,45 @@ class UnionOp(Operator):
         self.merge.end(i, final)
         self._drain()
         if self.merge.done:
-            self.emit_end(self.merge.final)
+            self.finish(self.merge.final)
 
     def _drain(self) -> None:
-        for _, ts, event in self.merge.release():
-            self.emit(event, ts)
-        limit = self.merge.watermark()
-        if self.timed and isinstance(limit, int) and (self.out_wm is None or limit > self.out_wm):
-            self.out_wm = limit
-            self.emit_watermark(limit)
+        for i, ts, event in self.merge.release():
+            self.merged(i, ts, event)
+        self.passed(self.merge.watermark())
+
+    def forward_watermark(self, wm: int) -> None:
+        """The output's watermark, when it moved forward."""
+        if self.out_wm is None or wm > self.out_wm:
+            self.out_wm = wm
+            self.emit_watermark(wm)
+
+    def merged(self, i: int, ts: int, event: Event) -> None:
+        raise NotImplementedError
+
+    def passed(self, limit: int | None) -> None:
+        raise NotImplementedError
+
+    def finish(self, final: int | None) -> None:
+        """Every input ended; `final`: the merge's final watermark (Merger.final)."""
+        self.emit_end(final)
+
+
+class UnionOp(MergedOperator):
+    node: g.Union
+
+    def event(self, i: int, event: Event, ts: int | None) -> None:
+        if not self.timed or ts is None:
+            self.emit(event, None)  # no event time: arrival order
+        else:
+            self.merge.push(i, ts, event)
+
+    def merged(self, i: int, ts: int, event: Event) -> None:
+        self.emit(event, ts)
+
+    def passed(self, limit: int | None) -> None:
+        if self.timed and isinstance(limit, int):
+            self.forward_watermark(limit)
 
 
 class SinkOp(Operator):
