@@ -21,6 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from fault_helpers import (
+    killed_after_commit,
     ledger_row,
     materialize_node,
     reference_run,
@@ -68,19 +69,18 @@ def test_no_tick_is_skipped_or_repeated_across_restarts_and_a_crash(
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "spark.log"
     args = spark_run_args(script, tmp_path, [], stores=[f"crm={pg_db}"], checkpoint=checkpoint)
 
-    def run(now: str, **extra: str) -> tuple[int, str]:
-        env = run_env(tmp_path, CEP_TRIGGER_CLOCK=f"{START}/2026-01-01T{now}:00Z", **extra)
-        code, _, out = run_to_end(args, env, tmp_path, log)
+    def clock(now: str) -> dict[str, str]:  # the run's environment, its clock at `now`
+        return run_env(tmp_path, CEP_TRIGGER_CLOCK=f"{START}/2026-01-01T{now}:00Z")
+
+    def run(now: str) -> tuple[int, str]:
+        code, _, out = run_to_end(args, clock(now), tmp_path, log)
         return code, out
 
     code, out = run("00:10")
     assert code == 0, out[-3000:]
     assert len(rows(pg_db, "SELECT * FROM reminders")) == 4  # ticks 00:05 and 00:10, two callers each
 
-    code, out = run("00:25", CEP_FAULT_AFTER_COMMIT="reminders:1")
-    assert code == -9, f"the hook did not kill the run ({code}):\n{out[-3000:]}"
-    query = checkpoint / "table_reminders"
-    assert (query / "offsets" / "1").exists() and not (query / "commits" / "1").exists()
+    killed_after_commit(args, clock("00:25"), tmp_path, log, checkpoint, "reminders", 1)
     committed = ledger_row(pg_db, node, 1)
     assert len(committed) == 1, "the killed micro-batch's ledger row is not there"
     assert len(rows(pg_db, "SELECT * FROM reminders")) == 10  # 00:15, 00:20, 00:25 were written
