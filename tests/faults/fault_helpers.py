@@ -162,16 +162,15 @@ def run_to_end(
 
 def killed_after_commit(
     args: list[str], env: Mapping[str, str], cwd: Path, log: Path, checkpoint: Path, table: str, batch: int
-) -> str:
+) -> None:
     """Run `cep run ARGS` under the test hook CEP_FAULT_AFTER_COMMIT=TABLE:BATCH (deployer/spark/faults.py)
     and check it left exactly a crash between the two commits: the run killed by SIGKILL, the
-    micro-batch's offsets in the table query's checkpoint and not its commit. What it printed."""
+    micro-batch's offsets in the table query's checkpoint and not its commit."""
     code, _, out = run_to_end(args, {**env, "CEP_FAULT_AFTER_COMMIT": f"{table}:{batch}"}, cwd, log)
     assert code == -9, f"the hook did not kill the run ({code}):\n{out[-3000:]}"
     query = checkpoint / f"table_{table}"
     assert (query / "offsets" / str(batch)).exists(), f"batch {batch} was not planned"
     assert not (query / "commits" / str(batch)).exists(), f"batch {batch} was committed"
-    return out
 
 
 def tail(log: Path, n: int = 4000) -> str:
