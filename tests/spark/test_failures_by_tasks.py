@@ -76,8 +76,9 @@ def _files(n: int, parts: int, start: int = 0) -> list[list[dict[str, Any]]]:
 def test_the_plan_writes_them_from_the_windows_query() -> None:
     plan = plan_queries(compile_text(SCRIPT), ["per_caller"], SOURCES, store_kinds(None))
     names = [q.name for q in plan]
-    assert names == ["sink:per_caller", "dead-letters"], names
-    assert plan[0].spooled == ("n2",)
+    # the calls' rejected records and late events too: the window's query alone reads them
+    assert names == ["sink:per_caller"], names
+    assert plan[0].spooled == ("n2", "input-calls", "late-calls")
     assert f"failures of n2{BY_TASKS}" in plan[0].writes
 
 
@@ -127,7 +128,7 @@ def test_they_are_written_once_across_batches_and_a_resumed_run(spark: Any, tmp_
     sources = prepare(tmp_path / "spark-in", {"calls": first})
     ck = tmp_path / "ck"
     queries, dead = _run(spark, tmp_path, sources, stores, ck)
-    assert queries == ["cep:sink:per_caller", "cep:dead-letters"], queries
+    assert queries == ["cep:sink:per_caller"], queries
     assert dead == 6  # callers 1 of 30 events: k = 1, 6, ..., 26
     prepare(tmp_path / "spark-in", {"calls": more})  # named after the first
     _, dead = _run(spark, tmp_path, sources, stores, ck)

@@ -75,15 +75,6 @@ def trigger_start(directory: Path, stream: str) -> Path:
     return directory / "inputs" / f"{stream.lower()}.trigger"
 
 
-def own_failure_queries(checkpoint: Path) -> set[str]:
-    """The `failed:<node>` queries a checkpoint has: an earlier layout's, which ran every failure
-    point after a window, a join or a data store call as a query of its own. They are resumed as
-    such (their progress is their own), instead of written by their tasks (deployer.spark.streams.spool)."""
-    if not checkpoint.is_dir():
-        return set()
-    return {f"failed:{d.name.removeprefix('failed_')}" for d in checkpoint.glob("failed_*") if d.is_dir()}
-
-
 def query_dir(query: str) -> str:
     """The sub-directory of DIR that keeps a query's checkpoint ("table:bill" -> "table_bill")."""
     return query.replace(":", "_")

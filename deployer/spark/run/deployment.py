@@ -32,10 +32,11 @@ from deployer.engine import check_bindings
 from deployer.spark.datastores.materialize import materialize_writer, table_shape
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.run import progress
-from deployer.spark.run.checkpoint import drop_interrupted_log_writes, own_failure_queries, query_dir
+from deployer.spark.run.checkpoint import drop_interrupted_log_writes, query_dir
 from deployer.spark.run.failures import along, dead_letters, failure_queries
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
+from deployer.spark.run.layout import earlier_layout
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
     BY_TASKS,
@@ -93,17 +94,17 @@ class SparkDeployment:
         self.checkpoint = Path(checkpoint)
         self.sources = {src.stream: source_uri(src, sources) for src in graph.sources()}
         check_bindings(graph, dict(sources), dict(sinks))  # a binding for an unknown stream is a mistake
-        inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger)
+        self.sinks = {stream_named(graph, s): uri for s, uri in sinks.items()}
+        self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
+        kept = earlier_layout(self.checkpoint)
+        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept)
+        self.spool = Spool(self.checkpoint / "spool", [s for q in self.plan for s in q.spooled])
+        inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool)
         self.inputs = inputs
         # a source that rejects records dead-letters its events without event time with them
         self.sg = SparkGraph(graph, inputs.frames, HANDLERS, stores, timed_sources=set(inputs.parsed))
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name
-        self.sinks = {stream_named(graph, s): uri for s, uri in sinks.items()}
-        self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
-        kept = own_failure_queries(self.checkpoint)
-        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept)
-        self.spool = Spool(self.checkpoint / "spool", [s for q in self.plan for s in q.spooled])
         self.sg.spool = self.spool
         self.queries: list[StreamingQuery] = []
         # With --until-idle every query ends once it has consumed the input, so they need not all
@@ -189,7 +190,7 @@ class SparkDeployment:
         by_name = {q.name: q for q in self.plan}
         for query in self.plan:
             if query.name == SHARED_QUERY:
-                self._start_shared(list(query.writes))
+                self._start_shared([w for w in query.writes if w in self.sinks])  # its dead letters aside
             elif query.name.startswith("sink:"):
                 stream = query.writes[0]
                 writer = self._sink_writer(stream, self.sinks[stream])
@@ -252,7 +253,7 @@ class SparkDeployment:
         """The queries that write failures only (deployer.spark.run.failures): one per failure point that
         no sink or table writes, and the dead-letters query."""
         own = failure_queries(self.sg, self._written)
-        shared = dead_letters(self.sg, self.inputs, self._dead("stateless"))
+        shared = dead_letters(self.sg, self.inputs, self._dead("stateless"), self.spool.labels)
         expected = {n for n in planned if n.startswith("failed:")}
         if set(own) != expected or (shared is not None) != (DEAD_LETTERS in planned):
             raise AssertionError(

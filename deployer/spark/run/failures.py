@@ -115,23 +115,28 @@ _PARSED = "parsed:"  # a source's parsed rows among the dead-letters query's inp
 _MARKED = "marked:"  # a Sequencer's output among them
 
 
-def _read(inputs: Inputs, source: dict[str, g.Source]) -> dict[str, DataFrame]:
-    """What the dead-letters query reads of the sources: each one's parsed rows, each Sequencer's
-    output. A stream without event time is counted here too (sources.counted): no other query may
+def _read(inputs: Inputs, source: dict[str, g.Source], streams: list[str]) -> dict[str, DataFrame]:
+    """What the dead-letters query reads of the sources `streams`: each one's parsed rows, each
+    Sequencer's output. A stream without event time is counted here too (sources.counted): no other query may
     read it (the least any query read counts: deployer.spark.run.progress), and its records are
     records read all the same (docs/guarantees.md). A stream with event time is counted on the way
     to its Sequencer, whose output (`marked`) this query reads."""
     frames = {
         f"{_PARSED}{s}": parsed if s in inputs.marked else counted(parsed, source[s])
         for s, parsed in inputs.parsed.items()
+        if s in streams
     }
-    return frames | {f"{_MARKED}{s}": m for s, (m, _) in inputs.marked.items()}
+    return frames | {f"{_MARKED}{s}": m for s, (m, _) in inputs.marked.items() if s in streams}
 
 
-def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFrame, Writer] | None:
+def dead_letters(
+    sg: SparkGraph, inputs: Inputs, dead: Writer, spooled: Collection[str] = ()
+) -> tuple[DataFrame, Writer] | None:
     """The dead-letters query, if the deployment has one: the rejected records of its sources
     (unparsable records, events without event time, late events) and the failures of its stateless
-    operators, in one `dead_letter_frame` per micro-batch, for `dead`.
+    operators, in one `dead_letter_frame` per micro-batch, for `dead`; except those that the one
+    query reading the source, or computing the operator, writes from its tasks (their labels
+    `spooled`: `input-<stream>`, `stateless-<node>`; deployer.spark.run.queries._by_readers).
 
     It reads each source once and passes each Sequencer once: its streaming DataFrame is, side by
     side (deployer.spark.run.shared.stem), each rejecting source's parsed rows and each Sequencer's
@@ -142,14 +147,14 @@ def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFram
     the stateless operators that can fail as batch DataFrames (deployer.spark.run.shared.batch_plans);
     a union of each operator's failed rows as streaming DataFrames would repeat the source, and its
     Sequencer, for every such operator."""
-    nodes = list(dict.fromkeys(dl.node for dl in sg.dead_letters if dl.stateless))
-    rejecting = list(inputs.parsed)
+    nodes = list(dict.fromkeys(dl.node for dl in sg.dead_letters if dl.stateless and dl.spooled is None))
+    rejecting = [s for s in inputs.parsed if f"input-{s}" not in spooled]
     if not nodes and not rejecting:
         return None
     upstream = {a.id for n in nodes for a in ancestors(sg.graph, n)}
     streams = [s.stream for s in sg.graph.sources() if s.id in upstream]
     source = {s.stream: s for s in sg.graph.sources()}
-    frames = _read(inputs, source)
+    frames = _read(inputs, source, [s for s in inputs.parsed if s in rejecting or s in streams])
     frames |= {s: sg.sources[s] for s in streams if s not in inputs.parsed}  # the generator's
     names = list(frames)
     plan = batch_plans(sg.graph, sg.stores_config, sg.timed_sources, dead_letters=True)
@@ -163,14 +168,15 @@ def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFram
             parts = unstem(batch, names)
             events = {s: parts[s] for s in streams if s in parts}
             out = []
-            for s in rejecting:
+            for s in (s for s in inputs.parsed if f"{_PARSED}{s}" in parts):
                 bad = rejects(parts[f"{_PARSED}{s}"], source[s])
                 if s in inputs.marked:
                     events[s], late = released(source[s], parts[f"{_MARKED}{s}"], inputs.marked[s][1])
                     bad = bad.unionByName(late, allowMissingColumns=True)
                 else:
                     events[s] = events_of(parts[f"{_PARSED}{s}"], source[s])
-                out.append(dead_letter_frame(bad, {"stage": "input", "stream": s}))
+                if s in rejecting:
+                    out.append(dead_letter_frame(bad, {"stage": "input", "stream": s}))
             over = plan({s: events[s] for s in streams})
             over.observations = {}  # the Filters' counts are their sinks' queries' to report
             for node in nodes:
@@ -178,7 +184,7 @@ def dead_letters(sg: SparkGraph, inputs: Inputs, dead: Writer) -> tuple[DataFram
             # Only the stateless failure points: translating a window or a store call for the
             # failures of its input also splits its results, which its own query writes (the batch
             # frames of the window itself, or of the store call, are never run).
-            out += [dead_letter_frame(dl.df, where(dl)) for dl in over.dead_letters if dl.stateless]
+            out += [dead_letter_frame(dl.df, where(dl)) for dl in over.dead_letters if dl.node in nodes]
             union = out[0]
             for frame in out[1:]:
                 union = union.unionByName(frame)

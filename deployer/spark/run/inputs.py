@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -25,6 +26,7 @@ from deployer.spark.streams.sources import (
     file_parsed,
     generator_source,
     sequence,
+    spooled_events,
 )
 from deployer.spark.streams.trigger_source import trigger_parsed
 from deployer.triggers import clock
@@ -52,8 +54,12 @@ def read_inputs(
     uris: Mapping[str, str],
     checkpoint: Path,
     max_files_per_trigger: int | None = None,
+    spool: Any = None,
 ) -> Inputs:
-    """The events and dead letters of every source of `graph`; `uris`: stream → its bound URI."""
+    """The events and dead letters of every source of `graph`; `uris`: stream → its bound URI.
+    `spool` (deployer.spark.streams.spool.Spool): the sources whose rejected records and late
+    events the tasks of the one query that reads them write (`input-<stream>`, `late-<stream>`
+    among its labels); the others' are the dead-letters query's."""
     frames: dict[str, DataFrame] = {}
     parsed: dict[str, DataFrame] = {}
     timed: dict[str, tuple[g.Source, DataFrame]] = {}
@@ -70,14 +76,17 @@ def read_inputs(
         else:
             log = arrival_log(checkpoint, src.stream)
             parsed[src.stream] = file_parsed(spark, uri, src, log, max_files_per_trigger)
-        good = events_of(counted(parsed[src.stream], src), src)  # its rejects: the dead-letters query's
+        if spool is not None and f"input-{src.stream}" in spool.labels:
+            good = spooled_events(counted(parsed[src.stream], src), src, spool)
+        else:  # its rejects: the dead-letters query's
+            good = events_of(counted(parsed[src.stream], src), src)
         if src.event_time is None:
             frames[src.stream] = good
         else:
             timed[src.stream] = (src, good)
     merges = sequenced_merges(graph, uris)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    for stream, events in sequence(timed, merges, self_merged_sources(graph), marked).items():
+    for stream, events in sequence(timed, merges, self_merged_sources(graph), marked, spool).items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
 

@@ -8,8 +8,11 @@ runs of a deployment):
   share one query, which reads each input once per micro-batch (deployer.spark.run.shared);
 - `sink:<stream>`: every other requested sink;
 - `table:<name>`: every Materialize;
-- `dead-letters`: the rejected records of every file or Redis source and the failures of every
-  stateless operator, in one query;
+- `dead-letters`: the rejected records and late events of the file, Redis and trigger sources that
+  no single query reads, and the failures of the stateless operators that no single query (other
+  than the shared one) computes, in one query; the one query that reads such a source, or computes
+  such an operator, writes them from its tasks (`_by_readers`; deployer.spark.streams.spool), and
+  a checkpoint whose dead-letters query wrote them all keeps it so (`kept`);
 - `failed:<node>` (`failed:<node>-2` for a node's second failure point): the failures at an operator
   after a window, a join or a data store call, each in a query of its own, which re-runs that part;
   except the failures of a window's rows, a join's pairs or a data store call's results that a sink
@@ -234,15 +237,15 @@ def plan_queries(
     roots = [graph.streams[s].node for s in sinks]
     roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize | g.UpdateSQL)]
     needed = {a.id for r in roots for a in ancestors(graph, r)}
-    shared_reads = {s.stream for s in graph.sources() if has_rejects(_uri(sources, s.stream))}
     along = written_with(graph, sinks)
     own: list[tuple[str, Query]] = []  # (node id, the query of a failure point of its own)
+    stateless_points: list[str] = []  # the nodes with a failure point of a stateless operator
     for node in (n for n in graph.nodes if n.id in needed):
         rejecting = isinstance(node, g.Source) and has_rejects(_uri(sources, node.stream))
         k = 0
         for on_input, stateless in failure_points(node, graph, kinds, rejecting):
             if stateless:
-                shared_reads |= {a.stream for a in ancestors(graph, node.id) if isinstance(a, g.Source)}
+                stateless_points.append(node.id)
                 continue
             k += 1
             if not on_input and node.id in along:
@@ -252,6 +255,7 @@ def plan_queries(
             upto = [p.node for p in node.inputs] if on_input else [node.id]
             own.append((node.id, _query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto)))
     out += _spooled(graph, out, own, kept)
+    shared_reads = _by_readers(graph, out, sources, stateless_points, DEAD_LETTERS in kept)
     if shared_reads:
         reads = tuple(s.stream for s in graph.sources() if s.stream in shared_reads)
         out.append(Query(DEAD_LETTERS, ("rejected records and failures of stateless operators",), reads))
@@ -282,6 +286,53 @@ def _spooled(
             out[i] = replace(out[i], writes=(*out[i].writes, f"failures of {label}{BY_TASKS}"))
             out[i] = replace(out[i], spooled=(*out[i].spooled, label))
     return [q for _, q in own if q.name not in spooled]
+
+
+def _by_readers(
+    graph: g.Graph, out: list[Query], sources: Mapping[str, str], stateless: list[str], earlier: bool
+) -> set[str]:
+    """The source streams the dead-letters query reads; the others' rejected records and late
+    events, and the stateless failure points, are written by the one query of `out` that computes
+    them, if there is one (`out` gains them in `spooled`: `input-<stream>`, `late-<stream>`,
+    `stateless-<node>`). A stream that passes the Sequencer with others (`sequenced_merges`) is read
+    by every query that reads one of them. The shared query's micro-batches drop their stateless
+    failures (deployer.spark.run.shared), so those stay the dead-letters query's. `earlier`: the
+    checkpoint has the earlier layout's dead-letters query, which wrote them all: it still does."""
+    rejecting = [s for s in graph.sources() if has_rejects(_uri(sources, s.stream))]
+    reads = {s.stream for s in rejecting}
+    if earlier:
+        for node in stateless:
+            reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
+        return reads
+    group = {s: m for m in sequenced_merges(graph, sources) for s in m}
+    readers: dict[str, set[str]] = {}
+    for q in out:
+        for s in q.reads:
+            for t in group.get(s, (s,)):
+                readers.setdefault(t, set()).add(q.name)
+    labels: dict[str, list[str]] = {}
+    for src in rejecting:
+        who = readers.get(src.stream, set())
+        if len(who) == 1:
+            late = [f"late-{src.stream}"] if src.event_time is not None else []
+            labels.setdefault(next(iter(who)), []).extend([f"input-{src.stream}", *late])
+            reads.discard(src.stream)
+    for node in stateless:
+        computing = [q.name for q in out if node in _upstream(graph, q.ends)]
+        if len(computing) == 1 and computing[0] != SHARED_QUERY:
+            labels.setdefault(computing[0], []).append(f"stateless-{node}")
+        else:
+            reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
+    for i, q in enumerate(out):
+        if q.name in labels:
+            written = tuple(
+                f"{_LABELS[x.split('-')[0]]} {x.partition('-')[2]}{BY_TASKS}" for x in labels[q.name]
+            )
+            out[i] = replace(q, writes=(*q.writes, *written), spooled=(*q.spooled, *labels[q.name]))
+    return reads
+
+
+_LABELS = {"input": "rejected records of", "late": "late events of", "stateless": "stateless failures of"}
 
 
 def _upstream(graph: g.Graph, ends: tuple[str, ...]) -> set[str]:

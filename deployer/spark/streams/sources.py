@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -108,11 +109,42 @@ def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
     return bad.unionByName(untimed, allowMissingColumns=True)
 
 
+def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
+    """`events_of`, with `rejects` written by the tasks that find them (deployer.spark.streams.spool,
+    failure point `input-<stream>`): the rows of one query that alone reads the source."""
+    is_end = F.coalesce(F.col(END), F.lit(False))
+    rejected = F.col(REASON).isNotNull()
+    values = [col_name(i) for i in range(len(node.schema))]
+    reason = F.when(rejected, F.col(REASON))
+    untimed = F.lit(False)
+    if node.event_time is not None:
+        untimed = ~rejected & ~is_end & F.col(col_name(node.schema.position(node.event_time))).isNull()
+        reason = reason.when(untimed, F.lit(f"event time field '{node.event_time}' is NULL"))
+    marked = parsed.withColumns(
+        {
+            _ERR: reason,
+            # as `rejects` says them: a record that did not convert, or an event without event time
+            "stage": F.when(rejected, F.lit("input")).otherwise(F.lit(node.op)),
+            "record": F.when(rejected, F.col(RAW)),
+            "source": F.when(rejected, F.col(ORIGIN)),
+            "node": F.when(untimed, F.lit(node.id)),
+            "line": F.when(untimed, F.lit(node.line)),
+        }
+    )
+    payload = F.when(untimed, F.struct(*values))
+    kept = spool(f"input-{node.stream}", marked, _ERR, payload, {"stream": node.stream})
+    return events_of(kept.drop("stage", "record", "source", "node", "line"), node)
+
+
+_ERR = "__rejected"  # `spooled_events`' reason a row is a dead letter
+
+
 def sequence(
     streams: Mapping[str, tuple[g.Source, DataFrame]],
     merges: Sequence[tuple[str, ...]],
     self_merged: Set[str] = frozenset(),
     marked: dict[str, tuple[DataFrame, bool]] | None = None,
+    spool: Any = None,
 ) -> dict[str, DataFrame]:
     """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
     per stream, its events in order (its late events are split off per micro-batch by the
@@ -120,7 +152,9 @@ def sequence(
     of each of `merges` pass it together; the others alone, those of `self_merged` (streams that
     meet themselves in a merge) released strictly below their watermark. `marked`, if given, gets
     per stream the Sequencer's output before it splits (released and late rows: one computation of
-    the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged."""
+    the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged.
+    `spool`, if given, writes the late events of the streams among its labels (`late-<stream>`)
+    from the Sequencer's tasks (`spooled_released`)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
@@ -134,13 +168,13 @@ def sequence(
             _marked(node, sequenced(timed, node.stream, index, delay, stream in self_merged)),
             False,
         )
-        out[stream] = released_events(node, marked[stream][0], merged=False)
+        out[stream] = _released(node, marked[stream][0], spool)
     for merge in merges:
         nodes = [streams[s][0] for s in merge]
         merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
         for s, node, ordered in zip(merge, nodes, sequenced_jointly(merged), strict=True):
             marked[s] = (_marked(node, ordered), True)
-            events = released_events(node, marked[s][0], merged=False)
+            events = _released(node, marked[s][0], spool)
             # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
             index, delay = _event_time(node)
             events = events.withWatermark(col_name(index), f"{delay} milliseconds")
@@ -180,6 +214,19 @@ def released(node: g.Source, marked: DataFrame, merged: bool) -> tuple[DataFrame
     event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
     late = marked.filter(F.col(LATE).isNotNull()).select(*_dead_event(node, F.col(LATE), event, stage="late"))
     return released_events(node, marked, merged), late
+
+
+def _released(node: g.Source, marked: DataFrame, spool: Any) -> DataFrame:
+    """`released_events` (not yet placed), the late events written by the tasks if `spool` has the
+    stream's label."""
+    label = f"late-{node.stream}"
+    if spool is None or label not in spool.labels:
+        return released_events(node, marked, merged=False)
+    values = [col_name(i) for i in range(len(node.schema))]
+    index, _ = _event_time(node)
+    event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
+    where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
+    return spool(label, marked, LATE, event, where).select(*values, SEQ)
 
 
 def released_events(node: g.Source, marked: DataFrame, merged: bool) -> DataFrame:

@@ -76,7 +76,8 @@ class Spool:
         self, write: Writer, labels: Collection[str], directory: Path | None, counted: Callable[[int], None]
     ) -> Writer:
         """`write`, a query's foreachBatch, made to write the dead letters its tasks spool for the
-        failure points `labels` (into `directory`, None: the console), telling `counted` how many."""
+        failure points `labels` (into `directory`, None: the console), telling `counted` how many
+        (late events aside, as `dead_letters.dead_letter_writer` does)."""
         labels = sorted(labels)
 
         def run(df: DataFrame, batch_id: int) -> None:
@@ -85,7 +86,8 @@ class Spool:
             write(df, batch_id)
             for label in labels:
                 lines = self._gathered(label, batch_id)
-                counted(len(lines))
+                if not label.startswith("late-"):  # late events are counted apart (sources._marked)
+                    counted(len(lines))
                 write_dead_letters(directory, label, batch_id, lines)
                 shutil.rmtree(self._batch_dir(label, batch_id), ignore_errors=True)
 

@@ -202,9 +202,13 @@ class SparkGraph:
     def _spooled(self, node: g.Node, stateless: bool) -> str | None:
         """The label of the failure point `split_errors` is making, if its tasks write its dead
         letters (`spool`): numbered as deployer.spark.run.queries.failed_query names the node's
-        failure points that are not stateless, in the order the translation meets them."""
-        if self.spool is None or stateless:
+        failure points that are not stateless, in the order the translation meets them; a stateless
+        operator's (it has one at most), `stateless-<node>`."""
+        if self.spool is None:
             return None
+        if stateless:
+            label = f"stateless-{node.id}"
+            return label if label in self.spool.labels else None
         k = 1 + sum(1 for d in self.dead_letters if d.node == node.id and not d.stateless)
         label = node.id if k == 1 else f"{node.id}-{k}"
         return label if label in self.spool.labels else None

@@ -1,0 +1,44 @@
+"""Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
+as they were (their progress is their own), rather than move their work into other queries.
+
+Two changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
+query that computes it (deployer.spark.streams.spool); and the dead-letters query wrote the rejected
+records and late events of every source and the failures of every stateless operator, now written by
+the one query that reads the source or computes the operator, where there is one
+(deployer.spark.run.queries._by_readers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deployer.spark.run.checkpoint import query_dir
+from deployer.spark.run.queries import DEAD_LETTERS
+
+
+def own_failure_queries(checkpoint: Path) -> set[str]:
+    """The `failed:<node>` queries a checkpoint has: an earlier layout's, which ran every failure
+    point after a window, a join or a data store call as a query of its own. They are resumed as
+    such (their progress is their own), instead of written by their tasks (deployer.spark.streams.spool)."""
+    if not checkpoint.is_dir():
+        return set()
+    return {f"failed:{d.name.removeprefix('failed_')}" for d in checkpoint.glob("failed_*") if d.is_dir()}
+
+
+# Written into a checkpoint whose dead letters are written by the queries that read their sources
+# (deployer.spark.run.queries._by_readers); a checkpoint with a dead-letters query and without it is
+# of the earlier layout, whose dead-letters query wrote every source's.
+_BY_READERS = "dead-letters-by-readers"
+
+
+def earlier_layout(checkpoint: Path) -> set[str]:
+    """The queries of an earlier layout a checkpoint has, which its run keeps as they were: its
+    `failed:<node>` queries (`own_failure_queries`), and the dead-letters query if it wrote the
+    rejected records and late events of every source. A checkpoint of this layout is marked so."""
+    kept = own_failure_queries(checkpoint)
+    if (checkpoint / query_dir(DEAD_LETTERS)).is_dir() and not (checkpoint / _BY_READERS).exists():
+        return kept | {DEAD_LETTERS}
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / _BY_READERS).touch()
+    return kept

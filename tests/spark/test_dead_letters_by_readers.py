@@ -1,0 +1,119 @@
+"""A source's rejected records and late events, and a stateless operator's failures, are written by
+the one query that reads the source or computes the operator (deployer.spark.run.queries._by_readers,
+deployer.spark.streams.spool): a deployment of one sink runs one query, where a dead-letters query
+used to read every source again and run its Sequencer a second time.
+
+The run writes the reference executor's rows and dead letters (records that do not parse or
+convert, an event without event time, late events, a division by zero in a Map), each once, and
+counts them as the reference does (late events apart); a checkpoint of the earlier layout, which has
+a dead-letters query, resumes with it.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import (
+    T0,
+    assert_same,
+    assert_same_dead_letters,
+    collect,
+    compile_text,
+    iso,
+    prepare,
+    run_reference,
+)
+
+from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.queries import plan_queries, store_kinds
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+CREATE STREAMSCHEMA calls WITH k integer, caller integer, n integer, ts timestamp TIMESTAMP BY ts;
+INSERT INTO ratio SELECT k, caller, 100 / n AS r, ts FROM calls;
+INSERT INTO per_caller SELECT caller, count(*) AS c, sum(r) AS rs
+  FROM ratio WINDOW TIME SIZE 10 SECONDS GROUP BY caller;
+"""
+SINKS = ["per_caller"]
+
+
+def _event(k: int, seconds: int) -> dict[str, Any]:
+    return {"k": k, "caller": k % 3, "n": k % 4, "ts": iso(T0 + timedelta(seconds=seconds))}
+
+
+def _files() -> list[list[Any]]:
+    files: list[list[Any]] = []
+    for f in range(4):
+        rows: list[Any] = [_event(10 * f + i, 20 * f + 2 * i) for i in range(8)]
+        rows.insert(3, "{not json")  # does not parse
+        rows.insert(5, {"k": "seven", "caller": 1, "n": 1, "ts": iso(T0)})  # does not convert
+        rows.append({"k": 100 + f, "caller": 2, "n": 1, "ts": None})  # no event time
+        if f:
+            rows.append(_event(200 + f, 20 * f - 15))  # late: its file's events are past it
+        files.append(rows)
+    return files
+
+
+def _run(spark: Any, tmp: Path, sources: dict[str, str], ck: Path) -> tuple[list[str], int]:
+    deployment = SparkDeployment(
+        spark,
+        compile_text(SCRIPT),
+        sources,
+        {s: f"file:{tmp / 'spark-out'}" for s in SINKS},
+        str(ck),
+        dead_letter=f"file:{tmp / 'spark-dead'}",
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    stats = deployment.run(out=io.StringIO())
+    return stats.queries, stats.dead_lettered
+
+
+def test_the_plan_has_no_dead_letters_query_for_a_source_one_query_reads() -> None:
+    graph = compile_text(SCRIPT)
+    ratio = graph.streams["ratio"].node
+    plan = plan_queries(graph, SINKS, {"calls": "file:x"}, store_kinds(None))
+    assert [q.name for q in plan] == ["sink:per_caller"]
+    assert plan[0].spooled == ("input-calls", "late-calls", f"stateless-{ratio}")
+    earlier = plan_queries(graph, SINKS, {"calls": "file:x"}, store_kinds(None), kept={"dead-letters"})
+    assert [q.name for q in earlier] == ["sink:per_caller", "dead-letters"]
+    assert not earlier[0].spooled
+    # two queries read the source: the dead-letters query writes its rejects, as before
+    both = plan_queries(graph, [*SINKS, "ratio"], {"calls": "file:x"}, store_kinds(None))
+    assert [q.name for q in both] == ["sink:per_caller", "sink:ratio", "dead-letters"]
+    assert not any(q.spooled for q in both)
+
+
+@pytest.mark.parametrize("layout", ["by readers", "earlier"])
+def test_the_reading_query_writes_them_once(spark: Any, tmp_path: Path, layout: str) -> None:
+    graph = compile_text(SCRIPT)
+    files = _files()
+    sources = prepare(tmp_path, {"calls": files})  # one directory: a dead letter names its file
+    ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
+    stages = {d["stage"] for d in ref.dead}
+    assert {"input", "Source", "late", "Map"} <= stages, stages
+    ck = tmp_path / "ck"
+    if layout == "earlier":
+        (ck / "dead-letters").mkdir(parents=True)  # the earlier layout's dead-letters query
+    queries, dead = _run(spark, tmp_path, sources, ck)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
+    assert_same(ref, spk, "per_caller", min_rows=4)
+    assert_same_dead_letters(ref, spk)
+    assert dead == sum(d["stage"] != "late" for d in ref.dead)
+    names = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "spark-dead").iterdir()}
+    if layout == "earlier":
+        assert queries == ["cep:sink:per_caller", "cep:dead-letters"], queries
+        assert names == {"dead-letter-stateless"}, names
+        assert not (ck / "dead-letters-by-readers").exists()
+    else:
+        assert queries == ["cep:sink:per_caller"], queries
+        ratio = graph.streams["ratio"].node
+        expected = {"dead-letter-input-calls", "dead-letter-late-calls", f"dead-letter-stateless-{ratio}"}
+        assert names == expected, names
+        assert (ck / "dead-letters-by-readers").exists()
+    assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
