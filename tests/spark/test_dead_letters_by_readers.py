@@ -89,6 +89,19 @@ def test_the_plan_has_no_dead_letters_query_for_a_source_one_query_reads() -> No
     assert not any(q.spooled for q in both)
 
 
+def test_a_source_one_query_computes_twice_keeps_the_dead_letters_query() -> None:
+    """A stream merged with itself is read on two paths of its query, which Spark computes apart: its
+    tasks would write its dead letters twice (tests/fuzz/test_found_a_stream_merged_with_itself.py)."""
+    graph = compile_text(
+        "CREATE STREAMSCHEMA s1 WITH k integer, b boolean, ts timestamp TIMESTAMP BY ts;\n"
+        "INSERT INTO m1 SELECT k, b, ts FROM s1 WHERE b;\n"
+        "INSERT INTO u2 SELECT * FROM m1, s1;\n"
+    )
+    plan = plan_queries(graph, ["u2"], {"s1": "file:x"}, store_kinds(None))
+    assert [q.name for q in plan] == ["sink:u2", "dead-letters"]
+    assert not plan[0].spooled
+
+
 @pytest.mark.parametrize("layout", ["by readers", "earlier"])
 def test_the_reading_query_writes_them_once(spark: Any, tmp_path: Path, layout: str) -> None:
     graph = compile_text(SCRIPT)

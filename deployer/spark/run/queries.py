@@ -310,16 +310,22 @@ def _by_readers(
         for s in q.reads:
             for t in group.get(s, (s,)):
                 readers.setdefault(t, set()).add(q.name)
+    ends = {q.name: q.ends for q in out}
     labels: dict[str, list[str]] = {}
     for src in rejecting:
         who = readers.get(src.stream, set())
-        if len(who) == 1:
+        # the stem of the shared query's sources is read once per micro-batch, whatever reads it after
+        if len(who) == 1 and (SHARED_QUERY in who or _paths(graph, src.id, ends[next(iter(who))]) == 1):
             late = [f"late-{src.stream}"] if src.event_time is not None else []
             labels.setdefault(next(iter(who)), []).extend([f"input-{src.stream}", *late])
             reads.discard(src.stream)
     for node in stateless:
         computing = [q.name for q in out if node in _upstream(graph, q.ends)]
-        if len(computing) == 1 and computing[0] != SHARED_QUERY:
+        if (
+            len(computing) == 1
+            and computing[0] != SHARED_QUERY
+            and _paths(graph, node, ends[computing[0]]) == 1
+        ):
             labels.setdefault(computing[0], []).append(f"stateless-{node}")
         else:
             reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
@@ -330,6 +336,27 @@ def _by_readers(
             )
             out[i] = replace(q, writes=(*q.writes, *written), spooled=(*q.spooled, *labels[q.name]))
     return reads
+
+
+def _paths(graph: g.Graph, start: str, ends: tuple[str, ...]) -> int:
+    """How many times a query with `ends` computes node `start`: the paths from it to them. Spark
+    computes a frame once for each path (a stateful query reuses no exchange), and tasks that write
+    dead letters on two paths would write them twice (a stream merged with itself: its late events
+    twice, found by tests/fuzz/test_found_a_stream_merged_with_itself.py)."""
+    inside = _upstream(graph, ends)
+    consumers: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        if node.id in inside:
+            for port in node.inputs:
+                consumers.setdefault(port.node, []).append(node.id)
+    counted: dict[str, int] = {}
+
+    def count(n: str) -> int:
+        if n not in counted:
+            counted[n] = (n in ends) + sum(count(c) for c in consumers.get(n, []))
+        return counted[n]
+
+    return count(start)
 
 
 _LABELS = {"input": "rejected records of", "late": "late events of", "stateless": "stateless failures of"}
