@@ -101,7 +101,6 @@ class SparkDeployment:
         self.spool = Spool(self.checkpoint / "spool", [s for q in self.plan for s in q.spooled])
         inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool)
         self.inputs = inputs
-        # a source that rejects records dead-letters its events without event time with them
         self.sg = SparkGraph(graph, inputs.frames, HANDLERS, stores, timed_sources=set(inputs.parsed))
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name
