@@ -209,9 +209,7 @@ def released(node: g.Source, marked: DataFrame, merged: bool) -> tuple[DataFrame
     """A Sequencer's output (`sequence`'s `marked`; a micro-batch of it too) → (the events it
     released, its late events as dead letters); `merged`: it passed the Sequencer with other streams,
     whose placeholder rows are no events (`_placed`)."""
-    values = [col_name(i) for i in range(len(node.schema))]
-    index, _ = _event_time(node)
-    event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
+    event = _late_event(node)
     late = marked.filter(F.col(LATE).isNotNull()).select(*_dead_event(node, F.col(LATE), event, stage="late"))
     return released_events(node, marked, merged), late
 
@@ -223,10 +221,15 @@ def _released(node: g.Source, marked: DataFrame, spool: Any) -> DataFrame:
     if spool is None or label not in spool.labels:
         return released_events(node, marked, merged=False)
     values = [col_name(i) for i in range(len(node.schema))]
-    index, _ = _event_time(node)
-    event = F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
     where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
-    return spool(label, marked, LATE, event, where).select(*values, SEQ)
+    return spool(label, marked, LATE, _late_event(node), where).select(*values, SEQ)
+
+
+def _late_event(node: g.Source) -> Column:
+    """A late event as its dead letter shows it: its values, its event time from `LATE_TS`."""
+    index, _ = _event_time(node)
+    values = [col_name(i) for i in range(len(node.schema))]
+    return F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
 
 
 def released_events(node: g.Source, marked: DataFrame, merged: bool) -> DataFrame:
