@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from croniter import croniter
-
 from operators.datatypes import T_TIMESTAMP, Field, Schema
 from operators.declarations import format_ms
 
@@ -65,6 +63,8 @@ class Trigger:
         # one croniter for the lot (making one per tick parses the expression each time); it looks
         # strictly after the instant it is given, at whole seconds: 1 ms before the start finds a
         # fire time at the start itself
+        from croniter import croniter  # here: every module with the graph imports this one
+
         after = start_ms - 1 if previous_ms is None else previous_ms
         it = croniter(quartz_to_croniter(self.cron), after / 1000, second_at_beginning=True)
         while True:
@@ -100,6 +100,8 @@ def cron_error(expr: str) -> str | None:
             f"a cron expression has 6 or 7 fields (seconds minutes hours day-of-month month day-of-week "
             f"[year]); this one has {len(fields)}"
         )
+    from croniter import croniter  # here: every module with the graph imports this one
+
     try:
         text = quartz_to_croniter(expr)
         it = croniter(text, datetime(2000, 1, 1, tzinfo=UTC), second_at_beginning=True)

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.output.factory import limiter_for
 from deployer.output.limiter import Limiter, Out
 from operators.output_node import OutputRate
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STATE_VERSION = 2  # the pickled state's layout: a change refuses an older checkpoint's state
 GROUP = "__g"  # the row's group key values, JSON text
@@ -91,6 +93,8 @@ class OutputProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         frames = list(rows)
         new = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         new.columns = COLUMNS  # PySpark may hand the columns over with positional names
@@ -121,6 +125,8 @@ class OutputProcessor(StatefulProcessor):
 
 def _frame(out: Out, sent: int, timed: bool) -> tuple[pd.DataFrame, int]:
     """The rows let out, each with its time and its order key: the counter of rows sent so far."""
+    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
     seqs = [f"{n:020d}" for n in range(sent + 1, sent + len(out) + 1)]
     times = pd.Series([t for _, t in out], dtype="Int64")
     frame = pd.DataFrame(

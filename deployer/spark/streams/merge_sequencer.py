@@ -48,9 +48,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -79,6 +78,9 @@ from deployer.spark.streams.sequencer import (
     unpack,
 )
 from deployer.spark.translate.columns import col_name
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The `__seq` of a stream's placeholder row (see the module docstring): no event's (those are digits).
 PLACEHOLDER = "~placeholder"
@@ -122,6 +124,8 @@ class MergeSequencer(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         blobs: dict[int, list[bytes]] = {}
         for frame in rows:
             frame.columns = TAGGED.names
@@ -161,6 +165,8 @@ class MergeSequencer(StatefulProcessor):
         """The placeholder row of a stream that ended without events, once every stream has ended
         and some had events: its event time is the merge's watermark plus the stream's WATERMARK, so
         that Spark's watermark for the stream is the merge's (see the module docstring)."""
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         own = self.own
         if maxes[own] != NONE or not all(ended):
             return

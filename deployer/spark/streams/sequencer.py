@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -47,6 +46,9 @@ from deployer.spark.streams.arrow_batches import coalesced, packed, unpacked
 from deployer.spark.streams.file_source import END, SEQ
 from deployer.spark.translate.columns import col_name
 from operators.values import format_timestamp_iso, from_micros
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LATE = "__late"  # the reason an event is late; NULL for the events released in order
 LATE_TS = "__late_ts"  # a late event's event time (its event-time column is NULL: see `sequenced`)
@@ -92,6 +94,8 @@ class Sequencer(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         blobs: list[bytes] = []
         for frame in rows:
             frame.columns = self.input_columns

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -44,6 +43,9 @@ from deployer.spark.streams.arrow_batches import coalesced, packed, unpacked
 from deployer.spark.windows.aggregate_rows import AGG_ERR
 from deployer.spark.windows.reduce import AggSpec, reduce_windows
 from deployer.spark.windows.state_layout import BUCKETS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Events per packing step (deployer.spark.streams.arrow_batches.coalesced): fewer, larger blobs per bucket.
 PACK_ROWS = 100_000
@@ -220,6 +222,8 @@ class BucketedTuple(StatefulProcessor):
         seq: np.ndarray,
         columns: dict[str, tuple[np.ndarray, np.ndarray]],
     ) -> pd.DataFrame | None:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         total = int(fired.sum())
         if not total:
             return None

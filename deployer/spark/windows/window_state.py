@@ -30,10 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -50,8 +49,13 @@ from deployer.spark.windows.tuple_buckets import bucketed_tuple_aggregate
 from operators import expr as ir
 from operators import graph as g
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 def _missing(v: Any) -> bool:
+    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
     return v is None or (isinstance(v, float) and v != v) or v is pd.NaT
 
 
@@ -132,6 +136,8 @@ class WindowProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         frames = list(rows)
         new = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         # PySpark may hand the rows over with positional column names (`_0`, ...): name them.
@@ -179,6 +185,8 @@ class WindowProcessor(StatefulProcessor):
     def _tuple(
         self, old: pd.DataFrame | None, new: pd.DataFrame, skip: int
     ) -> tuple[pd.DataFrame, list[np.ndarray], pd.DataFrame, int]:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         dropped = min(skip, len(new))
         new = new.iloc[dropped:]
         skip -= dropped
@@ -196,6 +204,8 @@ class WindowProcessor(StatefulProcessor):
         """The windows the new events close, the open window's events, and whether one is open;
         the events whose START or STOP failed where it is evaluated go to `refused`
         (deployer.spark.windows.batch_bounds)."""
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         n = len(new)
 
         def failed(column: str) -> np.ndarray:
@@ -219,6 +229,8 @@ class WindowProcessor(StatefulProcessor):
 
     def _refused(self, new: pd.DataFrame, refused: list[tuple[int, str]]) -> pd.DataFrame:
         """The events the window refused, as rows of the output: why, and the event itself."""
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         rows = new.iloc[[i for i, _ in refused]]
         out = {c: pd.Series([None] * len(rows), dtype=object) for c in self.out_columns}
         out[REFUSED] = pd.Series([new[why].iloc[i] for i, why in refused], dtype=object)
@@ -227,6 +239,8 @@ class WindowProcessor(StatefulProcessor):
         return pd.DataFrame({c: out[c] for c in self.out_columns})
 
     def _aggregate(self, new: pd.DataFrame, events: pd.DataFrame, windows: list[np.ndarray]) -> pd.DataFrame:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         mats = [w if w.ndim == 2 else w[None, :] for w in windows]  # each: (windows x events) indices
         n_win = sum(m.shape[0] for m in mats)
         out: dict[str, Any] = {}

@@ -1,0 +1,60 @@
+"""The modules Spark imports in a fresh Python process at every query start stay light: pandas is
+imported where rows are handled, not when the module is (docs/architecture.md, "What a run costs").
+
+At a query's first micro-batch Spark asks each Python stateful processor for its state's schema in a
+new process (`transform_with_state_driver_worker`, not forked from the daemon), and reads each Python
+source's offsets in another (`python_streaming_source_runner`): both unpickle the processor or the
+source, which imports its module. pandas alone took ~0.3 s of each such start (the executors' workers
+come from the daemon, which has it preloaded)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# every module that holds a StatefulProcessor or a DataSource the deployer hands to Spark
+STARTED_FRESH = (
+    "deployer.spark.output.processor",
+    "deployer.spark.patterns.processor",
+    "deployer.spark.streams.file_source",
+    "deployer.spark.streams.merge_sequencer",
+    "deployer.spark.streams.redis_source",
+    "deployer.spark.streams.sequencer",
+    "deployer.spark.streams.trigger_source",
+    "deployer.spark.windows.tuple_buckets",
+    "deployer.spark.windows.window_state",
+)
+HEAVY = ("pandas", "croniter")
+
+# what the fresh process has imported before it unpickles ours: PySpark's own driver worker
+_PROBE = """
+import json, sys
+import pyspark.sql.streaming.transform_with_state_driver_worker, pyspark.sql.datasource
+before = set(sys.modules)
+__import__(sys.argv[1])
+print(json.dumps(sorted({m.split(".")[0] for m in set(sys.modules) - before})))
+"""
+
+
+def test_every_module_spark_starts_fresh_is_listed() -> None:
+    holders = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (ROOT / "deployer" / "spark").rglob("*.py")
+        if "(StatefulProcessor)" in (text := p.read_text()) or "(DataSource)" in text
+    }
+    assert holders == set(STARTED_FRESH)
+
+
+@pytest.mark.parametrize("module", STARTED_FRESH)
+def test_a_query_start_imports_no_pandas(module: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, module], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    imported = set(json.loads(done.stdout))
+    assert module.split(".")[0] in imported  # the probe did import it
+    assert imported & set(HEAVY) == set()
