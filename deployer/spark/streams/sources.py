@@ -80,7 +80,7 @@ def counted(parsed: DataFrame, node: g.Source) -> DataFrame:
 def events_of(parsed: DataFrame, node: g.Source) -> DataFrame:
     """`split`'s events of a source's parsed rows (a micro-batch of them too)."""
     is_end = F.coalesce(F.col(END), F.lit(False))
-    values = [col_name(i) for i in range(len(node.schema))]
+    values = _values(node)
     rejected = F.col(REASON).isNotNull()
     if node.event_time is None:
         return parsed.filter(~rejected & ~is_end).select(*values, SEQ)
@@ -91,7 +91,7 @@ def events_of(parsed: DataFrame, node: g.Source) -> DataFrame:
 def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
     """`split`'s dead letters of a source's parsed rows (a micro-batch of them too)."""
     is_end = F.coalesce(F.col(END), F.lit(False))
-    values = [col_name(i) for i in range(len(node.schema))]
+    values = _values(node)
     rejected = F.col(REASON).isNotNull()
     bad = parsed.filter(rejected).select(
         F.lit("input").alias("stage"),
@@ -114,7 +114,7 @@ def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
     failure point `input-<stream>`): the rows of one query that alone reads the source."""
     is_end = F.coalesce(F.col(END), F.lit(False))
     rejected = F.col(REASON).isNotNull()
-    values = [col_name(i) for i in range(len(node.schema))]
+    values = _values(node)
     reason = F.when(rejected, F.col(REASON))
     untimed = F.lit(False)
     if node.event_time is not None:
@@ -220,22 +220,26 @@ def _released(node: g.Source, marked: DataFrame, spool: Any) -> DataFrame:
     label = f"late-{node.stream}"
     if spool is None or label not in spool.labels:
         return released_events(node, marked, merged=False)
-    values = [col_name(i) for i in range(len(node.schema))]
     where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
-    return spool(label, marked, LATE, _late_event(node), where).select(*values, SEQ)
+    return spool(label, marked, LATE, _late_event(node), where).select(*_values(node), SEQ)
 
 
 def _late_event(node: g.Source) -> Column:
     """A late event as its dead letter shows it: its values, its event time from `LATE_TS`."""
     index, _ = _event_time(node)
-    values = [col_name(i) for i in range(len(node.schema))]
-    return F.struct(*[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(values)])
+    return F.struct(
+        *[F.col(LATE_TS).alias(v) if i == index else F.col(v) for i, v in enumerate(_values(node))]
+    )
+
+
+def _values(node: g.Source) -> list[str]:
+    """The names of the source's value columns, in its schema's order."""
+    return [col_name(i) for i in range(len(node.schema))]
 
 
 def released_events(node: g.Source, marked: DataFrame, merged: bool) -> DataFrame:
     """`released`'s events only."""
-    values = [col_name(i) for i in range(len(node.schema))]
-    events = marked.filter(F.col(LATE).isNull()).select(*values, SEQ)
+    events = marked.filter(F.col(LATE).isNull()).select(*_values(node), SEQ)
     return _placed(node, events) if merged else events
 
 

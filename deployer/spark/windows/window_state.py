@@ -53,10 +53,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def _missing(v: Any) -> bool:
-    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
-
-    return v is None or (isinstance(v, float) and v != v) or v is pd.NaT
+def _missing(v: Any, nat: Any) -> bool:
+    """`v` is NULL as pandas hands it over: None, NaN or `nat` (pandas' NaT)."""
+    return v is None or (isinstance(v, float) and v != v) or v is nat
 
 
 INTEGRAL = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
@@ -170,13 +169,15 @@ class WindowProcessor(StatefulProcessor):
         """The buffer's columns as lists of plain Python values of the buffer's types. pandas hands
         an integer column with NULLs over as floats with NaN, which must go back as ints and None.
         (The buffer holds no timestamps: they are kept as epoch microseconds.)"""
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         out: list[list[Any]] = []
         for f in self.buf_schema.fields:
             column = rest[f.name]
             fn = _to_state(f.dataType)
             values = column.tolist()
             if column.isna().any():
-                values = [None if _missing(v) else (fn(v) if fn is not None else v) for v in values]
+                values = [None if _missing(v, pd.NaT) else (fn(v) if fn is not None else v) for v in values]
             elif fn is not None and column.dtype.kind != _NUMPY_KIND.get(fn, column.dtype.kind):
                 values = [fn(v) for v in values]
             out.append(values)
