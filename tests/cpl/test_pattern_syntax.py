@@ -9,7 +9,7 @@ from lark.parsers.lalr_analysis import LALR_Analyzer
 
 from cpl import syntax_tree as ast
 from cpl.errors import Diagnostics
-from cpl.grammar import lark_parser
+from cpl.grammar import built_parser
 from cpl.parser import parse
 from cpl.syntax_errors import _in_pattern
 from cpl.unparse import script as unparse_script
@@ -570,7 +570,7 @@ def test_a_malformed_index_is_a_syntax_error_at_its_place(written: str, at: str,
 def test_each_pattern_hint_is_given_only_at_its_place() -> None:
     """syntax_errors tells the places of a pattern apart by the tokens the parser expects there;
     check it against every state of the LALR table: each hint only where it belongs, and each used."""
-    analyzer = LALR_Analyzer(lark_parser().parser.parser.parser_conf, debug=True)
+    analyzer = LALR_Analyzer(built_parser(cached=False).parser.parser.parser_conf, debug=True)
     analyzer.compute_lalr()
     seen: set[str] = set()
     for closure, actions in analyzer.parse_table.states.items():
