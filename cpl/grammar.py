@@ -50,11 +50,13 @@ def built_parser(cached: bool) -> Lark:
 
 def _cache_file(grammar: str) -> str | None:
     """The user's own cache file for this grammar's tables (one per grammar, lark version and
-    Python version: lark checks them when it loads it), under $XDG_CACHE_HOME/cep or ~/.cache/cep.
-    Not the system's temp directory, which lark would choose: the file is a pickle, and anyone can
-    put a file there. None when that directory cannot be made."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    directory = Path(base) / "cep"
+    Python version: lark checks them when it loads it), under $XDG_CACHE_HOME/paascep/cpl (by
+    default ~/.cache/paascep/cpl), beside the JVM's archive (deployer.spark.run.jvm_archive
+    `cache_dir`, which cpl cannot import). Not the system's temp directory, which lark would
+    choose: the file is a pickle, and anyone can put a file there. None when that directory cannot
+    be made."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    directory = Path(base) / "paascep" / "cpl"
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:

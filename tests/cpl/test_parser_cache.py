@@ -17,7 +17,7 @@ SCRIPT = "INSERT INTO o SELECT e1.k AS k FROM PATTERN EVERY e1=a[v > 5] -> e2=a[
 @pytest.fixture
 def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    return tmp_path / "cep"
+    return tmp_path / "paascep" / "cpl"
 
 
 def _loaded_from_cache(caplog: pytest.LogCaptureFixture) -> bool:
