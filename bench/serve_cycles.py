@@ -9,6 +9,12 @@ the driver JVM's heap in use after a full collection (`MemoryMXBean` after `Syst
 resident memory of the JVM and of this Python process. The row compares the 200th with the 20th:
 the issue's goal is within 10 %.
 
+Where the JVM's resident memory goes: when `jcmd` is there and the JVM is started here, it runs with
+`-XX:NativeMemoryTracking=summary` (about 15 MB and a little CPU of its own), and each mark also
+records, from `jcmd <pid> VM.native_memory summary`, the heap's committed size, the JIT's compiled
+code, the classes' metadata, and what the JVM does not track at all (its resident memory less all
+it has committed: native libraries' allocations, RocksDB's among them).
+
     bench/run --only serve        (200 cycles; --quick: 40)
 """
 
@@ -18,7 +24,9 @@ import gc
 import io
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +54,39 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+NMT = "-XX:NativeMemoryTracking=summary"
+# `jcmd ... VM.native_memory summary` categories kept per mark (committed MB)
+_NATIVE = {"Java Heap": "jvm_heap_committed_mb", "Code": "jvm_code_mb", "Metaspace": "jvm_metaspace_mb"}
+
+
+def _track_native_memory() -> None:
+    """Start the JVM this process starts with native memory tracking, when `jcmd` can read it."""
+    if shutil.which("jcmd") is None:
+        return
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if NMT not in opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {NMT}".strip()
+
+
+def _native(jvm_pid: int, rss_mb: float) -> dict[str, float]:
+    """The JVM's committed memory by category, and its resident memory less all it has committed;
+    nothing when the JVM tracks none (started before this bench, or without `jcmd`)."""
+    if shutil.which("jcmd") is None:
+        return {}
+    said = subprocess.run(
+        ["jcmd", str(jvm_pid), "VM.native_memory", "summary"], capture_output=True, text=True, timeout=60
+    ).stdout
+    found: dict[str, float] = {}
+    for line in said.splitlines():
+        total = re.match(r"Total: reserved=\d+KB, committed=(\d+)KB", line)
+        if total:
+            found["jvm_untracked_mb"] = rss_mb - int(total.group(1)) / 1024
+        part = re.match(r"-\s+(.+?) \(reserved=\d+KB, committed=(\d+)KB\)", line)
+        if part and part.group(1).strip() in _NATIVE:
+            found[_NATIVE[part.group(1).strip()]] = int(part.group(2)) / 1024
+    return found
+
+
 def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
     gc.collect()  # py4j frees a JVM object once Python has freed its proxy (as cep serve does)
     jvm = spark.sparkContext._jvm
@@ -53,10 +94,12 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
         jvm.java.lang.System.gc()
         time.sleep(0.5)
     heap = jvm.java.lang.management.ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed()
+    rss_mb = _rss_kb(jvm_pid) / 1024
     return {
         "heap_mb": heap / 2**20,
-        "jvm_rss_mb": _rss_kb(jvm_pid) / 1024,
+        "jvm_rss_mb": rss_mb,
         "python_rss_mb": _rss_kb(os.getpid()) / 1024,
+        **_native(jvm_pid, rss_mb),
     }
 
 
@@ -75,6 +118,7 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
 
     work = Path(tempfile.mkdtemp(prefix="cep-serve-cycles-"))
     try:
+        _track_native_memory()
         spark = spark_session(log=work / "spark.log")
         graph = compile_script(SCRIPT).graph
         jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
@@ -119,6 +163,9 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         "heap_mb": "driver heap after GC",
         "jvm_rss_mb": "JVM resident",
         "python_rss_mb": "Python resident",
+        # the JVM's own accounting, when it kept one (_native)
+        "jvm_code_mb": "JVM compiled code",
+        "jvm_untracked_mb": "JVM native memory it does not track",
     }
     return [
         row(
@@ -132,4 +179,5 @@ def rows(quick: bool) -> list[dict[str, Any]]:
             + ", ".join(f"{k}: {m[key]:.0f}" for k, m in result["marks"].items()),
         )
         for key, label in what.items()
+        if key in first and key in last
     ]
