@@ -100,7 +100,12 @@ def test_postgres_down_mid_stream_then_resume(tmp_path: Path) -> None:
         assert code not in (0, -9), failed_run[-3000:]
         # one line says what happened, where, and what to do; the URL is shown redacted
         last = error_line(failed_run)
-        assert "failed: store crm (postgresql://" in last and "Connection refused" in last, last
+        assert "failed: store crm (postgresql://" in last and "connection failed" in last, last
+        # What the last attempt heard depends on how far the crash had gone: refused once the server
+        # is gone; closed, or "shutting down", while its processes were still going down (seen on a
+        # loaded machine: the run's three attempts, 0.7 s in all, fell while the server went down).
+        crashed_answers = ("Connection refused", "closed the connection unexpectedly", "shutting down")
+        assert any(answer in last for answer in crashed_answers), last
         assert "run the same command again to resume" in last, last
         assert took < 150  # it stopped; it did not hang on the dead server
 
