@@ -81,9 +81,9 @@ def _native(jvm_pid: int, rss_mb: float) -> dict[str, float]:
         total = re.match(r"Total: reserved=\d+KB, committed=(\d+)KB", line)
         if total:
             found["jvm_untracked_mb"] = rss_mb - int(total.group(1)) / 1024
-        part = re.match(r"-\s+(.+?) \(reserved=\d+KB, committed=(\d+)KB\)", line)
-        if part and part.group(1).strip() in _NATIVE:
-            found[_NATIVE[part.group(1).strip()]] = int(part.group(2)) / 1024
+        part = re.match(r"-\s+(.+?)\s+\(reserved=\d+KB, committed=(\d+)KB\)", line)
+        if part and part.group(1) in _NATIVE:
+            found[_NATIVE[part.group(1)]] = int(part.group(2)) / 1024
     return found
 
 
