@@ -99,6 +99,12 @@ class Settings:
         "Spark: options of the JVM a bounded `cep run` (`--until-idle`) starts; `none`: Spark's own "
         '(docs/settings.md, "The JVM of a bounded run")',
     )
+    long_jvm_options: str = _setting(
+        "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000",
+        "CEP_LONG_JVM_OPTIONS",
+        "Spark: options of the JVM a run that watches its input (`cep run` without `--until-idle`) or "
+        '`cep serve` starts; `none`: Spark\'s own (docs/settings.md, "The JVM of a long-lived run")',
+    )
     jvm_archive: bool = _setting(
         True,
         "CEP_JVM_ARCHIVE",

@@ -78,6 +78,10 @@ def stop_mid_stream(
                 assert proc.poll() is None, f"the run ended on its own:\n{tail(log)}"
                 assert time.monotonic() - t0 < 180, f"nothing happened in 180 s:\n{tail(log)}"
                 time.sleep(0.05)
+        # a watching run's JVM has the long-lived run's options (docs/settings.md)
+        assert any(LONG_RUN_OPTION in jvm for jvm in java_command_lines(proc.pid)), java_command_lines(
+            proc.pid
+        )
         while feeder.written < until:
             feeder.add([files[feeder.written]])
             time.sleep(0.3)
@@ -97,6 +101,22 @@ def stop_mid_stream(
     finally:
         kill_all(proc)
     return code, took, log.read_text(errors="replace")[before:]
+
+
+LONG_RUN_OPTION = "-XX:TrimNativeHeapInterval=5000"
+
+
+def java_command_lines(sid: int) -> list[str]:
+    """The command lines of the JVMs among session `sid`'s processes."""
+    lines = []
+    for pid in session_members(sid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and Path(argv[0].decode(errors="replace")).name == "java":
+            lines.append(" ".join(a.decode(errors="replace") for a in argv))
+    return lines
 
 
 def test_stop_on_sigterm_and_ctrl_c_then_resume(pg_db: str, pg_reference_db: str, tmp_path: Path) -> None:

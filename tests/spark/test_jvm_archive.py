@@ -94,16 +94,21 @@ def test_options_of_the_users_own_are_left_alone(monkeypatch: pytest.MonkeyPatch
     assert jvm_archive.options("-Xmx1g") == jvm_archive.Archive("-Xmx1g")
 
 
-def test_a_bounded_runs_jvm_options_and_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    from deployer.spark.run.session import bounded_jvm_options
+def test_the_driver_jvms_options_and_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deployer.spark.run.session import driver_jvm_options
 
     monkeypatch.setenv("CEP_JVM_ARCHIVE", "0")
     monkeypatch.delenv("CEP_BOUNDED_JVM_OPTIONS", raising=False)
-    assert bounded_jvm_options(True) == {
+    assert driver_jvm_options(True) == {
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     }
-    assert bounded_jvm_options(False) == {}
+    monkeypatch.delenv("CEP_LONG_JVM_OPTIONS", raising=False)
+    assert driver_jvm_options(False) == {  # a run that watches its input, `cep serve`
+        "spark.driver.extraJavaOptions": "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"
+    }
+    monkeypatch.setenv("CEP_LONG_JVM_OPTIONS", "none")
+    assert driver_jvm_options(False) == {}
     monkeypatch.setenv("CEP_BOUNDED_JVM_OPTIONS", "")  # empty: the default, as for every setting
-    assert bounded_jvm_options(True) != {}
+    assert driver_jvm_options(True) != {}
     monkeypatch.setenv("CEP_BOUNDED_JVM_OPTIONS", "none")  # Spark's own
-    assert bounded_jvm_options(True) == {}
+    assert driver_jvm_options(True) == {}

@@ -200,9 +200,9 @@ def spark_session(
     """A session configured for CEP: UTC, few shuffle partitions, its log in a file.
 
     The first session of a process starts the JVM, with its output in `log` (default:
-    `run_log(None)`, under $CEP_DATA_DIR/logs), and, for a `bounded` run (one that ends once its
-    input is consumed), the options of `bounded_jvm_options`; later ones share that JVM and its log
-    (`jvm_log`)."""
+    `run_log(None)`, under $CEP_DATA_DIR/logs), and the options of `driver_jvm_options`: a
+    `bounded` run's (one that ends once its input is consumed) or a long-lived one's; later ones
+    share that JVM and its log (`jvm_log`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = master or "local[*]"
     conf = settings.current()
@@ -220,7 +220,7 @@ def spark_session(
         **python_worker_conf(master),
     }
     if SparkContext._gateway is None:
-        launch_jvm({**options, **CONTEXT_CONF, **bounded_jvm_options(bounded)}, log or run_log(None))
+        launch_jvm({**options, **CONTEXT_CONF, **driver_jvm_options(bounded)}, log or run_log(None))
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
@@ -234,19 +234,25 @@ def spark_session(
 # JFR recording: 43 s of compilation in a 41 s run on 2 cores; what these options and the class
 # archive save: bench/run --only small, docs/settings.md). The serial collector has no collector threads to compete with the work
 # on a small machine, and a bounded run's heap is short-lived. A run that watches its input (or
-# `cep serve`) keeps Spark's defaults: its hot code is compiled once and runs for hours.
+# `cep serve`) keeps Spark's compiler and collector: its hot code is compiled once and runs for
+# hours. It does have the JVM give the C library's free memory back every 5 s
+# (CEP_LONG_JVM_OPTIONS): without it, `cep serve`'s resident memory grew ~0.7 MB per deployment
+# run, in native memory the JVM does not track and the C library kept after it was freed
+# (bench/run --only serve; docs/settings.md, "The JVM of a long-lived run"). A JDK before 17.0.9
+# has no such option: `IgnoreUnrecognizedVMOptions` lets it start without.
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 _archive: jvm_archive.Archive | None = None  # the archive options of the JVM this process started
 
 
-def bounded_jvm_options(bounded: bool) -> dict[str, str]:
+def driver_jvm_options(bounded: bool) -> dict[str, str]:
     """The driver JVM's options for a run that is `bounded`: CEP_BOUNDED_JVM_OPTIONS and the class
-    archive's (deployer.spark.run.jvm_archive); none for another run."""
+    archive's (deployer.spark.run.jvm_archive); for another run, CEP_LONG_JVM_OPTIONS."""
     global _archive
     if not bounded:
-        return {}
+        chosen = settings.current().long_jvm_options.strip()
+        return {} if chosen.lower() in ("", "none") else {_DRIVER_JAVA_OPTIONS: chosen}
     chosen = settings.current().bounded_jvm_options.strip()
     # "none": Spark's own options (an empty variable takes the default, as every setting does)
     _archive = jvm_archive.options("" if chosen.lower() == "none" else chosen)
