@@ -74,6 +74,16 @@ AFTER_WINDOWS = {
         "INSERT INTO time_last SELECT k, sum(v) AS total FROM s WINDOW TIME SIZE 1 SECOND GROUP BY k "
         "OUTPUT LAST EVERY 2 SECONDS;\n"
     ),
+    # ALL and LAST EVERY duration over a TIME window run in Spark's own window aggregation
+    # (deployer.spark.output.in_window): a sliding window's rows, HAVING, no GROUP BY
+    "time_all": (
+        "INSERT INTO time_all SELECT k, count(*) AS n, window_end() AS e FROM s "
+        "WINDOW TIME SIZE 2 SECONDS ADVANCE 1 SECOND GROUP BY k HAVING count(*) > 1 OUTPUT ALL EVERY 3 SECONDS;\n"
+    ),
+    "time_last_all": (
+        "INSERT INTO time_last_all SELECT max(v) AS top, window_start() AS s0 FROM s "
+        "WINDOW TIME SIZE 500 MILLISECONDS OUTPUT LAST EVERY 2 SECONDS;\n"
+    ),
     "tuple_all": (
         "INSERT INTO tuple_all SELECT k, count(*) AS n FROM s WINDOW TUPLE SIZE 3 GROUP BY k "
         "OUTPUT ALL EVERY 2 SECONDS;\n"

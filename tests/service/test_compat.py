@@ -113,3 +113,15 @@ def test_a_sink_moving_into_or_out_of_the_shared_query_is_not() -> None:
         "output sink 'priced' was written by the query shared with other stateless sinks, and would now "
         "have a query of its own, which would write it again from the beginning"
     ]
+
+
+def test_a_limit_whose_state_moves_between_sparks_window_and_the_limiter_is_not() -> None:
+    # On Spark, ALL and LAST EVERY duration over a TIME window keep their buckets in a window
+    # aggregation of Spark's own (deployer.spark.output.in_window), the other limits in the
+    # limiter's processor: a checkpoint of one cannot feed the other.
+    last = CALLS.replace("GROUP BY caller;", "GROUP BY caller OUTPUT LAST EVERY 2 MINUTES;")
+    first = last.replace("OUTPUT LAST", "OUTPUT FIRST")
+    problems = why(first, old=last)
+    assert any("state changed from Spark's window aggregation to none" in p for p in problems), problems
+    assert why(last.replace("OUTPUT LAST", "OUTPUT ALL"), old=last) != []  # the clause itself
+    assert why(last, old=last) == []

@@ -4,7 +4,8 @@ computes over A + B in one run. At the restart a count bucket is part full, each
 counter and last time are somewhere in their period, a time bucket holds rows whose tick comes in
 B, and a snapshot's groups are live: the limiter carried in Spark's state store
 (deployer.spark.output.processor) must lose, repeat and revive none of them, and its order key
-must go on from where it stopped (the rows of B come after those of A).
+must go on from where it stopped (the rows of B come after those of A). So must the buckets of a
+LAST over a TIME window, which Spark's own window aggregation holds (deployer.spark.output.in_window).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ INSERT INTO lasts SELECT idcaller, duration, timestamp FROM cdr GROUP BY idcalle
   OUTPUT LAST EVERY 25 MINUTES;
 INSERT INTO board SELECT idcaller, sum(duration) AS total FROM cdr WINDOW TIME SIZE 20 MINUTES
   GROUP BY idcaller OUTPUT SNAPSHOT EVERY 15 MINUTES;
+INSERT INTO latest SELECT idcaller, count(*) AS calls FROM cdr WINDOW TIME SIZE 10 MINUTES
+  GROUP BY idcaller OUTPUT LAST EVERY 30 MINUTES;
 """
-STREAMS = ["sampled", "firsts", "lasts", "board"]
+STREAMS = ["sampled", "firsts", "lasts", "board", "latest"]
 RESTART = at(hours=2.1)  # A: the events before it, B: those at or after it
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from deployer.spark.output.placement import in_window
 from deployer.spark.run.queries import sequenced_merges, shared_sinks
 from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
@@ -48,7 +49,7 @@ def _source(node: g.Source, sources: Mapping[str, str]) -> tuple[str, tuple[Part
     )
 
 
-def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
+def _stateful(graph: g.Graph, node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
     if isinstance(node, g.Aggregate):
         parts: list[Part] = [
             ("window", node.window.describe()),
@@ -84,13 +85,16 @@ def _stateful(node: g.Node) -> tuple[str, tuple[Part, ...]] | None:
             ),
         )
     if isinstance(node, g.OutputRate):
-        # its state is the processor's pickled limiter (deployer.spark.output.processor STATE_VERSION)
+        # its state is the processor's pickled limiter (deployer.spark.output.processor STATE_VERSION),
+        # or Spark's own window aggregation's (deployer.spark.output.in_window)
+        native = (("state", "Spark's window aggregation"),) if in_window(graph, node) else ()
         return (
             f"the OUTPUT clause of line {node.line}",
             (
                 ("output", node.describe()),
                 ("per group", ", ".join(node.group_by) or "nothing"),
                 ("schema", str(node.input_schema)),
+                *native,
             ),
         )
     return None
@@ -113,7 +117,7 @@ def outputs(graph: g.Graph, sources: Mapping[str, str], sinks: Mapping[str, str]
     for key, node_id in ends.items():
         upstream = ancestors(graph, node_id)
         inputs = tuple(_source(n, sources) for n in upstream if isinstance(n, g.Source))
-        stateful = tuple(s for s in (_stateful(n) for n in upstream) if s is not None)
+        stateful = tuple(s for s in (_stateful(graph, n) for n in upstream) if s is not None)
         out[key] = (inputs, stateful)
     return out
 

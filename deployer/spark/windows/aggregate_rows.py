@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deployer.spark.output.placement import WINDOW_TIME
 from deployer.spark.translate.columns import col_name, encoded_event
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph, project
@@ -55,7 +56,9 @@ def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame, refused:
             F.col(REFUSED).isNotNull(), F.from_json(F.col(REFUSED_EVENT), T.ArrayType(T.StringType()))
         ).otherwise(encoded_event(whole))
 
+    timed = [WINDOW_TIME] if WINDOW_TIME in row.columns else []  # for a limit: in_window.py
+
     def then(kept: DataFrame) -> DataFrame:
-        return (kept if having is None else kept.filter(having)).select(*cols, SEQ)
+        return (kept if having is None else kept.filter(having)).select(*cols, SEQ, *timed)
 
     return sg.split_errors(node, row, errors, len(node.row_schema), then=then, event=event)

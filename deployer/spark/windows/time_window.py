@@ -11,6 +11,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deployer.spark.output.placement import WINDOW_TIME, feeds_window_limit
 from deployer.spark.translate.columns import Message, col_name, error_column, spark_type
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph, order_key
@@ -96,5 +97,7 @@ def time_aggregate(sg: SparkGraph, node: g.Aggregate) -> None:
         F.col("_w.end").alias(col_name(nk + na + 1)),
         F.concat(order_key(F.col("_w.end")), F.lit("|"), F.col("_first")).alias(SEQ),
         F.col(AGG_ERR),
+        # the row's time with Spark's watermark, for a limit in Spark's window aggregation
+        *([F.window_time(F.col("_w")).alias(WINDOW_TIME)] if feeds_window_limit(sg.graph, node) else []),
     )
     sg.ports[g.Port(node.id)] = finish_aggregate(sg, node, row)

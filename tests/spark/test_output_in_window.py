@@ -1,0 +1,53 @@
+"""Where the limiter runs on Spark (deployer.spark.output.placement): `ALL` and `LAST EVERY duration`
+over a TIME window's rows in a window aggregation of Spark's own, with no Python operator; the other
+forms in the limiter's stateful processor. The plans only (no query runs): the results are compared
+with the reference executor's in tests/fuzz/test_output_on_both_engines.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cpl.compiler import compile_script
+from deployer.spark.handlers import spark_graph
+
+pytestmark = [pytest.mark.spark]
+
+STREAM = "CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
+WINDOW = "INSERT INTO o SELECT k, sum(v) AS total FROM s WINDOW {} GROUP BY k HAVING sum(v) > 1 OUTPUT {};\n"
+
+
+def _plan(spark: Any, tmp_path: Any, window: str, output: str) -> str:
+    graph = compile_script(STREAM + WINDOW.format(window, output)).graph
+    source = (
+        spark.readStream.schema("_0 int, _1 int, _2 timestamp, __seq string")
+        .json(str(tmp_path))
+        .withWatermark("_2", "1 second")
+    )
+    df = spark_graph(graph, {"s": source}).port(graph.streams["o"])
+    plan: str = df._jdf.queryExecution().analyzed().toString()
+    return plan
+
+
+@pytest.mark.parametrize("output", ["LAST EVERY 2 SECONDS", "ALL EVERY 500 MILLISECONDS"])
+def test_a_time_windows_rows_are_held_in_sparks_own_window(spark: Any, tmp_path: Any, output: str) -> None:
+    plan = _plan(spark, tmp_path, "TIME SIZE 1 SECOND", output)
+    assert "TransformWithState" not in plan, plan
+    assert plan.count("Aggregate [window") == 2, plan  # the window's, then the limit's buckets
+
+
+@pytest.mark.parametrize(
+    ("window", "output"),
+    [
+        ("TIME SIZE 1 SECOND", "FIRST EVERY 2 SECONDS"),  # no buckets: each group's last row sent
+        ("TIME SIZE 1 SECOND", "LAST EVERY 3 EVENTS"),
+        ("TIME SIZE 2 SECONDS ADVANCE 1 SECOND", "SNAPSHOT EVERY 1 SECOND"),
+        ("TUPLE SIZE 3", "LAST EVERY 2 SECONDS"),
+    ],
+)
+def test_the_other_limits_run_in_the_limiters_processor(
+    spark: Any, tmp_path: Any, window: str, output: str
+) -> None:
+    plan = _plan(spark, tmp_path, window, output)
+    assert "TransformWithState" in plan, plan
