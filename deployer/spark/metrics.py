@@ -26,7 +26,12 @@ class BatchCounts:
 
     read: dict[str, int]  # per source: records (file sources, observed) or input rows (others)
     filtered: dict[str, int]  # per Filter/MultiFilter node (observed, graph.count_filtered)
-    late: int  # rows its stateful operators dropped behind the watermark
+    # late events per stream (`cep_late:<stream>`, set aside by its Sequencer), and under DROPPED the
+    # rows the query's stateful operators dropped behind the watermark
+    late: dict[str, int]
+
+
+DROPPED = "dropped"
 
 
 def batch_counts(p: Any) -> BatchCounts | None:
@@ -35,14 +40,16 @@ def batch_counts(p: Any) -> BatchCounts | None:
         return None
     read: dict[str, int] = {}
     filtered: dict[str, int] = {}
-    late = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in p.get("stateOperators") or [])
+    late = {
+        DROPPED: sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in p.get("stateOperators") or [])
+    }
     for name, row in (p.get("observedMetrics") or {}).items():
         if name.startswith(INPUT_METRIC):
             read[name] = int(row["rows"] or 0)
         elif name.startswith(FILTERED_METRIC):
             filtered[name[len(FILTERED_METRIC) :]] = int(row["rows"] or 0)
         elif name.startswith(LATE_METRIC):
-            late += int(row["rows"] or 0)
+            late[name] = late.get(name, 0) + int(row["rows"] or 0)
     for src in p.get("sources") or []:
         # File and Redis sources count their records by observation (deployer.spark.streams.sources.split);
         # the synthetic generator's rows are its input rows.

@@ -111,15 +111,19 @@ class Tally:
         """`stats` with the batches, records read, events filtered and late rows of every query."""
         read: dict[str, int] = {}
         filtered: dict[str, int] = {}
+        late: dict[str, int] = {}
         for batches in self.counts.values():
             stats.batches += len(batches)
             per_source: dict[str, int] = {}
             per_node: dict[str, int] = {}
+            per_stream: dict[str, int] = {}
             for b in batches.values():
                 for key, n in b.read.items():
                     per_source[key] = per_source.get(key, 0) + n
                 for key, n in b.filtered.items():
                     per_node[key] = per_node.get(key, 0) + n
+                for key, n in b.late.items():
+                    per_stream[key] = per_stream.get(key, 0) + n
             for key, n in per_source.items():
                 # The least any query read: a query whose plan reads a source twice (two
                 # branches of a union) counts its input rows twice.
@@ -127,8 +131,14 @@ class Tally:
             for key, n in per_node.items():
                 # Every query that runs a node counts the same events; one that stopped early, fewer.
                 filtered[key] = max(filtered.get(key, n), n)
-            # Each query runs the stateful operators upstream of its output: the most any query dropped.
-            stats.late = max(stats.late, sum(b.late for b in batches.values()))
+            for key, n in per_stream.items():
+                # Every query that passes a stream's Sequencer sets aside the same late events, and
+                # each query runs the stateful operators upstream of its output: per stream (and for
+                # the operators' drops) the most any query counted. Per stream, not per query: the
+                # late events of a stream only the dead-letters query reads are counted there alone
+                # (found by the fuzzer: tests/fuzz/test_found_late_events_of_an_unread_stream.py).
+                late[key] = max(late.get(key, n), n)
+        stats.late = max(stats.late, sum(late.values()))
         stats.rows_in = sum(read.values())
         stats.filtered = sum(filtered.values()) if count_filtered else None
         return stats
