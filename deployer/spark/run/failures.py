@@ -183,8 +183,15 @@ def dead_letters(
                 over.port(g.Port(node))
             # Only the stateless failure points: translating a window or a store call for the
             # failures of its input also splits its results, which its own query writes (the batch
-            # frames of the window itself, or of the store call, are never run).
-            out += [dead_letter_frame(dl.df, where(dl)) for dl in over.dead_letters if dl.node in nodes]
+            # frames of the window itself, or of the store call, are never run). The node's id is
+            # not enough to tell them apart: a window has both, its input's and its results' (a
+            # BATCH window's refused events were written twice: tests/fuzz/
+            # test_found_a_window_failure_point_written_twice.py).
+            out += [
+                dead_letter_frame(dl.df, where(dl))
+                for dl in over.dead_letters
+                if dl.node in nodes and dl.stateless
+            ]
             union = out[0]
             for frame in out[1:]:
                 union = union.unionByName(frame)
