@@ -129,6 +129,21 @@ def _read(inputs: Inputs, source: dict[str, g.Source], streams: list[str]) -> di
     return frames | {f"{_MARKED}{s}": m for s, (m, _) in inputs.marked.items() if s in streams}
 
 
+def _stateless_failures(over: SparkGraph, nodes: list[str]) -> list[DataFrame]:
+    """The dead letters of the stateless failure points of `nodes` in a micro-batch's plan."""
+    over.observations = {}  # the Filters' counts are their sinks' queries' to report
+    for node in nodes:
+        over.port(g.Port(node))
+    # Only the stateless failure points: translating a window or a store call for the failures of
+    # its input also splits its results, which its own query writes (the batch frames of the window
+    # itself, or of the store call, are never run). The node's id is not enough to tell them apart:
+    # a window has both, its input's and its results' (a BATCH window's refused events were written
+    # twice: tests/fuzz/test_found_a_window_failure_point_written_twice.py).
+    return [
+        dead_letter_frame(dl.df, where(dl)) for dl in over.dead_letters if dl.node in nodes and dl.stateless
+    ]
+
+
 def dead_letters(
     sg: SparkGraph, inputs: Inputs, dead: Writer, spooled: Collection[str] = ()
 ) -> tuple[DataFrame, Writer] | None:
@@ -177,21 +192,7 @@ def dead_letters(
                     events[s] = events_of(parts[f"{_PARSED}{s}"], source[s])
                 if s in rejecting:
                     out.append(dead_letter_frame(bad, {"stage": "input", "stream": s}))
-            over = plan({s: events[s] for s in streams})
-            over.observations = {}  # the Filters' counts are their sinks' queries' to report
-            for node in nodes:
-                over.port(g.Port(node))
-            # Only the stateless failure points: translating a window or a store call for the
-            # failures of its input also splits its results, which its own query writes (the batch
-            # frames of the window itself, or of the store call, are never run). The node's id is
-            # not enough to tell them apart: a window has both, its input's and its results' (a
-            # BATCH window's refused events were written twice: tests/fuzz/
-            # test_found_a_window_failure_point_written_twice.py).
-            out += [
-                dead_letter_frame(dl.df, where(dl))
-                for dl in over.dead_letters
-                if dl.node in nodes and dl.stateless
-            ]
+            out += _stateless_failures(plan({s: events[s] for s in streams}), nodes)
             union = out[0]
             for frame in out[1:]:
                 union = union.unionByName(frame)
