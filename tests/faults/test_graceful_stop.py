@@ -79,9 +79,8 @@ def stop_mid_stream(
                 assert time.monotonic() - t0 < 180, f"nothing happened in 180 s:\n{tail(log)}"
                 time.sleep(0.05)
         # a watching run's JVM has the long-lived run's options (docs/settings.md)
-        assert any(LONG_RUN_OPTION in jvm for jvm in java_command_lines(proc.pid)), java_command_lines(
-            proc.pid
-        )
+        jvms = java_command_lines(proc.pid)
+        assert any(LONG_RUN_OPTION in jvm for jvm in jvms), jvms
         while feeder.written < until:
             feeder.add([files[feeder.written]])
             time.sleep(0.3)

@@ -251,15 +251,20 @@ def driver_jvm_options(bounded: bool) -> dict[str, str]:
     archive's (deployer.spark.run.jvm_archive); for another run, CEP_LONG_JVM_OPTIONS."""
     global _archive
     if not bounded:
-        chosen = settings.current().long_jvm_options.strip()
-        return {} if chosen.lower() in ("", "none") else {_DRIVER_JAVA_OPTIONS: chosen}
-    chosen = settings.current().bounded_jvm_options.strip()
-    # "none": Spark's own options (an empty variable takes the default, as every setting does)
-    _archive = jvm_archive.options("" if chosen.lower() == "none" else chosen)
+        chosen = _chosen(settings.current().long_jvm_options)
+        return {_DRIVER_JAVA_OPTIONS: chosen} if chosen else {}
+    _archive = jvm_archive.options(_chosen(settings.current().bounded_jvm_options))
     if _archive.making is not None:
         # A program that never calls finish_jvm would leave the JVM's archive half-named behind.
         atexit.register(finish_jvm, lambda _: None)
     return {_DRIVER_JAVA_OPTIONS: _archive.options} if _archive.options else {}
+
+
+def _chosen(options: str) -> str:
+    """JVM options as a setting holds them; "none" (Spark's own) is none (an empty variable takes the
+    default, as every setting does)."""
+    options = options.strip()
+    return "" if options.lower() == "none" else options
 
 
 def finish_jvm(say: Callable[[str], None]) -> None:

@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from deployer.spark.output.placement import WINDOW_TIME
+from deployer.spark.output.placement import WINDOW_TIME, feeds_window_limit
 from deployer.spark.translate.columns import col_name, encoded_event
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph, project
@@ -56,7 +56,8 @@ def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame, refused:
             F.col(REFUSED).isNotNull(), F.from_json(F.col(REFUSED_EVENT), T.ArrayType(T.StringType()))
         ).otherwise(encoded_event(whole))
 
-    timed = [WINDOW_TIME] if WINDOW_TIME in row.columns else []  # for a limit: in_window.py
+    # the row's time with Spark's watermark, for a limit in Spark's window aggregation (in_window.py)
+    timed = [WINDOW_TIME] if node.window.kind == "time" and feeds_window_limit(sg.graph, node) else []
 
     def then(kept: DataFrame) -> DataFrame:
         return (kept if having is None else kept.filter(having)).select(*cols, SEQ, *timed)
