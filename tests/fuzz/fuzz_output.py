@@ -128,7 +128,7 @@ def limit(
 ) -> tuple[str, list[str] | None]:
     """A one-input statement's template (fuzz_statements.ONE_INPUT) with an OUTPUT clause now and
     then, and the order of its output. A GROUP BY cannot follow an `ON SQL` (it comes before it)."""
-    if not _draws(b):
+    if s.merged or not _draws(b):  # which rows a limit keeps depends on order (Stream.merged)
         return template, order
     timed = s.event_time is not None
     if kind == "aggregate":

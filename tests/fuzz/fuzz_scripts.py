@@ -47,6 +47,11 @@ class Stream:
     order: list[str] | None
     # what produced it: source, trigger, map, filter, union, aggregate, join, read, write, pattern
     kind: str = "source"
+    # an untimed merge (a Union without event time) is upstream: how its inputs interleave is the
+    # order they reach it, which is each engine's own (docs/language.md, "Merges"), so no statement
+    # whose result depends on order (a TUPLE or BATCH window, an OUTPUT limit, a keyed table, an
+    # UpdateSQL) reads it
+    merged: bool = False
 
     def scope(self, qualifier: str | None = None) -> list[Field]:
         out = []
@@ -125,10 +130,13 @@ class Builder:
         self.read.update(reads)
         graph = self.compile()
         for name, order in outputs.items():
-            self.learn(graph, name, order, kind)
+            self.learn(graph, name, order, kind, any(self.streams[r].merged for r in reads))
 
-    def learn(self, graph: g.Graph, name: str, order: list[str] | None, kind: str) -> None:
+    def learn(
+        self, graph: g.Graph, name: str, order: list[str] | None, kind: str, merged: bool = False
+    ) -> None:
         self.streams[name] = stream_of(graph, name, order, kind=kind)
+        self.streams[name].merged = merged
 
     def schema_of(self, select: str) -> Stream:
         """The schema a SELECT would produce, without keeping it."""

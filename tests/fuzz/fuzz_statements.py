@@ -7,7 +7,8 @@ time (a source, a Map's, a Union's, another join's, a store call's: an aggregate
 event time, so no join reads them); a Union of any two streams of one schema, and of two twin
 statements (the same SELECT over two streams of one schema, or over one stream twice), so that
 unions of aggregates, joins and Maps are met. Every expression position may draw an expression that
-fails on some events (fuzz_exprs.at).
+fails on some events (fuzz_exprs.at). Only what gives the same rows in any input order reads what a
+Union without event time produced (fuzz_scripts.Stream.merged; docs/language.md, "Merges").
 
 A statement is drawn as a template of its SELECT with its inputs left open (`{src}`, `{left}`,
 `{right}`), so that a twin is the same text over another stream.
@@ -195,8 +196,12 @@ ONE_INPUT = {
 }
 
 
+# what gives the same rows whatever order its input comes in (an OUTPUT limit aside: `limit`)
+ORDER_FREE = ("map", "filter", "read")
+
+
 def one_input(b: Builder, kind: str) -> bool:
-    s = b.pick()
+    s = b.pick(lambda s: kind in ORDER_FREE or not s.merged)
     made = ONE_INPUT[kind](b, s)
     if made is None:
         return False
@@ -215,7 +220,7 @@ def multifilter(b: Builder) -> bool:
     b.read.add(s.name)
     graph = b.compile()
     for out in outs:
-        b.learn(graph, out, s.order, "filter")
+        b.learn(graph, out, s.order, "filter", s.merged)
     return True
 
 
@@ -276,6 +281,8 @@ def _union(b: Builder, x: Stream, y: Stream) -> None:
     out = b.fresh("u")
     order = [] if x.event_time and x.order == [] and y.order == [] else None
     b.add(f"INSERT INTO {out} SELECT * FROM {x.name}, {y.name}", {out: order}, [x.name, y.name], "union")
+    if x.event_time is None:
+        b.streams[out].merged = True  # its inputs interleave as they arrive (Stream.merged)
 
 
 def _alike(x: Stream, y: Stream) -> bool:
@@ -313,8 +320,12 @@ def twins(b: Builder) -> bool:
     kind = b.draw(st.sampled_from(["map", "aggregate", "join", "read", "filter"]))
     if kind == "join" and not any(t.event_time for t in b.streams.values()):
         return False
-    s = b.pick(lambda s: kind != "join" or s.event_time is not None)
-    twin = b.draw(st.sampled_from([t for t in b.streams.values() if _alike(s, t)]))
+    s = b.pick(
+        lambda s: (kind != "join" or s.event_time is not None) and (kind in ORDER_FREE or not s.merged)
+    )
+    # a limit is drawn for `s` (fuzz_output.limit) and holds for both
+    twins = [t for t in b.streams.values() if _alike(s, t) and t.merged == s.merged]
+    twin = b.draw(st.sampled_from(twins))
     if kind == "join":
         if s.event_time is None:
             return False
@@ -335,7 +346,7 @@ def twins(b: Builder) -> bool:
     b.read.update(reads)
     graph = b.compile()
     for out in outs:
-        b.learn(graph, out, order, kind)
+        b.learn(graph, out, order, kind, s.merged or twin.merged)
     _union(b, b.streams[outs[0]], b.streams[outs[1]])
     return True
 
@@ -384,8 +395,8 @@ def table(b: Builder) -> bool:
     if not b.store:
         return False
     if b.draw(st.booleans()):
-        return materialize_window(b, b.pick())
-    candidates = [s for s in b.streams.values() if "k" in s.names(INT)]
+        return materialize_window(b, b.pick(lambda s: not s.merged))
+    candidates = [s for s in b.streams.values() if "k" in s.names(INT) and not s.merged]
     return bool(candidates) and materialize_stream(b, b.draw(st.sampled_from(candidates)))
 
 
