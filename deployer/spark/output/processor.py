@@ -99,7 +99,7 @@ class OutputProcessor(StatefulProcessor):
         new = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         new.columns = COLUMNS  # PySpark may hand the columns over with positional names
         # a NULL time (a count's rows without event time): ordered by `__seq` alone
-        stamps = [None if t is None or t != t else int(t) for t in new[TIME].tolist()]
+        stamps = [None if pd.isna(t) else int(t) for t in new[TIME].tolist()]
         seqs, groups, values = new[SEQ].tolist(), new[GROUP].tolist(), new[VALUES].tolist()
         order = sorted(range(len(new)), key=lambda i: (stamps[i] or 0, seqs[i]))
         limiter, timer, sent = self._load()

@@ -85,7 +85,9 @@ def _exact(spec: AggSpec, values: np.ndarray, valid: np.ndarray) -> tuple[np.nda
     null: list[bool] = []
     failed: list[bool] = []
     for row, ok in zip(values, valid, strict=True):
-        xs = [v for v, k in zip(row, ok, strict=True) if k]
+        # numpy's integers wrap on overflow where the language's fail: Python's ints (a bigint column
+        # with a NULL comes as numpy scalars in an object column)
+        xs = [v.item() if isinstance(v, np.generic) else v for v, k in zip(row, ok, strict=True) if k]
         try:
             value = _value(spec, xs) if xs else None
         except EvalError:

@@ -53,12 +53,27 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def _missing(v: Any, nat: Any) -> bool:
-    """`v` is NULL as pandas hands it over: None, NaN or `nat` (pandas' NaT)."""
-    return v is None or (isinstance(v, float) and v != v) or v is nat
+def _missing(v: Any, nat: Any, na: Any = None) -> bool:
+    """`v` is NULL as pandas hands it over: None, NaN, `nat` (pandas' NaT) or `na` (pandas' NA, an
+    integer column's NULL: deployer.spark.run.session, preferIntExtensionDtype)."""
+    return v is None or (isinstance(v, float) and v != v) or v is nat or (na is not None and v is na)
 
 
 INTEGRAL = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+
+
+def _held(buf_schema: T.StructType, columns: Any) -> pd.DataFrame:
+    """The events the state holds, column by column: an integer column with a NULL as Python
+    objects, as the new events come (pandas would make it floats, rounding a bigint above 2**53)."""
+    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
+    data = {
+        f.name: pd.Series(list(vs), dtype=object)
+        if isinstance(f.dataType, INTEGRAL) and any(v is None for v in vs)
+        else pd.Series(list(vs))
+        for f, vs in zip(buf_schema.fields, columns, strict=True)
+    }
+    return pd.DataFrame(data, columns=buf_schema.names)
 
 
 def _to_state(t: T.DataType) -> Any:
@@ -147,9 +162,7 @@ class WindowProcessor(StatefulProcessor):
         skip, is_open = 0, False
         if state is not None:
             skip, is_open = int(state[0] or 0), bool(state[1])
-            old = pd.DataFrame(
-                dict(zip(self.value_columns, state[2:], strict=True)), columns=self.value_columns
-            )
+            old = _held(self.buf_schema, state[2:])
         refused: list[tuple[int, str]] = []
         if self.kind == "tuple":
             events, windows, rest, skip = self._tuple(old, new[self.value_columns], skip)
@@ -177,7 +190,9 @@ class WindowProcessor(StatefulProcessor):
             fn = _to_state(f.dataType)
             values = column.tolist()
             if column.isna().any():
-                values = [None if _missing(v, pd.NaT) else (fn(v) if fn is not None else v) for v in values]
+                values = [
+                    None if _missing(v, pd.NaT, pd.NA) else (fn(v) if fn is not None else v) for v in values
+                ]
             elif fn is not None and column.dtype.kind != _NUMPY_KIND.get(fn, column.dtype.kind):
                 values = [fn(v) for v in values]
             out.append(values)
