@@ -77,8 +77,13 @@ class Settings:
         "CEP_PYTHON_UDS",
         "Spark local master: Python workers over a Unix domain socket (0: loopback TCP)",
     )
-    shuffle_partitions: int = _setting(
-        4, "CEP_SHUFFLE_PARTITIONS", "Spark: `spark.sql.shuffle.partitions`", 1
+    shuffle_partitions: int | None = _setting(
+        None,
+        "CEP_SHUFFLE_PARTITIONS",
+        "Spark: `spark.sql.shuffle.partitions`, the state partitions a stateful query's new checkpoint "
+        "gets (default: the session's parallelism, its cores)",
+        1,
+        int,
     )
     spark_bind: str = _setting(
         "127.0.0.1",

@@ -50,7 +50,7 @@ from deployer.spark.run.queries import (
 )
 from deployer.spark.run.reclaim import stop_idle_monitors
 from deployer.spark.run.reporter import Reporter, progress_text
-from deployer.spark.run.session import prepare_session, set_log_level
+from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
 from deployer.spark.streams.sinks import sink_writer
@@ -158,7 +158,7 @@ class SparkDeployment:
         planned = next((q for q in self.plan if q.name == name), None)
         stateful = planned is None or bool(planned.stateful)
         wanted = {
-            _PARTITIONS: str(settings.current().shuffle_partitions if stateful else 1),
+            _PARTITIONS: str(shuffle_partitions(self.spark) if stateful else 1),
             _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
             "spark.sql.exchange.reuse": "false" if stateful else "true",
         }
