@@ -43,6 +43,7 @@ from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph, order_key
 from deployer.spark.windows.aggregate_rows import AGG_ERR, REFUSED, REFUSED_EVENT, finish_aggregate
 from deployer.spark.windows.batch_bounds import START_ERR, STOP_ERR, batch_bounds
+from deployer.spark.windows.held_events import held_events, state_columns
 from deployer.spark.windows.reduce import AggSpec, agg_spec, reduce_windows
 from deployer.spark.windows.state_layout import bucketed
 from deployer.spark.windows.tuple_buckets import bucketed_tuple_aggregate
@@ -51,44 +52,6 @@ from operators import graph as g
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-def _missing(v: Any, nat: Any, na: Any = None) -> bool:
-    """`v` is NULL as pandas hands it over: None, NaN, `nat` (pandas' NaT) or `na` (pandas' NA, an
-    integer column's NULL: deployer.spark.run.session, preferIntExtensionDtype)."""
-    return v is None or (isinstance(v, float) and v != v) or v is nat or (na is not None and v is na)
-
-
-INTEGRAL = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
-
-
-def _held(buf_schema: T.StructType, columns: Any) -> pd.DataFrame:
-    """The events the state holds, column by column: an integer column with a NULL as Python
-    objects, as the new events come (pandas would make it floats, rounding a bigint above 2**53)."""
-    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
-
-    data = {
-        f.name: pd.Series(list(vs), dtype=object)
-        if isinstance(f.dataType, INTEGRAL) and any(v is None for v in vs)
-        else pd.Series(list(vs))
-        for f, vs in zip(buf_schema.fields, columns, strict=True)
-    }
-    return pd.DataFrame(data, columns=buf_schema.names)
-
-
-def _to_state(t: T.DataType) -> Any:
-    """The Python type a buffer column's values must have in the state; None: as they are."""
-    if isinstance(t, INTEGRAL):
-        return int
-    if isinstance(t, T.DoubleType | T.FloatType):
-        return float
-    if isinstance(t, T.BooleanType):
-        return bool
-    return None
-
-
-# The numpy dtype kind whose `tolist()` already gives each Python type.
-_NUMPY_KIND = {int: "i", float: "f", bool: "b"}
 
 
 def _tuple_windows(n: int, size: int, advance: int, skip: int) -> tuple[np.ndarray, int, int]:
@@ -162,7 +125,7 @@ class WindowProcessor(StatefulProcessor):
         skip, is_open = 0, False
         if state is not None:
             skip, is_open = int(state[0] or 0), bool(state[1])
-            old = _held(self.buf_schema, state[2:])
+            old = held_events(self.buf_schema, state[2:])
         refused: list[tuple[int, str]] = []
         if self.kind == "tuple":
             events, windows, rest, skip = self._tuple(old, new[self.value_columns], skip)
@@ -170,33 +133,13 @@ class WindowProcessor(StatefulProcessor):
             events, windows, rest, is_open = self._batch(old, new, is_open, refused)
         # Keep the window's remaining events (and the skip count and open flag) for the next batch.
         if len(rest) or skip or is_open:
-            self.win.update((skip, is_open, *self._state_columns(rest)))
+            self.win.update((skip, is_open, *state_columns(self.buf_schema, rest)))
         elif state is not None:
             self.win.clear()
         if windows:
             yield self._aggregate(new, events, windows)
         if refused:
             yield self._refused(new, refused)
-
-    def _state_columns(self, rest: pd.DataFrame) -> list[list[Any]]:
-        """The buffer's columns as lists of plain Python values of the buffer's types. pandas hands
-        an integer column with NULLs over as floats with NaN, which must go back as ints and None.
-        (The buffer holds no timestamps: they are kept as epoch microseconds.)"""
-        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
-
-        out: list[list[Any]] = []
-        for f in self.buf_schema.fields:
-            column = rest[f.name]
-            fn = _to_state(f.dataType)
-            values = column.tolist()
-            if column.isna().any():
-                values = [
-                    None if _missing(v, pd.NaT, pd.NA) else (fn(v) if fn is not None else v) for v in values
-                ]
-            elif fn is not None and column.dtype.kind != _NUMPY_KIND.get(fn, column.dtype.kind):
-                values = [fn(v) for v in values]
-            out.append(values)
-        return out
 
     def _tuple(
         self, old: pd.DataFrame | None, new: pd.DataFrame, skip: int

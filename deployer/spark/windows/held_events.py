@@ -1,0 +1,76 @@
+"""How the events a TUPLE or BATCH window holds cross between pandas and its state
+(deployer.spark.windows.window_state): as plain Python values of the buffer's types, exactly.
+
+PySpark hands a processor an integer column with a NULL as Python ints and NA (the session's
+preferIntExtensionDtype: deployer.spark.run.session), and the state gives its arrays back as Python
+values; pandas would make an integer column with a None floats, which round a bigint above 2**53.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import types as T
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _missing(v: Any, nat: Any, na: Any = None) -> bool:
+    """`v` is NULL as pandas hands it over: None, NaN, `nat` (pandas' NaT) or `na` (pandas' NA, an
+    integer column's NULL: deployer.spark.run.session, preferIntExtensionDtype)."""
+    return v is None or (isinstance(v, float) and v != v) or v is nat or (na is not None and v is na)
+
+
+INTEGRAL = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+
+
+def held_events(buf_schema: T.StructType, columns: Any) -> pd.DataFrame:
+    """The events the state holds, column by column: an integer column with a NULL as Python
+    objects, as the new events come (pandas would make it floats, rounding a bigint above 2**53)."""
+    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
+    data = {
+        f.name: pd.Series(list(vs), dtype=object)
+        if isinstance(f.dataType, INTEGRAL) and any(v is None for v in vs)
+        else pd.Series(list(vs))
+        for f, vs in zip(buf_schema.fields, columns, strict=True)
+    }
+    return pd.DataFrame(data, columns=buf_schema.names)
+
+
+def _to_state(t: T.DataType) -> Any:
+    """The Python type a buffer column's values must have in the state; None: as they are."""
+    if isinstance(t, INTEGRAL):
+        return int
+    if isinstance(t, T.DoubleType | T.FloatType):
+        return float
+    if isinstance(t, T.BooleanType):
+        return bool
+    return None
+
+
+# The numpy dtype kind whose `tolist()` already gives each Python type.
+_NUMPY_KIND = {int: "i", float: "f", bool: "b"}
+
+
+def state_columns(buf_schema: T.StructType, rest: pd.DataFrame) -> list[list[Any]]:
+    """The buffer's columns as lists of plain Python values of the buffer's types: NA, NaN and NaT
+    as None, numpy scalars as Python's (a session without preferIntExtensionDtype hands an integer
+    column with a NULL over as floats, which go back as ints). The buffer holds no timestamps: they
+    are kept as epoch microseconds."""
+    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
+    out: list[list[Any]] = []
+    for f in buf_schema.fields:
+        column = rest[f.name]
+        fn = _to_state(f.dataType)
+        values = column.tolist()
+        if column.isna().any():
+            values = [
+                None if _missing(v, pd.NaT, pd.NA) else (fn(v) if fn is not None else v) for v in values
+            ]
+        elif fn is not None and column.dtype.kind != _NUMPY_KIND.get(fn, column.dtype.kind):
+            values = [fn(v) for v in values]
+        out.append(values)
+    return out
