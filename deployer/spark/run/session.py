@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -214,6 +215,9 @@ def spark_session(
     options = {
         "spark.app.name": app,
         "spark.master": master,
+        # in the context's conf, not only this session's: a session made from it later
+        # (`newSession`) starts from the same number, not Spark's 200
+        **({"spark.sql.shuffle.partitions": str(n)} if (n := _local_partitions(master)) else {}),
         # Bind and advertise the same address: advertising the host's name while bound to loopback
         # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
         # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
@@ -232,6 +236,20 @@ def spark_session(
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark)))
     set_log_level(spark, conf.spark_log_level)
     return spark
+
+
+def _local_partitions(master: str) -> int | None:
+    """`shuffle_partitions` of a session on `master` before it exists: known for a local master
+    (its cores), else None (a cluster's parallelism is known once the context is up)."""
+    if settings.current().shuffle_partitions:
+        return settings.current().shuffle_partitions
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    threads = m.group(1)
+    if threads is None:  # `local`: one thread
+        return 1
+    return len(os.sched_getaffinity(0)) if threads == "*" else int(threads)
 
 
 def shuffle_partitions(spark: SparkSession) -> int:
