@@ -217,7 +217,11 @@ def spark_session(
         "spark.master": master,
         # in the context's conf, not only this session's: a session made from it later
         # (`newSession`) starts from the same number, not Spark's 200
-        **({"spark.sql.shuffle.partitions": str(n)} if (n := _local_partitions(master)) else {}),
+        **(
+            {"spark.sql.shuffle.partitions": str(n)}
+            if (n := conf.shuffle_partitions or _local_cores(master))
+            else {}
+        ),
         # Bind and advertise the same address: advertising the host's name while bound to loopback
         # makes block fetches (cached batches, shuffles) fail with "connection refused". Set
         # CEP_SPARK_BIND / CEP_SPARK_HOST to the machine's address when executors run elsewhere.
@@ -233,16 +237,14 @@ def spark_session(
     for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark)))
+    if n is None:  # a cluster: its parallelism, now that the context is up
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark)))
     set_log_level(spark, conf.spark_log_level)
     return spark
 
 
-def _local_partitions(master: str) -> int | None:
-    """`shuffle_partitions` of a session on `master` before it exists: known for a local master
-    (its cores), else None (a cluster's parallelism is known once the context is up)."""
-    if settings.current().shuffle_partitions:
-        return settings.current().shuffle_partitions
+def _local_cores(master: str) -> int | None:
+    """The cores of a local master, before its context exists; None for a cluster's."""
     m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
     if m is None:
         return None

@@ -57,7 +57,7 @@ def finish_aggregate(sg: SparkGraph, node: g.Aggregate, row: DataFrame, refused:
         ).otherwise(encoded_event(whole))
 
     # the row's time with Spark's watermark, for a limit in Spark's window aggregation (in_window.py)
-    timed = [WINDOW_TIME] if node.window.kind == "time" and feeds_window_limit(sg.graph, node) else []
+    timed = [WINDOW_TIME] if feeds_window_limit(sg.graph, node) else []
 
     def then(kept: DataFrame) -> DataFrame:
         return (kept if having is None else kept.filter(having)).select(*cols, SEQ, *timed)

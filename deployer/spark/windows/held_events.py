@@ -16,12 +16,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def _missing(v: Any, nat: Any, na: Any = None) -> bool:
-    """`v` is NULL as pandas hands it over: None, NaN, `nat` (pandas' NaT) or `na` (pandas' NA, an
-    integer column's NULL: deployer.spark.run.session, preferIntExtensionDtype)."""
-    return v is None or (isinstance(v, float) and v != v) or v is nat or (na is not None and v is na)
-
-
 INTEGRAL = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
@@ -67,9 +61,7 @@ def state_columns(buf_schema: T.StructType, rest: pd.DataFrame) -> list[list[Any
         fn = _to_state(f.dataType)
         values = column.tolist()
         if column.isna().any():
-            values = [
-                None if _missing(v, pd.NaT, pd.NA) else (fn(v) if fn is not None else v) for v in values
-            ]
+            values = [None if pd.isna(v) else (fn(v) if fn is not None else v) for v in values]
         elif fn is not None and column.dtype.kind != _NUMPY_KIND.get(fn, column.dtype.kind):
             values = [fn(v) for v in values]
         out.append(values)
