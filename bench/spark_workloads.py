@@ -49,6 +49,12 @@ INSERT INTO recent SELECT idcaller, sum(duration) AS total, count(*) AS calls
   FROM cdr1 WINDOW TUPLE SIZE 10 ADVANCE 10 GROUP BY idcaller;
 """
 
+# The same limit over the TUPLE window's rows, which the window's own processor holds
+# (deployer.spark.windows.window_limit): no operator of the limit's own.
+TUPLE_WINDOW_LIMITED = TUPLE_WINDOW.replace(
+    "GROUP BY idcaller;", "GROUP BY idcaller OUTPUT LAST EVERY 2 MINUTES;"
+)
+
 
 # A MultiFilter into three sinks: deployer.spark.run.shared's one query, which plans every micro-batch.
 MULTI_SINKS = f"""
@@ -85,7 +91,10 @@ def generator(spark: SparkSession, rows_per_batch: int, offset: int = 0) -> Data
     )
 
 
-def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataFrame]:
+def project_job(script: str, stream: str, ordered: bool = False) -> Callable[[SparkSession, int], DataFrame]:
+    """The script's `stream` as `cep run` computes it; `ordered`: with the order key its sink
+    writes the rows by (`__seq`), which `cep run` always computes (deployer.spark.streams.sinks),
+    and which a plan without it leaves out (a window's then skips finding each group's first event)."""
     graph = compile_script(script).graph
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
@@ -100,7 +109,7 @@ def project_job(script: str, stream: str) -> Callable[[SparkSession, int], DataF
                 df = df.withWatermark(ts, f"{s.watermark_ms or 0} milliseconds")
             sources[s.stream] = df
         sg = spark_graph(graph, sources)
-        return named(sg.port(graph.streams[stream]), graph.stream_schema(stream))
+        return named(sg.port(graph.streams[stream]), graph.stream_schema(stream), *([SEQ] if ordered else []))
 
     return build
 

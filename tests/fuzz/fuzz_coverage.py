@@ -5,8 +5,9 @@ dead-lettered from that place). A soak prints the table at its end, so that a ga
 
 Each OUTPUT clause (docs/language.md, "Output rate limiting") is a line of its own too: its form
 (`OutputRate LAST EVERY n EVENTS`, `OutputRate FIRST EVERY duration`, `OutputRate SNAPSHOT`), the
-statement whose rows it limits (a stateless one, an aggregate, a pattern, a join) in the upstream
-column, and whether it limits per group (`per group`, with a GROUP BY) or not (`-`); it evaluates
+statement whose rows it limits (a stateless one, an aggregate, a pattern, a join; `window's
+processor` for an ALL or LAST by time over a TUPLE or BATCH window that Spark's window processor
+holds itself: deployer.spark.output.placement.in_window_processor) in the upstream column, and whether it limits per group (`per group`, with a GROUP BY) or not (`-`); it evaluates
 no expression of its own, so only its cases count. So is each kind of trigger (`Trigger EVERY`,
 `Trigger START`, `Trigger cron`), by the kind of statement that reads its ticks (a Map or Filter, a
 window, an `ON SQL` call, a Union with events, a join, a pattern) in the upstream column.
@@ -27,6 +28,7 @@ from cpl.compiler import compile_script
 from deployer.connectors.records import to_event
 from deployer.evaluation.evaluate import compile_expr
 from deployer.local.runtime import EVAL_ERRORS
+from deployer.spark.output.placement import in_window_processor
 from operators import expr as ir
 from operators import graph as g
 from operators import patterns as pt
@@ -68,14 +70,17 @@ OUTPUT_FORMS = (
     "LAST EVERY duration",
     "SNAPSHOT",
 )
-LIMITED = ("stateless", "aggregate", "pattern", "join")
+IN_PROCESSOR = "window's processor"
+LIMITED = ("stateless", "aggregate", IN_PROCESSOR, "pattern", "join")
 GROUPED = "per group"
 OUTPUT_ROWS: tuple[Row, ...] = tuple(
     (f"OutputRate {form}", up, pos)
     for form in OUTPUT_FORMS
     for up in LIMITED
     for pos in ("-", GROUPED)
-    if (form != "SNAPSHOT" or up == "aggregate") and (up != "join" or pos == "-")
+    if (form != "SNAPSHOT" or up == "aggregate")
+    and (up != "join" or pos == "-")
+    and (up != IN_PROCESSOR or form in ("ALL EVERY duration", "LAST EVERY duration"))
 )
 # The triggers (CREATE TRIGGER): each kind, by the statement that reads its ticks (directly or
 # through other statements): a Map or Filter, a window, a data store call, a Union that merges them
@@ -103,6 +108,8 @@ def output_row(graph: g.Graph, node: OutputRate) -> Row:
     limited = {g.Aggregate: "aggregate", g.Pattern: "pattern", g.Join: "join"}.get(
         type(producer), "stateless"
     )
+    if in_window_processor(graph, node):
+        limited = IN_PROCESSOR
     return (f"OutputRate {form}", limited, GROUPED if node.group_by else "-")
 
 

@@ -51,7 +51,7 @@ def _limited(c: Case) -> list[str]:
 
 
 def test_the_generator_draws_every_form_of_output_clause() -> None:
-    drawn = _drawn(4 * len(OUTPUT_ROWS), OUTPUT_ROWS, per_seed=2)
+    drawn = _drawn(5 * len(OUTPUT_ROWS), OUTPUT_ROWS, per_seed=2)
     statements = {line for c in drawn for line in _limited(c)}
     assert len(statements) >= 100, f"only {len(statements)} distinct OUTPUT statements in {len(drawn)} cases"
     missing = [name for name, rx in FORMS.items() if not any(re.search(rx, s) for s in statements)]

@@ -125,3 +125,17 @@ def test_a_limit_whose_state_moves_between_sparks_window_and_the_limiter_is_not(
     assert any("state changed from Spark's window aggregation to none" in p for p in problems), problems
     assert why(last.replace("OUTPUT LAST", "OUTPUT ALL"), old=last) != []  # the clause itself
     assert why(last, old=last) == []
+
+
+def test_a_limit_whose_state_moves_into_a_tuple_windows_processor_is_not() -> None:
+    # ALL and LAST EVERY duration over a TUPLE or BATCH window without HAVING keep their rows in
+    # the window's own processor (deployer.spark.windows.window_limit); with a HAVING, the limiter
+    # has a processor of its own: a checkpoint of one cannot feed the other.
+    held = CALLS.replace(
+        "WINDOW per_minute GROUP BY caller;",
+        "WINDOW TUPLE SIZE 3 GROUP BY caller OUTPUT LAST EVERY 2 MINUTES;",
+    )
+    own = held.replace("GROUP BY caller OUTPUT", "GROUP BY caller HAVING sum(cost) > 0 OUTPUT")
+    problems = why(own, old=held)
+    assert any("state changed from the window's processor to none" in p for p in problems), problems
+    assert why(held, old=held) == []

@@ -1,6 +1,7 @@
 """Where the limiter runs on Spark (deployer.spark.output.placement): `ALL` and `LAST EVERY duration`
-over a TIME window's rows in a window aggregation of Spark's own, with no Python operator; the other
-forms in the limiter's stateful processor. The plans only (no query runs): the results are compared
+over a TIME window's rows in a window aggregation of Spark's own, with no Python operator; over a
+TUPLE or BATCH window's rows (without HAVING) in the window's own processor; the other forms in the
+limiter's stateful processor. The plans only (no query runs): the results are compared
 with the reference executor's in tests/fuzz/test_output_on_both_engines.py."""
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ pytestmark = [pytest.mark.spark]
 
 STREAM = "CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
 WINDOW = "INSERT INTO o SELECT k, sum(v) AS total FROM s WINDOW {} GROUP BY k HAVING sum(v) > 1 OUTPUT {};\n"
+NO_HAVING = "INSERT INTO o SELECT k, {} AS a FROM s WINDOW {} GROUP BY k OUTPUT {};\n"
 
 
-def _plan(spark: Any, tmp_path: Any, window: str, output: str) -> str:
-    graph = compile_script(STREAM + WINDOW.format(window, output)).graph
+def _plan(spark: Any, tmp_path: Any, window: str, output: str, statement: str | None = None) -> str:
+    graph = compile_script(STREAM + (statement or WINDOW.format(window, output))).graph
     source = (
         spark.readStream.schema("_0 int, _1 int, _2 timestamp, __seq string")
         .json(str(tmp_path))
@@ -51,3 +53,34 @@ def test_the_other_limits_run_in_the_limiters_processor(
 ) -> None:
     plan = _plan(spark, tmp_path, window, output)
     assert "TransformWithState" in plan, plan
+
+
+@pytest.mark.parametrize(
+    ("aggregate", "window", "output"),
+    [
+        ("sum(v)", "TUPLE SIZE 3", "LAST EVERY 2 SECONDS"),  # per bucket of groups
+        ("max(CAST(v AS varchar))", "TUPLE SIZE 3 ADVANCE 1", "ALL EVERY 1 SECOND"),  # per group
+        ("count(*)", "BATCH START v > 3 STOP v < 2", "LAST EVERY 1 SECOND"),
+    ],
+)
+def test_a_tuple_or_batch_windows_rows_are_held_by_its_processor(
+    spark: Any, tmp_path: Any, aggregate: str, window: str, output: str
+) -> None:
+    plan = _plan(spark, tmp_path, window, output, NO_HAVING.format(aggregate, window, output))
+    assert plan.count("TransformWithState") == 1, plan  # the window's, no limiter of its own
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        WINDOW.format("TUPLE SIZE 3", "LAST EVERY 2 SECONDS"),  # HAVING drops rows after the processor
+        NO_HAVING.format("10 / sum(v)", "TUPLE SIZE 3", "LAST EVERY 2 SECONDS"),  # a projection that can fail
+        NO_HAVING.format("sum(v)", "TUPLE SIZE 3", "FIRST EVERY 2 SECONDS"),
+        NO_HAVING.format("sum(v)", "TUPLE SIZE 3", "LAST EVERY 2 EVENTS"),
+    ],
+)
+def test_a_limit_the_window_cannot_hold_has_its_own_processor(
+    spark: Any, tmp_path: Any, statement: str
+) -> None:
+    plan = _plan(spark, tmp_path, "", "", statement)
+    assert plan.count("TransformWithState") == 2, plan

@@ -5,7 +5,9 @@ counter and last time are somewhere in their period, a time bucket holds rows wh
 B, and a snapshot's groups are live: the limiter carried in Spark's state store
 (deployer.spark.output.processor) must lose, repeat and revive none of them, and its order key
 must go on from where it stopped (the rows of B come after those of A). So must the buckets of a
-LAST over a TIME window, which Spark's own window aggregation holds (deployer.spark.output.in_window).
+LAST over a TIME window, which Spark's own window aggregation holds (deployer.spark.output.in_window),
+and those of a LAST over a TUPLE window and an ALL over a BATCH window, which the window's processor
+holds (deployer.spark.windows.window_limit) with its timers.
 """
 
 from __future__ import annotations
@@ -41,8 +43,12 @@ INSERT INTO board SELECT idcaller, sum(duration) AS total FROM cdr WINDOW TIME S
   GROUP BY idcaller OUTPUT SNAPSHOT EVERY 15 MINUTES;
 INSERT INTO latest SELECT idcaller, count(*) AS calls FROM cdr WINDOW TIME SIZE 10 MINUTES
   GROUP BY idcaller OUTPUT LAST EVERY 30 MINUTES;
+INSERT INTO recent SELECT idcaller, sum(duration) AS total FROM cdr WINDOW TUPLE SIZE 3
+  GROUP BY idcaller OUTPUT LAST EVERY 25 MINUTES;
+INSERT INTO spells SELECT idcaller, count(*) AS calls, max(duration) AS longest FROM cdr
+  WINDOW BATCH START duration > 100 STOP duration < 60 GROUP BY idcaller OUTPUT ALL EVERY 20 MINUTES;
 """
-STREAMS = ["sampled", "firsts", "lasts", "board", "latest"]
+STREAMS = ["sampled", "firsts", "lasts", "board", "latest", "recent", "spells"]
 RESTART = at(hours=2.1)  # A: the events before it, B: those at or after it
 
 

@@ -10,6 +10,7 @@ import random
 from collections import Counter
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
@@ -101,7 +102,7 @@ def run(events: list[Event], cuts: list[int], size: int, advance: int) -> Counte
         # through the state store's form, as between two micro-batches on Spark
         state = loaded(stored_state(kept)) if kept is not None else None
         if result is not None:
-            for r in result.to_dict("records"):
+            for r in pd.DataFrame({c: result[c] for c in [*OUT, ERR]}).to_dict("records"):
                 assert r[ERR] is None
                 out[_row(*[None if isinstance(r[c], float) and math.isnan(r[c]) else r[c] for c in OUT])] += 1
     return out

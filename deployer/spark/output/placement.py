@@ -1,6 +1,8 @@
 """Where an OutputRate node's limiter runs on Spark: in its own stateful processor
-(deployer.spark.output.processor), or, for `ALL` and `LAST EVERY duration` over a TIME window's rows,
-in a window aggregation of Spark's own after the window's (deployer.spark.output.in_window).
+(deployer.spark.output.processor); for `ALL` and `LAST EVERY duration` over a TIME window's rows, in
+a window aggregation of Spark's own after the window's (deployer.spark.output.in_window); for the
+same limits over a TUPLE or BATCH window's rows, inside the window's processor, which already holds
+the groups (deployer.spark.windows.window_limit).
 
 Kept apart from the translation (no pyspark here): the checkpoint's compatibility check
 (deployer.spark.run.compat) tells the two state layouts apart from the graph alone.
@@ -9,6 +11,7 @@ Kept apart from the translation (no pyspark here): the checkpoint's compatibilit
 from __future__ import annotations
 
 from operators import graph as g
+from operators.analysis import can_fail
 from operators.output_node import ALL, LAST, OutputRate
 
 # The hidden column of a TIME window's rows that a limit in Spark's window aggregation reads: the
@@ -28,3 +31,30 @@ def in_window(graph: g.Graph, node: OutputRate) -> bool:
 def feeds_window_limit(graph: g.Graph, node: g.Aggregate) -> bool:
     """Whether a TIME window aggregate's rows go to a limit that reads their WINDOW_TIME."""
     return any(isinstance(c, OutputRate) and in_window(graph, c) for c in graph.consumers(g.Port(node.id)))
+
+
+def in_window_processor(graph: g.Graph, node: OutputRate) -> bool:
+    """Whether `node` limits a TUPLE or BATCH window's rows by time, holding them (ALL, LAST), in
+    the window's own processor: when the limiter would see exactly the rows the processor makes,
+    that is, the statement has no HAVING (which drops rows after the processor) and no projection
+    that can fail (a failed row is dead-lettered before the limiter and must not be held)."""
+    if node.every_ms is None or node.kind not in (ALL, LAST) or node.time_index is not None:
+        return False
+    producer = graph.node(node.inputs[0].node)
+    return (
+        isinstance(producer, g.Aggregate)
+        and producer.window.kind in ("tuple", "batch")
+        and producer.having is None
+        and len(node.group_by) == len(producer.keys)
+        and not any(can_fail(p.expr) for p in producer.projections)
+        and len(graph.consumers(g.Port(producer.id))) == 1
+        and g.Port(producer.id) not in graph.streams.values()
+    )
+
+
+def limit_held_by(graph: g.Graph, node: g.Aggregate) -> OutputRate | None:
+    """The limit a TUPLE or BATCH window aggregate's processor holds its rows for, if any."""
+    for c in graph.consumers(g.Port(node.id)):
+        if isinstance(c, OutputRate) and in_window_processor(graph, c):
+            return c
+    return None

@@ -79,13 +79,7 @@ class OutputProcessor(StatefulProcessor):
         return limiter, timer, int(sent)
 
     def _save(self, limiter: Limiter, old_timer: int | None, sent: int) -> None:
-        due = limiter.due()
-        timer = None if due is None else -(-due // _US_PER_MS)
-        if timer != old_timer:
-            if old_timer is not None:
-                self.handle.deleteTimer(old_timer)
-            if timer is not None:
-                self.handle.registerTimer(timer)
+        timer = move_timer(self.handle, old_timer, limiter.due())
         self.state.update(
             (STATE_VERSION, pickle.dumps(limiter, protocol=pickle.HIGHEST_PROTOCOL), timer, sent)
         )
@@ -121,6 +115,18 @@ class OutputProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def move_timer(handle: StatefulProcessorHandle, old: int | None, due: int | None) -> int | None:
+    """A limiter's one event-time timer moved to its next due tick (`due`, µs; None: nothing is
+    due): the old one (ms) deleted, the new one registered; the new one, in ms."""
+    timer = None if due is None else -(-due // _US_PER_MS)
+    if timer != old:
+        if old is not None:
+            handle.deleteTimer(old)
+        if timer is not None:
+            handle.registerTimer(timer)
+    return timer
 
 
 def _frame(out: Out, sent: int, timed: bool) -> tuple[pd.DataFrame, int]:

@@ -388,7 +388,8 @@ def fired_by_watermark(node: g.Node) -> bool:
     """Whether Spark's own watermark drives the operator: it emits (a TIME window's rows) or evicts
     (a join's state) in the micro-batch after the one that advanced the watermark. The other stateful
     operators (the Sequencers, TUPLE and BATCH windows) act on the events of a batch alone and
-    register no timers; nor does an OUTPUT limit by count."""
+    register no timers (a window that holds an OUTPUT limit registers the limit's: the OutputRate
+    node's, which says so here); nor does an OUTPUT limit by count."""
     if isinstance(node, g.Pattern):
         return True  # its deadlines (absences, WITHIN) are event-time timers
     if isinstance(node, g.OutputRate):

@@ -43,6 +43,8 @@ from deployer.spark.streams.arrow_batches import coalesced, packed, unpacked
 from deployer.spark.windows.aggregate_rows import AGG_ERR
 from deployer.spark.windows.reduce import AggSpec, reduce_windows
 from deployer.spark.windows.state_layout import BUCKETS
+from deployer.spark.windows.window_limit import FIELD as LIMIT_FIELD
+from deployer.spark.windows.window_limit import WindowLimit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,6 +80,7 @@ class BucketedTuple(StatefulProcessor):
         buf_schema: T.StructType,
         out_columns: list[str],
         input_columns: list[str],
+        limit: WindowLimit | None = None,
     ):
         self.size = size
         self.advance = advance
@@ -88,16 +91,25 @@ class BucketedTuple(StatefulProcessor):
         }
         self.out_columns = out_columns
         self.input_columns = input_columns
+        self.limit = limit  # an OUTPUT limit held here (deployer.spark.windows.window_limit)
         self.state_schema = T.StructType(
-            [T.StructField("groups", T.BinaryType()), T.StructField("events", T.BinaryType())]
+            [
+                T.StructField("groups", T.BinaryType()),
+                T.StructField("events", T.BinaryType()),
+                *([LIMIT_FIELD] if limit is not None else []),
+            ]
         )
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.win = handle.getValueState("groups", self.state_schema)
+        if self.limit is not None:
+            self.limit.init(handle)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
+        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
         blobs: list[bytes] = []
         for frame in rows:
             frame.columns = self.input_columns
@@ -105,19 +117,39 @@ class BucketedTuple(StatefulProcessor):
         new = unpacked(blobs)
         stored = self.win.get()
         out, kept = self._step(new, loaded(stored))
-        if kept is None:
+        window = stored_state(kept) if kept is not None else (None, None)
+        if self.limit is None:
+            self._keep(stored, window, None)
+            if out is not None:
+                yield pd.DataFrame({c: out[c] for c in self.out_columns}, copy=False)
+            return
+        groups = list(out.pop("__group")) if out is not None else []
+        wm = timerValues.getCurrentWatermarkInMs()
+        frames, limit = self.limit.step(out, groups, wm, None if stored is None else stored[2])
+        self._keep(stored, window, limit)
+        yield from frames
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
+        assert self.limit is not None, "only a window that holds a limit registers timers"
+        stored = self.win.get()
+        wm, expiry = timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
+        frames, limit = self.limit.expired(wm, expiry, None if stored is None else stored[2])
+        self._keep(stored, (None, None) if stored is None else (stored[0], stored[1]), limit)
+        yield from frames
+
+    def _keep(self, stored: Any, window: tuple[bytes | None, bytes | None], limit: bytes | None) -> None:
+        """The bucket's state value: its window's (groups, events) and its limit's, or none."""
+        if window[0] is None and limit is None:
             if stored is not None:
                 self.win.clear()
         else:
-            self.win.update(stored_state(kept))
-        if out is not None:
-            yield out
+            self.win.update((*window, limit) if self.limit is not None else window)
 
     def _step(
         self, new: pa.Table, state: tuple[pa.Table, pa.Table] | None
-    ) -> tuple[pd.DataFrame | None, tuple[pa.Table, pa.Table] | None]:
-        """The windows the new events complete, and the bucket's state after them (None: empty);
-        a state is its (groups, events) tables."""
+    ) -> tuple[dict[str, Any] | None, tuple[pa.Table, pa.Table] | None]:
+        """The windows the new events complete (the output's columns), and the bucket's state after
+        them (None: empty); a state is its (groups, events) tables."""
         m = self._merged(new, state)
         # Per group: its events, the windows they complete, where its buffer is cut.
         n = np.bincount(m.elem_group, minlength=len(m.groups))
@@ -221,9 +253,7 @@ class BucketedTuple(StatefulProcessor):
         groups_new: np.ndarray,
         seq: np.ndarray,
         columns: dict[str, tuple[np.ndarray, np.ndarray]],
-    ) -> pd.DataFrame | None:
-        import pandas as pd  # not at the top: each query start imports this module (architecture.md)
-
+    ) -> dict[str, Any] | None:
         total = int(fired.sum())
         if not total:
             return None
@@ -254,7 +284,9 @@ class BucketedTuple(StatefulProcessor):
             errors[failed & unset] = spec.reason  # the first aggregate's that overflowed
         out["__seq"] = seq[idx[:, -1]]
         out[AGG_ERR] = errors
-        return pd.DataFrame({c: out[c] for c in self.out_columns}, copy=False)
+        if self.limit is not None:  # each row's group, for the limit (window_limit.WindowLimit.step)
+            out["__group"] = groups[win_group]
+        return out
 
     def close(self) -> None:
         pass
@@ -273,7 +305,9 @@ def stored_state(state: tuple[pa.Table, pa.Table]) -> tuple[bytes, bytes]:
 
 def loaded(stored: Any) -> tuple[pa.Table, pa.Table] | None:
     """The (groups, events) tables of a value kept by `stored_state` (None: no state)."""
-    return None if stored is None else (unpacked([stored[0]]), unpacked([stored[1]]))
+    if stored is None or stored[0] is None:  # none, or only a limit's (window_limit.FIELD)
+        return None
+    return unpacked([stored[0]]), unpacked([stored[1]])
 
 
 def bucketed_tuple_aggregate(
@@ -283,9 +317,11 @@ def bucketed_tuple_aggregate(
     aggs: list[AggSpec],
     buf_schema: T.StructType,
     out_schema: T.StructType,
+    limit: WindowLimit | None = None,
 ) -> DataFrame:
     """`prepared` (`__group`, the group's key as text, then keys, values and `__seq` of each event)
-    through BucketedTuple: packed per bucket, shuffled by bucket, aggregated."""
+    through BucketedTuple: packed per bucket, shuffled by bucket, aggregated; `limit`: an OUTPUT
+    limit the processor holds the rows for (its timers tick on event time)."""
     with_bucket = prepared.select(F.pmod(F.xxhash64("__group"), F.lit(BUCKETS)).alias("__bucket"), "*")
 
     def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -296,12 +332,15 @@ def bucketed_tuple_aggregate(
         [T.StructField("__bucket", T.LongType()), T.StructField("__events", T.BinaryType())]
     )
     processor = BucketedTuple(
-        size, advance, aggs, buf_schema, [f.name for f in out_schema.fields], packed_schema.names
+        size, advance, aggs, buf_schema, [f.name for f in out_schema.fields], packed_schema.names, limit
     )
     return (
         with_bucket.mapInArrow(pack, packed_schema)
         .groupBy(F.col("__bucket"))
         .transformWithStateInPandas(
-            statefulProcessor=processor, outputStructType=out_schema, outputMode="Append", timeMode="None"
+            statefulProcessor=processor,
+            outputStructType=out_schema,
+            outputMode="Append",
+            timeMode="None" if limit is None else "EventTime",
         )
     )

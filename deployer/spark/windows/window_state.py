@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from deployer.spark.output.placement import limit_held_by
 from deployer.spark.translate.columns import col_name, encoded_event, error_column, spark_type
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph, order_key
@@ -47,6 +48,8 @@ from deployer.spark.windows.held_events import held_events, state_columns
 from deployer.spark.windows.reduce import AggSpec, agg_spec, reduce_windows
 from deployer.spark.windows.state_layout import bucketed
 from deployer.spark.windows.tuple_buckets import bucketed_tuple_aggregate
+from deployer.spark.windows.window_limit import FIELD as LIMIT_FIELD
+from deployer.spark.windows.window_limit import WindowLimit
 from operators import expr as ir
 from operators import graph as g
 
@@ -81,6 +84,7 @@ class WindowProcessor(StatefulProcessor):
         out_columns: list[str],
         input_columns: list[str],
         refuses: bool = False,
+        limit: WindowLimit | None = None,
     ):
         self.kind = kind
         # BATCH: its START or STOP can fail, so the rows carry why (`START_ERR`, `STOP_ERR`) and
@@ -94,13 +98,16 @@ class WindowProcessor(StatefulProcessor):
         self.value_columns = [f.name for f in buf_schema.fields]
         self.out_columns = out_columns
         self.input_columns = input_columns
+        self.limit = limit  # an OUTPUT limit held here (deployer.spark.windows.window_limit)
         self.state_schema = T.StructType(
             [
                 T.StructField("skip", T.LongType()),
                 T.StructField("open", T.BooleanType()),
                 *[T.StructField(f.name, T.ArrayType(f.dataType)) for f in buf_schema.fields],
+                *([LIMIT_FIELD] if limit is not None else []),
             ]
         )
+        self.held = slice(2, 2 + len(buf_schema.fields))  # the buffered events' columns in the state
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         # One value per group: the skip count, whether a BATCH window is open, and the buffered
@@ -109,6 +116,8 @@ class WindowProcessor(StatefulProcessor):
         # micro-batch (instead of a list of events plus a second value: ~7 calls and a pickle per
         # buffered event) is what makes a window cheap per group.
         self.win = handle.getValueState("win", self.state_schema)
+        if self.limit is not None:
+            self.limit.init(handle)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
@@ -125,19 +134,30 @@ class WindowProcessor(StatefulProcessor):
         skip, is_open = 0, False
         if state is not None:
             skip, is_open = int(state[0] or 0), bool(state[1])
-            old = held_events(self.buf_schema, state[2:])
+            old = held_events(self.buf_schema, state[self.held])
         refused: list[tuple[int, str]] = []
         if self.kind == "tuple":
             events, windows, rest, skip = self._tuple(old, new[self.value_columns], skip)
         else:
             events, windows, rest, is_open = self._batch(old, new, is_open, refused)
+        made = self._aggregate(new, events, windows) if windows else None
+        limit = None
+        if self.limit is not None:  # the rows go to the limit, which says what leaves now
+            n = 0 if made is None else len(made[SEQ])
+            old_limit = None if state is None else state[-1]
+            wm = timerValues.getCurrentWatermarkInMs()
+            out, limit = self.limit.step(made, [str(key[0])] * n, wm, old_limit)
         # Keep the window's remaining events (and the skip count and open flag) for the next batch.
-        if len(rest) or skip or is_open:
-            self.win.update((skip, is_open, *state_columns(self.buf_schema, rest)))
+        if len(rest) or skip or is_open or limit is not None:
+            kept = (skip, is_open, *state_columns(self.buf_schema, rest))
+            self.win.update((*kept, limit) if self.limit is not None else kept)
         elif state is not None:
             self.win.clear()
-        if windows:
-            yield self._aggregate(new, events, windows)
+        if self.limit is not None:
+            yield from out
+        elif made is not None:
+            none = [None] * len(made[SEQ])  # the columns of refused events (`_refused`)
+            yield pd.DataFrame({c: pd.Series(made.get(c, none), dtype=object) for c in self.out_columns})
         if refused:
             yield self._refused(new, refused)
 
@@ -197,7 +217,11 @@ class WindowProcessor(StatefulProcessor):
         out["__seq"] = pd.Series(rows["__seq"].tolist(), dtype=object)
         return pd.DataFrame({c: out[c] for c in self.out_columns})
 
-    def _aggregate(self, new: pd.DataFrame, events: pd.DataFrame, windows: list[np.ndarray]) -> pd.DataFrame:
+    def _aggregate(
+        self, new: pd.DataFrame, events: pd.DataFrame, windows: list[np.ndarray]
+    ) -> dict[str, Any]:
+        """The rows of the windows the events complete, column by column: Python objects (a
+        column of big integers and NULLs would become floats in pandas)."""
         import pandas as pd  # not at the top: each query start imports this module (architecture.md)
 
         mats = [w if w.ndim == 2 else w[None, :] for w in windows]  # each: (windows x events) indices
@@ -233,9 +257,17 @@ class WindowProcessor(StatefulProcessor):
         # The order key of the event that completed each window: the output's place in the order.
         seqs = events["__seq"].to_numpy(dtype=object)
         out["__seq"] = [seqs[i] for m in mats for i in m[:, -1]]
-        # as Python objects: a column of big integers and NULLs would otherwise become floats
-        none = [None] * n_win  # the columns of refused events (`_refused`)
-        return pd.DataFrame({c: pd.Series(out.get(c, none), dtype=object) for c in self.out_columns})
+        return out
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
+        assert self.limit is not None, "only a window that holds a limit registers timers"
+        state = self.win.get()
+        wm, expiry = timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
+        out, limit = self.limit.expired(wm, expiry, None if state is None else state[-1])
+        if state is not None:  # the window's part unchanged; none left when it holds nothing
+            idle = not state[0] and not state[1] and not any(len(c or []) for c in state[self.held])
+            self.win.clear() if idle and limit is None else self.win.update((*state[:-1], limit))
+        yield from out
 
     def close(self) -> None:
         pass
@@ -331,10 +363,13 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
     order = F.col(SEQ)
     if ts_index is not None:
         order = F.concat(order_key(F.col(col_name(ts_index))), F.lit("|"), order)
+    # an OUTPUT limit over the window's rows, held by the window's processor (output/placement.py)
+    held = limit_held_by(sg.graph, node)
+    limit = WindowLimit(held, [f.name for f in out_fields]) if held is not None else None
     if bucketed(node):
         prepared = df.select(group.alias("__group"), *b.keys, *b.values, order.alias(SEQ))
         result = bucketed_tuple_aggregate(
-            prepared, node.window.size, node.window.advance, b.aggs, buf_schema, out_schema
+            prepared, node.window.size, node.window.advance, b.aggs, buf_schema, out_schema, limit
         )
         return _finish(sg, node, result, b.micros)
     prepared = df.select(group.alias("__group"), *b.keys, *b.values, *b.extra, order.alias(SEQ))
@@ -347,12 +382,13 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         [f.name for f in out_fields],
         prepared.columns,
         b.refuses,
+        limit,
     )
     result = prepared.groupBy(F.col("__group")).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
-        timeMode="None",
+        timeMode="None" if limit is None else "EventTime",
     )
     return _finish(sg, node, result, b.micros, b.refuses)
 
