@@ -16,6 +16,13 @@ the first window has reached Postgres (on a loaded machine the job takes longer 
 
 No baseline: a hand-written job with the same exactly-once write and watermark semantics would be
 this project. `events_per_s` is the rate the feeder offered and the job kept up with.
+
+`stateless=True` runs the stateless pipeline instead (STATELESS_SCRIPT: each event priced by the
+same ReadSQL and appended to the table `calls_priced`, exactly once, no window): latency of an event
+= the moment its row is visible in Postgres minus the moment its file arrived. Events carry their
+number `n`; the poller reads `max(n)` (an index the table is created with beforehand: the project
+accepts an existing table of the declared columns), and a file's events are visible once it covers
+the file's last one (a micro-batch's rows are committed together, files are read in arrival order).
 """
 
 from __future__ import annotations
@@ -46,6 +53,15 @@ INSERT INTO TABLE spend SELECT window_start() AS second, count(*) AS calls, sum(
   FROM priced WINDOW TIME SIZE 1 SECOND;
 """
 
+STATELESS_SCRIPT = """
+CREATE STREAMSCHEMA cdr WITH n bigint, idcaller integer, duration integer, ts timestamp
+  TIMESTAMP BY ts WATERMARK 1 MILLISECOND;
+CREATE DATASTORE crm TYPE postgresql;
+CREATE SQLQUERY plan_of ON crm AS 'SELECT fee FROM plans WHERE idcaller = ?' RETURNS (fee double);
+CREATE TABLE calls_priced (n bigint, cost double, ts timestamp) IN crm;
+INSERT INTO TABLE calls_priced SELECT n, duration * p.fee AS cost, ts FROM cdr ON SQL plan_of, p, idcaller, fee;
+"""
+
 INTERVAL_S = 0.25
 WARMUP_S = 25.0
 WARMUP_LIMIT_S = 600.0
@@ -59,9 +75,9 @@ def percentile(values: list[float], p: float) -> float:
 PER_FILE = 500
 
 
-def _start_job(tmp: str, inbox: Path, pg_url: str) -> subprocess.Popen[bytes]:
-    """`cep run` of the script, reading `inbox`, in a process group of its own."""
-    Path(tmp, "e2e.cpl").write_text(SCRIPT)
+def _start_job(tmp: str, inbox: Path, pg_url: str, script: str) -> subprocess.Popen[bytes]:
+    """`cep run` of `script`, reading `inbox`, in a process group of its own."""
+    Path(tmp, "e2e.cpl").write_text(script)
     env = {**os.environ, "CEP_SPARK_LOG_LEVEL": "ERROR"}
     return subprocess.Popen(
         [
@@ -99,15 +115,29 @@ def _watch(pg_url: str, seen: dict[datetime, float], stop: threading.Event) -> N
             time.sleep(0.02)
 
 
+def _watch_rows(pg_url: str, seen: dict[int, float], stop: threading.Event) -> None:
+    """Record when each event number first is at most the largest visible in `calls_priced`, until
+    `stop` (as {that largest number: when it first appeared})."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        while not stop.is_set():
+            top = conn.execute("SELECT max(n) FROM calls_priced").fetchone()
+            now = time.time()
+            if top is not None and top[0] is not None:
+                seen.setdefault(int(top[0]), now)
+            time.sleep(0.02)
+
+
 def _feed(
     inbox: Path,
     job: subprocess.Popen[bytes],
     log: Path,
     files: list[tuple[float, int]],
     done: Callable[[float], bool],
+    numbered: bool = False,
 ) -> None:
     """Files of PER_FILE events stamped with the time they arrive, every INTERVAL_S, until `done(now)`;
-    each file's (arrival time, events) appended to `files`."""
+    each file's (arrival time, events) appended to `files`; `numbered`: each event with its number
+    `n` (0, 1, ...) instead of an `idreceiver`."""
     while not done(time.time()):
         if job.poll() is not None:
             raise RuntimeError(f"cep run exited with {job.returncode}: {log.read_text()[-2000:]}")
@@ -116,7 +146,12 @@ def _feed(
         n = len(files) * PER_FILE
         lines = [
             json.dumps(
-                {"idcaller": (n + i) * 7919 % 100_000, "idreceiver": i, "duration": (n + i) % 600, "ts": ts}
+                {
+                    "idcaller": (n + i) * 7919 % 100_000,
+                    **({"n": n + i} if numbered else {"idreceiver": i}),
+                    "duration": (n + i) % 600,
+                    "ts": ts,
+                }
             )
             for i in range(PER_FILE)
         ]
@@ -147,7 +182,7 @@ def run(pg_url: str, quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         inbox = Path(tmp, "in")
         inbox.mkdir()
-        job = _start_job(tmp, inbox, pg_url)
+        job = _start_job(tmp, inbox, pg_url, SCRIPT)
         stop = threading.Event()
         poller = threading.Thread(target=_watch, args=(pg_url, seen, stop), daemon=True)
         poller.start()
@@ -198,6 +233,93 @@ def _latencies(
         latencies.extend([seen[second] - arrived] * count)
     if not latencies:
         raise RuntimeError("no window of the measured period reached Postgres")
+    return {
+        "events": len(latencies),
+        "events_per_s": PER_FILE / INTERVAL_S,
+        "p50_s": percentile(latencies, 50),
+        "p95_s": percentile(latencies, 95),
+        "p99_s": percentile(latencies, 99),
+        "missing_events": missing,
+    }
+
+
+def run_stateless(pg_url: str, quick: bool) -> dict[str, Any]:
+    """The stateless pipeline (STATELESS_SCRIPT): latency from a file's arrival to its events' rows."""
+    from sql_workloads import load_plans
+
+    load_plans(pg_url, 100_000)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS calls_priced")
+        conn.execute(
+            "CREATE TABLE calls_priced (n bigint, cost double precision, ts timestamp with time zone)"
+        )
+        conn.execute("CREATE INDEX ON calls_priced (n)")
+    measured_s = 15.0 if quick else 40.0
+    seen: dict[int, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        inbox = Path(tmp, "in")
+        inbox.mkdir()
+        job = _start_job(tmp, inbox, pg_url, STATELESS_SCRIPT)
+        stop = threading.Event()
+        poller = threading.Thread(target=_watch_rows, args=(pg_url, seen, stop), daemon=True)
+        poller.start()
+        start = time.time()
+        files: list[tuple[float, int]] = []
+        log = Path(tmp, "job.log")
+        try:
+            _feed(
+                inbox,
+                job,
+                log,
+                files,
+                lambda now: now >= start + WARMUP_LIMIT_S or (now >= start + WARMUP_S and bool(seen)),
+                numbered=True,
+            )
+            if not seen:
+                raise RuntimeError(
+                    f"no row reached Postgres in {WARMUP_LIMIT_S:.0f} s: {log.read_text()[-2000:]}"
+                )
+            begin = time.time()
+            _feed(inbox, job, log, files, lambda now: now >= begin + measured_s, numbered=True)
+            _close_rows(inbox, seen, len(files) * PER_FILE - 1)
+        finally:
+            stop.set()
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            poller.join(timeout=5)
+            log_tail = Path(tmp, "job.log").read_text()[-3000:]
+    return {**_row_latencies(files, seen, begin), "log_tail": log_tail}
+
+
+def _close_rows(inbox: Path, seen: dict[int, float], last: int) -> None:
+    """Let the last measured events through: later events (numbered after them) push the stream's
+    watermark past them, which releases them (the Sequencer holds an event until it has)."""
+    deadline, k = time.time() + 60, 0
+    while time.time() < deadline and not any(top >= last for top in seen):
+        ts = datetime.fromtimestamp(time.time(), UTC).isoformat()
+        k += 1
+        line = json.dumps({"n": last + k, "idcaller": 1, "duration": 1, "ts": ts})
+        (inbox / f"tail{time.time_ns()}.jsonl").write_text(line + "\n")
+        time.sleep(INTERVAL_S)
+
+
+def _row_latencies(files: list[tuple[float, int]], seen: dict[int, float], begin: float) -> dict[str, Any]:
+    """From each file's arrival to the first moment its last event's number was visible, for the
+    files that arrived after `begin`."""
+    tops = sorted(seen.items())
+    latencies: list[float] = []
+    missing = 0
+    for k, (arrived, count) in enumerate(files):
+        if arrived < begin:
+            continue
+        last = (k + 1) * PER_FILE - 1
+        at = next((when for top, when in tops if top >= last), None)
+        if at is None:
+            missing += count
+            continue
+        latencies.extend([at - arrived] * count)
+    if not latencies:
+        raise RuntimeError("no event of the measured period reached Postgres")
     return {
         "events": len(latencies),
         "events_per_s": PER_FILE / INTERVAL_S,
