@@ -39,10 +39,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from deployer.spark.output.placement import in_window, in_window_processor
 from deployer.spark.windows.state_layout import bucketed
 from operators import expr as ir
 from operators import graph as g
 from operators.analysis import ancestors, can_fail, can_overflow, merged_sources, stateless_upstream
+from operators.output_node import OutputRate
 from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
@@ -68,16 +70,20 @@ class Query:
     def describe(self, graph: g.Graph) -> str:
         parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
         if self.stateful:
-            parts.append("state " + ", ".join(_stateful_label(graph.node(n)) for n in self.stateful))
+            parts.append("state " + ", ".join(_stateful_label(graph, graph.node(n)) for n in self.stateful))
         if self.store_calls:
             parts.append("stores " + ", ".join(f"{graph.node(n).op} {n}" for n in self.store_calls))
         return f"{self.name}: " + "; ".join(parts)
 
 
-def _stateful_label(node: g.Node) -> str:
+def _stateful_label(graph: g.Graph, node: g.Node) -> str:
     if isinstance(node, g.Aggregate):
         layout = " per bucket" if bucketed(node) else ""
         return f"Aggregate {node.id} ({node.window.kind.upper()}{layout})"
+    if isinstance(node, OutputRate) and in_window(graph, node):
+        return f"OutputRate {node.id} (Spark's window aggregation)"
+    if isinstance(node, OutputRate) and in_window_processor(graph, node):
+        return f"OutputRate {node.id} (in Aggregate {node.inputs[0].node}'s state)"
     return f"{node.op} {node.id}"
 
 
