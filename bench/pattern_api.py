@@ -128,7 +128,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    from deployer.spark.run.session import spark_session, stop_session
+    from deployer.spark.run.session import spark_session
+    from deployer.spark.run.stop import stop_session
 
     with tempfile.TemporaryDirectory(prefix="cep-bench-api-") as tmp:
         spark = spark_session("local[2]", "paascep-bench", log=Path(tmp) / "spark.log")

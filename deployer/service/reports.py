@@ -40,7 +40,9 @@ def summarize_error(err: BaseException | str) -> str:
     causes = [m for line in text.splitlines() if (m := _EXC_LINE.match(line))]
     ours = [m for m in causes if not m.group(1).startswith(_FRAMEWORK)]
     if ours:
-        m = ours[0]
+        # a data store's error names the store and the query; Python's traceback of a chain shows
+        # the driver's error (sqlite3.OperationalError ...) before the store's error made of it
+        m = next((m for m in ours if m.group(1).startswith("stores.errors.")), ours[0])
         name = m.group(1).rsplit(".", 1)[-1]
         line = f"{name}: {m.group(2).strip()}"
     else:

@@ -16,7 +16,8 @@ from pyspark.sql import SparkSession
 from deployer.engine import RunRequest, RunSummary, check_bindings, stop_requests
 from deployer.spark.run.checkpoint import CheckpointGuard
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.run.session import finish_jvm, jvm_log, run_log, spark_session, stop_session
+from deployer.spark.run.session import finish_jvm, jvm_log, run_log, spark_session
+from deployer.spark.run.stop import stop_session
 from stores.bindings import StoreBindings
 
 
@@ -26,7 +27,7 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     if req.checkpoint is not None:
         guard = CheckpointGuard.open(Path(req.checkpoint), req.graph, req.sources, req.sinks)
     # A session this run starts (the CLI's) is stopped before the summary is printed, its Python
-    # workers quietly (session.stop_session): left to the process's exit, a worker may print a
+    # workers quietly (deployer.spark.run.stop): left to the process's exit, a worker may print a
     # BrokenPipeError traceback after the summary. A session the caller had (tests, a program
     # embedding the run) is left to it.
     owned = SparkSession.getActiveSession() is None

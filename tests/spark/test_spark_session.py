@@ -248,3 +248,40 @@ def test_the_state_server_logs_no_warning_per_new_key(spark: Any) -> None:
         assert level(STATE_SERVER) == "ERROR"
     finally:
         set_log_level(spark, "ERROR")  # the tests' level (tests/conftest.py)
+
+
+def test_stateful_and_stateless_python_tasks_fork_from_one_daemon(spark: Any, tmp_path: Path) -> None:
+    """Spark keeps a Python daemon per worker environment: the stateful processors' tasks (the
+    Sequencer of a stream with a WATERMARK) and the Python UDFs' (the source's parsing, a Map that
+    can fail) get the same environment, so a query's first stateful stage does not wait for a
+    second daemon to start and import what the first has (deployer/spark/run/warm.py)."""
+    from tests.spark.spark_helpers import at, compile_text, prepare, run_spark
+
+    graph = compile_text(
+        """
+        CREATE STREAMSCHEMA calls WITH n integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;
+        INSERT INTO doubled SELECT n * 2 AS m, ts FROM calls;
+        """
+    )
+    sources = prepare(tmp_path, {"calls": [[{"n": i, "ts": at(i)} for i in range(20)]]})
+    out = run_spark(spark, graph, tmp_path, sources, ["doubled"])
+    assert sorted(r["m"] for r in out["doubled"]) == [2 * i for i in range(20)]
+    jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    daemons = [pid for pid in _children(jvm) if b"cep_daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(daemons) == 1, [_python_environment(pid) for pid in daemons]
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _python_environment(pid: int) -> list[bytes]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return sorted(e for e in entries if e.startswith((b"SPARK_", b"PYTHON", b"PYSPARK")))

@@ -19,10 +19,16 @@ from operators.output_node import ALL, LAST, OutputRate
 WINDOW_TIME = "__wt"
 
 
+def _held_by_time(node: OutputRate) -> bool:
+    """Whether `node` holds rows until a tick of event time (ALL or LAST EVERY duration): the two
+    forms a window's own state can hold (FIRST lets a row out at once, SNAPSHOT and EVENTS differ)."""
+    return node.every_ms is not None and node.kind in (ALL, LAST)
+
+
 def in_window(graph: g.Graph, node: OutputRate) -> bool:
     """Whether `node` limits a TIME window's rows by time, holding them (ALL, LAST): its buckets are
     then Spark's own tumbling windows over the rows' time, fired by Spark's watermark."""
-    if node.every_ms is None or node.kind not in (ALL, LAST):
+    if not _held_by_time(node):
         return False
     producer = graph.node(node.inputs[0].node)
     return isinstance(producer, g.Aggregate) and producer.window.kind == "time"
@@ -38,7 +44,7 @@ def in_window_processor(graph: g.Graph, node: OutputRate) -> bool:
     the window's own processor: when the limiter would see exactly the rows the processor makes,
     that is, the statement has no HAVING (which drops rows after the processor) and no projection
     that can fail (a failed row is dead-lettered before the limiter and must not be held)."""
-    if node.every_ms is None or node.kind not in (ALL, LAST) or node.time_index is not None:
+    if not _held_by_time(node) or node.time_index is not None:
         return False
     producer = graph.node(node.inputs[0].node)
     return (

@@ -1,6 +1,6 @@
-"""The Spark session a deployment runs in: its settings, its log, and stopping it quietly.
+"""The Spark session a deployment runs in: its settings and its log (stopping it: deployer.spark.run.stop).
 
-`cep run` starts its own session (`spark_session`) and stops it before its summary (`stop_session`);
+`cep run` starts its own session (`spark_session`) and stops it before its summary (`deployer.spark.run.stop.stop_session`);
 `cep serve`, the tests and the benchmarks may bring theirs, which `SparkDeployment` configures with
 `SESSION_CONF` (what every query's checkpoint records and a restart must keep).
 
@@ -15,16 +15,13 @@ installed PySpark rather than Spark's zip of it (deployer/spark/run/worker_path/
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +32,7 @@ from pyspark.sql import SparkSession
 
 from deployer import settings
 from deployer.spark.run import jvm_archive
+from deployer.spark.run.warm import warm_python_workers
 from stores.urls import redact_text
 
 # What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
@@ -76,6 +74,12 @@ SESSION_CONF = {
     ),
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "false",
+    # One Python workers' daemon, not two: Spark keeps a daemon per worker environment, and this
+    # setting adds an entry to the environment of the tasks of Python UDFs (mapInArrow: the sources'
+    # and the operators' failure splits, ReadSQL) but not of the stateful processors', so each
+    # query's first stateful stage waited for a second daemon to import what the first had
+    # (deployer/spark/run/warm.py). The traceback of a Python error keeps PySpark's own frames.
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
     # The stateful processors that read pandas frames (a BATCH window's, a TUPLE window's over
     # decimals or strings, an OUTPUT limit's) get an integer column with a NULL as Python ints and
     # NA, not as floats: a bigint above 2**53 came back rounded, and one near 2**63 failed the
@@ -231,7 +235,8 @@ def spark_session(
         **SESSION_CONF,
         **python_worker_conf(master),
     }
-    if SparkContext._gateway is None:
+    fresh = SparkContext._gateway is None
+    if fresh:
         launch_jvm({**options, **CONTEXT_CONF, **driver_jvm_options(bounded)}, log or run_log(None))
     builder = SparkSession.builder
     for key, value in options.items():
@@ -240,6 +245,8 @@ def spark_session(
     if n is None:  # a cluster: its parallelism, now that the context is up
         spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark)))
     set_log_level(spark, conf.spark_log_level)
+    if fresh and master.startswith("local"):
+        warm_python_workers(spark)
     return spark
 
 
@@ -364,38 +371,3 @@ def launch_jvm(options: dict[str, str], log: Path) -> None:
         raise RuntimeError(f"Spark's JVM did not start ({err}): {redact_text(said)} (log: {log})") from None
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
     _jvm_log = log
-
-
-def stop_session(spark: SparkSession, wait: float = 5.0) -> None:
-    """Stop a session this process started, its Python workers first.
-
-    Spark stops its local Python workers by closing their sockets, then signals their daemon; a
-    worker that notices its closed socket first prints a BrokenPipeError traceback on its way out
-    (pyspark/daemon.py), on the run's standard error, after its last line. Signalled first (SIGTERM),
-    the daemon ends its process group's workers with SIGHUP, which they take quietly. Only the
-    daemons this driver's JVM started are signalled (a cluster's run on other machines' executors)."""
-    try:
-        jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
-    except Exception:  # no JVM left to ask: nothing of ours to signal
-        jvm = None
-    daemons = _python_daemons(jvm) if jvm is not None else []
-    for pid in daemons:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait
-    while daemons and time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in daemons):
-        time.sleep(0.02)
-    spark.stop()
-
-
-def _python_daemons(parent: int) -> list[int]:
-    """The `pyspark.daemon` processes whose parent is `parent` (Linux /proc; none elsewhere)."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == parent and b"pyspark.daemon" in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile, or not ours to read
-    return found
