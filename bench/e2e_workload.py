@@ -176,17 +176,48 @@ def _close_windows(inbox: Path, seen: dict[datetime, float], last: datetime) -> 
 
 
 def run(pg_url: str, quick: bool) -> dict[str, Any]:
+    """The window pipeline (SCRIPT): latency from a file's arrival to its window's row."""
     from sql_workloads import load_plans
 
     load_plans(pg_url, 100_000)
-    measured_s = 15.0 if quick else 40.0
     seen: dict[datetime, float] = {}
+
+    def close(inbox: Path, files: list[tuple[float, int]], end: float) -> None:
+        _close_windows(inbox, seen, datetime.fromtimestamp(end - 2, UTC).replace(microsecond=0))
+
+    return _measured(
+        pg_url,
+        quick,
+        SCRIPT,
+        lambda stop: _watch(pg_url, seen, stop),
+        seen,
+        close,
+        lambda files, begin, end: _latencies(files, seen, begin, end - 2),
+        numbered=False,
+    )
+
+
+def _measured(
+    pg_url: str,
+    quick: bool,
+    script: str,
+    watch: Callable[[threading.Event], None],
+    seen: dict[Any, float],
+    close: Callable[[Path, list[tuple[float, int]], float], None],
+    latencies: Callable[[list[tuple[float, int]], float, float], dict[str, Any]],
+    *,
+    numbered: bool,
+) -> dict[str, Any]:
+    """`cep run` of `script` fed files until its first result is in Postgres (`seen`, filled by
+    `watch` in a thread), then for the measured period; `close` lets the period's last results out;
+    `latencies(files, begin, end)` of the period's files, with the job's log tail."""
+    measured_s = 15.0 if quick else 40.0
     with tempfile.TemporaryDirectory() as tmp:
         inbox = Path(tmp, "in")
         inbox.mkdir()
-        job = _start_job(tmp, inbox, pg_url, SCRIPT)
+        job = _start_job(tmp, inbox, pg_url, script)
         stop = threading.Event()
-        poller = threading.Thread(target=_watch, args=(pg_url, seen, stop), daemon=True)
+        poller = threading.Thread(target=watch, args=(stop,), daemon=True)
         poller.start()
         start = time.time()
         files: list[tuple[float, int]] = []
@@ -198,25 +229,22 @@ def run(pg_url: str, quick: bool) -> dict[str, Any]:
                 log,
                 files,
                 lambda now: now >= start + WARMUP_LIMIT_S or (now >= start + WARMUP_S and bool(seen)),
+                numbered=numbered,
             )
             if not seen:
                 raise RuntimeError(
-                    f"no window reached Postgres in {WARMUP_LIMIT_S:.0f} s: {log.read_text()[-2000:]}"
+                    f"no result reached Postgres in {WARMUP_LIMIT_S:.0f} s: {log.read_text()[-2000:]}"
                 )
             begin = time.time()
-            _feed(inbox, job, log, files, lambda now: now >= begin + measured_s)
-            last = datetime.fromtimestamp(begin + measured_s - 2, UTC).replace(microsecond=0)
-            _close_windows(inbox, seen, last)
+            _feed(inbox, job, log, files, lambda now: now >= begin + measured_s, numbered=numbered)
+            close(inbox, files, begin + measured_s)
         finally:
             stop.set()
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
             poller.join(timeout=5)
             log_tail = Path(tmp, "job.log").read_text()[-3000:]
-    return {
-        **_latencies(files, seen, begin, begin + measured_s - 2),
-        "log_tail": log_tail,
-    }
+    return {**latencies(files, begin, begin + measured_s), "log_tail": log_tail}
 
 
 def _latencies(
@@ -256,41 +284,17 @@ def run_stateless(pg_url: str, quick: bool) -> dict[str, Any]:
             "CREATE TABLE calls_priced (n bigint, cost double precision, ts timestamp with time zone)"
         )
         conn.execute("CREATE INDEX ON calls_priced (n)")
-    measured_s = 15.0 if quick else 40.0
     seen: dict[int, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        inbox = Path(tmp, "in")
-        inbox.mkdir()
-        job = _start_job(tmp, inbox, pg_url, STATELESS_SCRIPT)
-        stop = threading.Event()
-        poller = threading.Thread(target=_watch_rows, args=(pg_url, seen, stop), daemon=True)
-        poller.start()
-        start = time.time()
-        files: list[tuple[float, int]] = []
-        log = Path(tmp, "job.log")
-        try:
-            _feed(
-                inbox,
-                job,
-                log,
-                files,
-                lambda now: now >= start + WARMUP_LIMIT_S or (now >= start + WARMUP_S and bool(seen)),
-                numbered=True,
-            )
-            if not seen:
-                raise RuntimeError(
-                    f"no row reached Postgres in {WARMUP_LIMIT_S:.0f} s: {log.read_text()[-2000:]}"
-                )
-            begin = time.time()
-            _feed(inbox, job, log, files, lambda now: now >= begin + measured_s, numbered=True)
-            _close_rows(inbox, seen, len(files) * PER_FILE - 1)
-        finally:
-            stop.set()
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
-            poller.join(timeout=5)
-            log_tail = Path(tmp, "job.log").read_text()[-3000:]
-    return {**_row_latencies(files, seen, begin), "log_tail": log_tail}
+    return _measured(
+        pg_url,
+        quick,
+        STATELESS_SCRIPT,
+        lambda stop: _watch_rows(pg_url, seen, stop),
+        seen,
+        lambda inbox, files, end: _close_rows(inbox, seen, len(files) * PER_FILE - 1),
+        lambda files, begin, end: _row_latencies(files, seen, begin),
+        numbered=True,
+    )
 
 
 def _close_rows(inbox: Path, seen: dict[int, float], last: int) -> None:
