@@ -107,6 +107,13 @@ SESSION_CONF = {
 # of ~20 ms in a run of two pattern sinks; 6 with this cache). Static settings: given to the JVM at its start,
 # not to a session (changing them on a running application is refused).
 CONTEXT_CONF = {
+    # PySpark's DataFrame debugging records the Python call site of every function it is given
+    # (`F.col`, `F.lit`, `when`, ...) in the JVM, for the query context of ANSI errors (ANSI is off
+    # here): several py4j round trips per call, ~0.5 s of the ~8,000 round trips of building
+    # examples/daily_bill.cpl's query, and again in every micro-batch whose writer builds DataFrames.
+    # PySpark reads it once per process, from the session active at its first function call; a
+    # static setting.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.ui.retainedExecutions": "100",
     "spark.sql.codegen.cache.maxEntries": "1000",
     "spark.ui.retainedJobs": "200",
