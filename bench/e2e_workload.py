@@ -261,16 +261,7 @@ def _latencies(
             missing += count
             continue
         latencies.extend([seen[second] - arrived] * count)
-    if not latencies:
-        raise RuntimeError("no window of the measured period reached Postgres")
-    return {
-        "events": len(latencies),
-        "events_per_s": PER_FILE / INTERVAL_S,
-        "p50_s": percentile(latencies, 50),
-        "p95_s": percentile(latencies, 95),
-        "p99_s": percentile(latencies, 99),
-        "missing_events": missing,
-    }
+    return _summary(latencies, missing, "no window of the measured period reached Postgres")
 
 
 def run_stateless(pg_url: str, quick: bool) -> dict[str, Any]:
@@ -324,8 +315,13 @@ def _row_latencies(files: list[tuple[float, int]], seen: dict[int, float], begin
             missing += count
             continue
         latencies.extend([at - arrived] * count)
+    return _summary(latencies, missing, "no event of the measured period reached Postgres")
+
+
+def _summary(latencies: list[float], missing: int, none_seen: str) -> dict[str, Any]:
+    """A row's figures from its events' latencies (RuntimeError `none_seen` when there are none)."""
     if not latencies:
-        raise RuntimeError("no event of the measured period reached Postgres")
+        raise RuntimeError(none_seen)
     return {
         "events": len(latencies),
         "events_per_s": PER_FILE / INTERVAL_S,

@@ -21,6 +21,7 @@ from deployer.spark.run.session import (
     python_worker_conf,
     set_log_level,
 )
+from deployer.spark.run.stop import python_daemons
 from deployer.spark.streams import file_source
 
 pytestmark = pytest.mark.spark
@@ -267,19 +268,10 @@ def test_stateful_and_stateless_python_tasks_fork_from_one_daemon(spark: Any, tm
     out = run_spark(spark, graph, tmp_path, sources, ["doubled"])
     assert sorted(r["m"] for r in out["doubled"]) == [2 * i for i in range(20)]
     jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    daemons = [pid for pid in _children(jvm) if b"cep_daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    daemons = [
+        pid for pid in python_daemons(jvm) if b"cep_daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
     assert len(daemons) == 1, [_python_environment(pid) for pid in daemons]
-
-
-def _children(parent: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
 
 
 def _python_environment(pid: int) -> list[bytes]:

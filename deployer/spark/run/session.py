@@ -1,6 +1,7 @@
-"""The Spark session a deployment runs in: its settings and its log (stopping it: deployer.spark.run.stop).
+"""The Spark session a deployment runs in: its settings and its log (its stop: deployer.spark.run.stop).
 
-`cep run` starts its own session (`spark_session`) and stops it before its summary (`deployer.spark.run.stop.stop_session`);
+`cep run` starts its own session (`spark_session`) and stops it before its summary
+(`deployer.spark.run.stop.stop_session`);
 `cep serve`, the tests and the benchmarks may bring theirs, which `SparkDeployment` configures with
 `SESSION_CONF` (what every query's checkpoint records and a restart must keep).
 

@@ -26,7 +26,7 @@ def stop_session(spark: SparkSession, wait: float = 5.0) -> None:
         jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
     except Exception:  # no JVM left to ask: nothing of ours to signal
         jvm = None
-    daemons = _python_daemons(jvm) if jvm is not None else []
+    daemons = python_daemons(jvm) if jvm is not None else []
     for pid in daemons:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
@@ -57,7 +57,7 @@ def _accumulator_server(sc: SparkContext) -> socketserver.BaseServer | None:
 _DAEMONS = (b"pyspark.daemon", b"cep_daemon")
 
 
-def _python_daemons(parent: int) -> list[int]:
+def python_daemons(parent: int) -> list[int]:
     """The Python daemons whose parent is `parent` (Linux /proc; none elsewhere)."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):

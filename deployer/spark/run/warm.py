@@ -7,8 +7,8 @@ machine of the README's figures. Spark starts that daemon when the first task ne
 once the first micro-batch's plan is ready: until then the executor's cores wait on the driver, and
 then the micro-batch waits on the daemon. A one-row Python job run in a thread when the session is
 made starts it at the same time as the driver's own work, so the first micro-batch finds it ready;
-the same thread loads RocksDB's native library for the first state store (ad hoc, `cep run --until-idle` of the small bench's stateless job: see docs/architecture.md, "What
-a run costs on Spark").
+the same thread loads RocksDB's native library for the first state store (ad hoc, `cep run
+--until-idle` of the small bench's stateless job: docs/architecture.md, "What a run costs on Spark").
 
 The job must reach the daemon the queries' tasks use: Spark keeps one per Python executable, worker
 module and environment, and SESSION_CONF's simplified-traceback setting is what kept the
