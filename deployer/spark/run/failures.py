@@ -14,13 +14,14 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
 from deployer.spark.run.shared import batch_plans, stem, unstem
 from deployer.spark.streams.dead_letters import dead_letter_frame
 from deployer.spark.streams.sources import counted, events_of, rejects, released
-from deployer.spark.translate.graph import DeadLetter, SparkGraph
+from deployer.spark.translate.graph import ERR, DeadLetter, SparkGraph
 from operators import graph as g
 from operators.analysis import ancestors
 
@@ -84,7 +85,9 @@ def along(
             rows = batch
             if split is not None:
                 dl, cut, name = split
-                writers[name](dead_letter_frame(cut.failed(batch), where(dl)), batch_id)
+                # the first job: it runs the batch into its cache
+                if batch.where(F.col(ERR).isNotNull()).count():
+                    writers[name](dead_letter_frame(cut.failed(batch), where(dl)), batch_id)
                 rows = cut.kept(batch)
             if chain:
                 over = SparkGraph(
@@ -92,7 +95,7 @@ def along(
                 )
                 rows = over.port(port)
                 for failed in over.dead_letters:
-                    if failed.node in maps:
+                    if failed.node in maps and failed.df.count():
                         writers[maps[failed.node]](dead_letter_frame(failed.df, where(failed)), batch_id)
             write(rows if shape is None else shape(rows), batch_id)
         finally:
