@@ -277,3 +277,23 @@ def test_stateful_and_stateless_python_tasks_fork_from_one_daemon(spark: Any, tm
 def _python_environment(pid: int) -> list[bytes]:
     entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return sorted(e for e in entries if e.startswith((b"SPARK_", b"PYTHON", b"PYSPARK")))
+
+
+def test_a_deployment_skips_sparks_lookup_of_installed_python_data_sources(spark: Any) -> None:
+    # Spark looks them up once per JVM, in a Python process of its own, at the first registration
+    # (deployer.spark.run.lookup); `prepare_session` records "none" first. The JVM's record is put
+    # back to "not looked up" for the test, and restored after.
+    jvm = spark.sparkContext._jvm
+    manager = getattr(
+        getattr(jvm.org.apache.spark.sql.execution.datasources, "DataSourceManager$"), "MODULE$"
+    )
+    before = manager.dataSourceBuilders()
+    getattr(manager, "dataSourceBuilders_$eq")(jvm.scala.Option.empty())
+    try:
+        prepare_session(spark)
+        looked_up = manager.dataSourceBuilders()
+        assert looked_up.isDefined() and looked_up.get().isEmpty()
+        spark.dataSource.register(file_source.FileStreamDataSource)  # cep's own still register
+        assert spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(file_source.NAME)
+    finally:
+        getattr(manager, "dataSourceBuilders_$eq")(before)

@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from deployer import settings
 from deployer.spark.run import jvm_archive
+from deployer.spark.run.lookup import skip_data_source_lookup
 from deployer.spark.run.warm import warm_python_workers
 from stores.urls import redact_text
 
@@ -173,6 +174,7 @@ def prepare_session(spark: SparkSession) -> None:
     # choose another.
     spark.conf.set(POLLING_DELAY, f"{settings.current().poll_ms}ms")
     hold_chatty(spark)  # a session someone else built: its log level is theirs
+    skip_data_source_lookup(spark)
     sc = spark.sparkContext
     env = sc.environment
     if all(key in env for key in _RUNNER_ENV):
