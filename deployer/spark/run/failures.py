@@ -4,7 +4,8 @@ the failures a sink's or a table's query writes along with its rows (deployer.sp
 A failure point after a window, a join or a data store call whose rows a sink or a table writes,
 as they are or through Maps (`queries.written_with`), is written by that query: it runs the frame
 before the split once per micro-batch (`graph.Split.whole`), persists the batch and writes its
-failed rows as dead letters, then its other rows (`along`). A query of its own would compute the
+failed rows as dead letters, then its other rows (`along`); the failed rows are counted first, in
+the job that runs the batch into its cache, and their dead letters built only when there are any. A query of its own would compute the
 window, or call the store, a second time.
 """
 

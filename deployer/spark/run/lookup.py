@@ -4,8 +4,9 @@ The first registration of a Python data source in a JVM (every `cep` source is o
 streams, triggers) first looks up the data sources installed as `pyspark_*` packages, in a Python
 process of its own that imports PySpark and walks every entry of the Python path: 0.25-0.45 s of
 each `cep` process's building, with nothing else to do meanwhile (ad hoc, `cep run --until-idle` of
-examples/daily_bill.cpl; started in a thread beside the session's other start-up work it only made
-the first registration wait for it). `cep` reads only its own sources, by their own names, so the
+examples/daily_bill.cpl). Started in a thread beside the session's other start-up work, it saved
+nothing: the first registration comes 0.1 s after the session, and waited for it. `cep` reads only
+its own sources, by their own names, so the
 lookup's result is set to "none installed" before it runs: Spark's `DataSourceManager` keeps it in
 a variable that is public in the JVM (Spark's own tests set it). A Spark without that variable
 looks them up as before.
