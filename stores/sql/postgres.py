@@ -7,8 +7,9 @@
   and the DDL engine that creates the ledger;
 - postgres_read.py: ReadSQL, a batch of events in one round trip (stores/sql/lateral.py), with the
   parameter types the values or the server give;
-- postgres_update.py: UpdateSQL, a batch of statements in one pipelined transaction, with the
-  ledger's event ids (exactly-once) and failing events isolated;
+- postgres_update.py: UpdateSQL, a batch of statements in one transaction (one call of a
+  server-side loop, postgres_update_loop.py, or pipelined), with the ledger's event ids
+  (exactly-once) and failing events isolated;
 - postgres_materialize.py: Materialize, by binary COPY (postgres_copy.py), with the ledger's batch
   entry and refused rows isolated.
 """
@@ -34,7 +35,7 @@ class PostgresBackend:
     def __init__(self, url: StoreURL, name: str, statement_timeout_ms: int) -> None:
         self.connections = PgConnections(url, name, statement_timeout_ms)
         self.reader = PgReader(self.connections)
-        self.updater = PgUpdater(self.connections)
+        self.updater = PgUpdater(self.connections, self.reader)
         self.materializer = PgMaterializer(self.connections)
 
     def read(self, query: SqlQuery, params: Sequence[Row]) -> list[list[Row]]:

@@ -42,7 +42,7 @@ APPLICATION_NAME, DDL_APPLICATION_NAME = "cep", "cep-ddl"
 
 # Errors worth asking again: connection exceptions, admin/crash shutdown, cannot connect now, too
 # many connections, serialization failure, deadlock (the last two rolled the transaction back).
-_TRANSIENT_STATES = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
+TRANSIENT_STATES = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
 # A connection attempt the server refused with one of these FATALs may succeed later; other FATALs
 # (no such database or role, bad password, pg_hba.conf) will not.
 _TRANSIENT_FATAL = (
@@ -210,7 +210,7 @@ class PgConnections:
             # write in flight, the COMMIT may have reached the server.
             lost = in_flight and not isinstance(e, PoolTimeout)
             return StoreConnectError(message, store=store, url=url, transient=True, maybe_applied=lost)
-        if sqlstate is not None and (sqlstate in _TRANSIENT_STATES or sqlstate.startswith("08")):
+        if sqlstate is not None and (sqlstate in TRANSIENT_STATES or sqlstate.startswith("08")):
             cls = StoreQueryError if sqlstate.startswith("40") else StoreConnectError
             return cls(message, store=store, url=url, sqlstate=sqlstate, transient=True)
         return StoreQueryError(message, store=store, url=url, sqlstate=sqlstate, about_event=event_failure(e))

@@ -100,13 +100,13 @@ class PgReader:
     ) -> tuple[SelectText, list[Any]]:
         """The batched query's rows: (event ordinal from 1, the query's columns..., [row number])."""
         try:
-            st = self._select(query.text)
+            st = self.select(query.text)
         except ValueError as e:
             raise self.db.query_error(f"query {query.name}: {e}") from None
-        types, arrays = self._param_arrays(query, columns)
+        types, arrays = self.param_arrays(query, columns)
 
         def body(conn: psycopg.Connection[Any]) -> list[Any]:
-            final = self._param_types(conn, st, tuple(types)) if None in types else types
+            final = self.param_types(conn, st, tuple(types)) if None in types else types
             sql = lateral_query(st, [t for t in final if t is not None], outer=outer)
             bind: list[Any] = list(arrays) if st.params else [n]
             with conn.pipeline(), conn.transaction():
@@ -123,7 +123,7 @@ class PgReader:
             raise
         return st, rows
 
-    def _param_arrays(
+    def param_arrays(
         self, query: SqlQuery, columns: Sequence[Sequence[Any]]
     ) -> tuple[list[str | None], list[Any]]:
         """Each parameter's element type (None: the server's to infer) and the array to bind."""
@@ -144,7 +144,7 @@ class PgReader:
             arrays.append(pg_array_literal(values) if t == "bigint" else values)
         return types, arrays
 
-    def _select(self, text: str) -> SelectText:
+    def select(self, text: str) -> SelectText:
         st = self._selects.get(text)
         if st is None:
             st = select_text(text)
@@ -153,7 +153,7 @@ class PgReader:
             self._selects[text] = st
         return st
 
-    def _param_types(
+    def param_types(
         self,
         conn: psycopg.Connection[Any],
         st: SelectText,

@@ -1,4 +1,8 @@
-"""UpdateSQL on Postgres: a batch of statements in one pipelined transaction, ledgered or not.
+"""UpdateSQL on Postgres: a batch of statements in one transaction, ledgered or not.
+
+A batch is first one call of a server-side loop over its events, with the ledger write in the same
+statement (stores/sql/postgres_update_loop.py); what the loop cannot do goes the way below, one
+pipelined statement per event, which is also how failing events are isolated.
 
 psycopg's `executemany(..., returning=True)` keeps one result per execution, and `nextset()` walks
 them, so each event's `rowcount` is read back from a single pipelined batch.
@@ -16,10 +20,12 @@ fail, the batch is redone inside the same transaction with savepoints (`base.iso
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from psycopg.types.numeric import Int8Dumper
 
 from operators.graph import SqlQuery
 from operators.sqltext import to_driver_placeholders
@@ -28,6 +34,8 @@ from stores.api import UpdateResult
 from stores.errors import StoreQueryError
 from stores.sql.base import Row, isolate
 from stores.sql.postgres_connection import PgConnections, event_failure, ledger_conflict
+from stores.sql.postgres_read import PgReader
+from stores.sql.postgres_update_loop import LedgerArgs, UpdateLoops
 from stores.values import pg_array_literal, pg_text_array_literal, pg_value
 
 _CLAIM_ALL = (
@@ -58,14 +66,17 @@ _RECORDED = (
     " WHERE l.deployment = %s AND l.operator = %s AND l.key = u.k LIMIT 1) x"
 )
 
+log = logging.getLogger("paascep.stores")
+
 SAMPLED_KEYS = 16  # ledger keys a ledgered update looks up before its fast path (see _update_ledgered)
 
 
 class PgUpdater:
     """The UpdateSQL statements of one store."""
 
-    def __init__(self, db: PgConnections) -> None:
+    def __init__(self, db: PgConnections, reader: PgReader) -> None:
         self.db = db
+        self.loops = UpdateLoops(reader)
 
     def update(
         self, query: SqlQuery, params: Sequence[Row], event_ids: Sequence[str] | None, scope: str | None
@@ -89,8 +100,11 @@ class PgUpdater:
     def _update_plain(
         self, conn: psycopg.Connection[Any], query: SqlQuery, text: str, rows: list[Row]
     ) -> UpdateResult:
-        cur = conn.cursor()
+        cur = _cursor(conn)
         try:
+            looped, looped_counts = self._looped(conn, query, rows, None)
+            if looped and looped_counts is not None:
+                return UpdateResult([*looped_counts], [None] * len(rows))
             with conn.pipeline(), conn.transaction():
                 cur.executemany(text, rows, returning=True)
             return UpdateResult([*_counts(cur, len(rows), query)], [None] * len(rows))
@@ -146,10 +160,15 @@ class PgUpdater:
     ) -> UpdateResult | None:
         """The fast path of `_update_ledgered`; None when a sampled key is in the ledger already."""
         n = len(rows)
-        cur = conn.cursor()
+        key_array = pg_text_array_literal(keys)
+        sample = pg_text_array_literal(_sample(keys, SAMPLED_KEYS))
+        looped, counts = self._looped(
+            conn, query, rows, LedgerArgs(sc.deployment, sc.operator, key_array, sample)
+        )
+        if looped:
+            return None if counts is None else UpdateResult([*counts], [None] * n)
+        cur = _cursor(conn)
         with conn.pipeline() as p, conn.transaction():
-            key_array = pg_text_array_literal(keys)
-            sample = pg_text_array_literal(_sample(keys, SAMPLED_KEYS))
             seen = conn.execute(_ANY_RECORDED, (sample, sc.deployment, sc.operator))
             p.sync()
             if seen.fetchone() is None:
@@ -159,6 +178,25 @@ class PgUpdater:
                 conn.execute(_RECORD_NEW, (sc.deployment, sc.operator, key_array, pg_array_literal(counts)))
                 return UpdateResult([*counts], [None] * n)
         return None
+
+    def _looped(
+        self, conn: psycopg.Connection[Any], query: SqlQuery, rows: list[Row], led: LedgerArgs | None
+    ) -> tuple[bool, list[int] | None]:
+        """(True, the loop's outcome: counts, or None when a sampled key is recorded), or (False, None)
+        when the batch is for `executemany`. An event that fails, a ledger key taken, a lost
+        connection: raised, as `executemany` raises them."""
+        try:
+            call = self.loops.prepare(conn, query, rows)
+            return (False, None) if call is None else (True, call.run(conn, led))
+        except psycopg.Error as e:
+            if not self.loops.give_up(query, e):
+                raise
+            log.info(
+                "query %s: its statements are sent one by one (the server-side loop cannot run it: %s)",
+                query.name,
+                self.db.scrub(str(e)).splitlines()[0] if str(e) else type(e).__name__,
+            )
+            return False, None
 
     def _claim_and_apply(
         self,
@@ -218,7 +256,7 @@ class PgUpdater:
         """Execute rows[todo], in order, inside the current transaction, isolating failing events."""
         if not todo:
             return [], []
-        cur = conn.cursor()
+        cur = _cursor(conn)
         chosen = [rows[i] for i in todo]
 
         def attempt(lo: int, hi: int) -> list[int]:
@@ -229,6 +267,16 @@ class PgUpdater:
         return isolate(
             len(chosen), attempt, self.db.event_error(f"query {query.name}"), known_failing=known_failing
         )
+
+
+def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A cursor that sends every int as bigint, as the server-side loop binds them (and ReadSQL):
+    psycopg's own choice, the smallest type that holds the value, made `? * ?` overflow a smallint
+    at 200 * 200, and an event's fate would depend on whether another event of its batch failed
+    (the failing batch is redone here, the others run in the loop)."""
+    cur = conn.cursor()
+    cur.adapters.register_dumper(int, Int8Dumper)
+    return cur
 
 
 def _counts(cur: psycopg.Cursor[Any], n: int, query: SqlQuery) -> list[int]:
