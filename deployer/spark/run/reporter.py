@@ -9,12 +9,13 @@ seconds, which a log keeps and a test can read.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 _REDRAW_S = 0.5
 
@@ -42,6 +43,12 @@ class Reporter:
         self.out, self.every = out, every
         self._last = time.monotonic()
         self._bar: Progress | None = None
+        if not _maybe_terminal(out):
+            return
+        # rich only where it may draw: its import is about a tenth of a second of every run
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         console = Console(file=out)
         if console.is_terminal:
             self._bar = Progress(
@@ -83,3 +90,14 @@ class Reporter:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+def _maybe_terminal(out: Any) -> bool:
+    """Whether rich could take `out` for a terminal: a TTY, or the settings that make it one
+    (FORCE_COLOR, TTY_COMPATIBLE); rich decides the rest."""
+    isatty = getattr(out, "isatty", None)
+    try:
+        tty = bool(isatty()) if isatty is not None else False
+    except ValueError:  # a closed file
+        tty = False
+    return tty or "FORCE_COLOR" in os.environ or "TTY_COMPATIBLE" in os.environ
