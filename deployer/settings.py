@@ -77,6 +77,12 @@ class Settings:
         "CEP_PYTHON_UDS",
         "Spark local master: Python workers over a Unix domain socket (0: loopback TCP)",
     )
+    python_zygote: bool = _setting(
+        True,
+        "CEP_PYTHON_ZYGOTE",
+        "Spark local master with CEP_PYTHON_UDS: the Python processes a query start runs afresh are forked "
+        "from one that has imported what they need (0: started afresh, as Spark does)",
+    )
     shuffle_partitions: int | None = _setting(
         None,
         "CEP_SHUFFLE_PARTITIONS",

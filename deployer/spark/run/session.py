@@ -35,6 +35,7 @@ from deployer import settings
 from deployer.spark.run import jvm_archive
 from deployer.spark.run.lookup import skip_data_source_lookup
 from deployer.spark.run.warm import warm_python_workers
+from deployer.spark.run.worker_path import cep_zygote
 from stores.urls import redact_text
 
 # What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
@@ -208,6 +209,8 @@ def python_worker_conf(master: str) -> dict[str, str]:
         return {}
     directory = tempfile.mkdtemp(prefix="cep-uds-")
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    if not settings.current().python_zygote:  # taken: no daemon starts one (worker_path/cep_zygote.py)
+        Path(directory, cep_zygote.LOCK_NAME).touch()
     return {
         "spark.python.unix.domain.socket.enabled": "true",
         "spark.python.unix.domain.socket.dir": directory,

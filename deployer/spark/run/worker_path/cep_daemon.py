@@ -43,6 +43,11 @@ def _preload() -> None:
 
 if __name__ == "__main__":
     _preload()
+    # the fresh processes' zygote (worker_path/cep_zygote.py): forked from here, with the JVM's
+    # environment and these modules imported
+    import cep_zygote
+
+    cep_zygote.start()
     from pyspark.daemon import manager
 
     # A reused worker calls gc.collect() after each task (pyspark.daemon), which walks every object

@@ -38,5 +38,19 @@ def _next_sitecustomize() -> None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
+def _forked_if_fresh() -> None:
+    """A process Spark starts afresh for a query's start (worker_path/cep_zygote.py): run by the
+    session's zygote instead, when there is one. Looked at before anything is imported for it."""
+    argv = getattr(sys, "orig_argv", [])
+    if len(argv) < 3 or argv[1] != "-m":
+        return
+    import cep_zygote
+
+    path = cep_zygote.socket_path()
+    if argv[2] in cep_zygote.MODULES and path is not None and os.path.exists(path):
+        cep_zygote.delegate(path, argv[2], argv[3:])
+
+
 _installed_pyspark_first()
 _next_sitecustomize()
+_forked_if_fresh()

@@ -1,0 +1,276 @@
+"""Fresh Python processes of a local `cep` JVM, forked from one that has imported what they import.
+
+At every query start Spark runs a new Python process, not forked from a daemon, per Python source
+(`python_streaming_source_runner`: offsets) and per Python stateful processor
+(`transform_with_state_driver_worker`: its state's schema), one after the other. Each spent most of
+its 0.2-0.3 s importing PySpark, pyarrow and the project's modules before its first message (a `cep
+run` of examples/daily_bill.cpl starts four per query; the test suite some thousands).
+
+This module is both ends of a way round that:
+
+- `serve` runs in a process forked from worker_path/cep_daemon.py once the daemon has imported
+  what its workers need (`start`): a process the same JVM started, so with the same environment,
+  and with the modules already imported, at no cost of its own. It listens on a Unix socket in the
+  session's private socket directory and forks a child per request: the child takes
+  the requester's standard streams, environment, path, working directory and arguments, and runs
+  the module as `python -m` would;
+- `delegate` (called by worker_path/sitecustomize.py at the start of such a process) sends that
+  request, passes on the signals it gets (Spark stops a worker with SIGTERM), and exits with the
+  child's status. The child connects to the JVM itself and tells it its own pid, as the module does.
+
+Anything missing (no socket directory, the zygote not started yet, a refused connection) and the
+process starts as it always did. Only the modules in `MODULES` are delegated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+MODULES = (
+    "pyspark.sql.streaming.python_streaming_source_runner",
+    "pyspark.sql.streaming.transform_with_state_driver_worker",
+)
+# what the fresh processes import besides the daemon's workers' modules (cep_daemon.PRELOADED)
+PRELOADED = (
+    *MODULES,
+    "deployer.spark.streams.redis_source",
+    "deployer.spark.streams.trigger_source",
+    "deployer.spark.output.processor",
+)
+SOCKET_NAME = "cep-zygote.sock"
+LOCK_NAME = "cep-zygote.lock"  # whoever creates it starts the zygote; the driver, to have none
+_REQUEST_TIMEOUT_S = 5.0
+
+
+def socket_path(environ: Any = os.environ) -> str | None:
+    """The zygote's socket in the session's private directory of worker sockets, None without one
+    (a cluster, CEP_PYTHON_UDS=0: deployer.spark.run.session.python_worker_conf)."""
+    directory = environ.get("PYTHON_WORKER_FACTORY_SOCK_DIR")
+    if not directory:
+        path = environ.get("PYTHON_WORKER_FACTORY_SOCK_PATH")
+        directory = os.path.dirname(path) if path else None
+    return os.path.join(directory, SOCKET_NAME) if directory else None
+
+
+# --------------------------------------------------------------------------------------------------
+# The requester's end (in sitecustomize: standard library only, nothing imported before it is needed)
+
+
+def delegate(path: str, module: str, args: list[str]) -> None:
+    """Have the zygote at `path` run `module` with `args` in this process's stead, and exit with its
+    status; return (having sent nothing) when there is no zygote to ask."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError:
+        conn.close()
+        return
+    request = json.dumps(
+        {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(), "path": sys.path}
+    ).encode("utf-8", "surrogateescape")
+    try:
+        socket.send_fds(conn, [len(request).to_bytes(8, "big")], [0, 1, 2])
+        conn.sendall(request)
+        replies = conn.makefile("rb")
+        first = replies.readline().split()
+    except OSError:
+        first = []
+    if len(first) != 2 or first[0] != b"pid":  # refused, or the zygote ending: it forked nothing
+        conn.close()
+        return
+    child = int(first[1])
+
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, forward)
+    last = replies.readline().split()
+    if len(last) == 2 and last[0] == b"exit":
+        _exit_as(int(last[1]))
+    while _alive(child):  # the zygote ended first: wait for the child itself
+        time.sleep(0.05)
+    os._exit(0)
+
+
+def _exit_as(code: int) -> None:
+    """Exit with the child's status: its code, or the signal that ended it (a negative code)."""
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        time.sleep(1)  # the signal is delivered meanwhile
+    os._exit(code & 0xFF)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# The zygote's end
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    conn.settimeout(_REQUEST_TIMEOUT_S)
+    head, fds, _flags, _addr = socket.recv_fds(conn, 8, 3)
+    if len(head) != 8 or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a malformed request")
+    size, data = int.from_bytes(head, "big"), b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ValueError("a truncated request")
+        data += chunk
+    return json.loads(data.decode("utf-8", "surrogateescape")), fds
+
+
+def _run_child(request: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child: become the process that asked, run its module, never return."""
+    code = 1
+    try:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.path[:] = request["path"]
+        sys.argv = [request["module"], *request["args"]]
+        import runpy
+
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int | None):
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def preload() -> None:
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the process that needs it imports it, and says what failed
+            continue
+
+
+def serve(path: str) -> None:
+    """Fork a child per request on `path` until the process this one was forked from ends."""
+    parent = os.getppid()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".new")
+    os.rename(path + ".new", path)  # requesters find it only once it listens
+    listener.listen(64)
+    waiting: dict[int, socket.socket] = {}
+    try:
+        while os.getppid() == parent:
+            ready, _, _ = select.select([listener.fileno(), wake_r], [], [], 0.5)
+            if wake_r in ready:
+                os.read(wake_r, 512)
+            if listener.fileno() in ready:
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _receive(conn)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                try:
+                    pid = os.fork()
+                except OSError:  # no process to be had: the requester starts as usual
+                    for fd in fds:
+                        os.close(fd)
+                    conn.close()
+                    continue
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+                        signal.signal(sig, signal.SIG_DFL)
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    for c in (listener, conn, *waiting.values()):
+                        c.close()
+                    os.close(wake_r)
+                    os.close(wake_w)
+                    _run_child(request, fds)
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(f"pid {pid}\n".encode())
+                waiting[pid] = conn
+            _reap(waiting)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _reap(waiting: dict[int, socket.socket]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = waiting.pop(pid, None)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+            conn.close()
+
+
+def start(environ: Any = os.environ) -> None:
+    """Fork this session's zygote from the calling process (the daemon, its modules imported), once
+    per socket directory; the zygote ends with the process it was forked from."""
+    path = socket_path(environ)
+    if path is None:
+        return
+    try:  # one zygote per directory: whoever creates the lock starts it
+        os.close(
+            os.open(
+                os.path.join(os.path.dirname(path), LOCK_NAME), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600
+            )
+        )
+    except OSError:
+        return
+    preload()
+    gc.freeze()  # as the daemon does: the children's collections skip what they inherit
+    if os.fork() != 0:
+        return
+    code = 0
+    try:
+        os.setsid()  # the daemon's signals to its process group are its workers', not ours
+        serve(path)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        os._exit(code)

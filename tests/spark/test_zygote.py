@@ -1,0 +1,200 @@
+"""The fresh Python processes of a query start, forked from the session's zygote
+(deployer/spark/run/worker_path/cep_zygote.py): the protocol between a requester and the zygote on
+their own, then a real query start in the tests' session."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from deployer.spark.run.worker_path import cep_zygote
+
+WORKER_PATH = Path(cep_zygote.__file__).parent
+ROOT = WORKER_PATH.parents[3]
+
+# A process that forks the zygote (as the daemon does) and lives until its standard input closes.
+_PARENT = """
+import sys, time
+import cep_zygote
+cep_zygote.PRELOADED = ()  # nothing to import ahead for these tests
+cep_zygote.start()
+print("started", flush=True)
+sys.stdin.read()
+"""
+
+# What a process Spark starts does first (sitecustomize): ask the zygote to run its module instead.
+_REQUESTER = """
+import sys, cep_zygote
+cep_zygote.delegate(sys.argv[1], sys.argv[2], sys.argv[3:])
+print("not delegated", flush=True)
+sys.exit(99)
+"""
+
+# The module the zygote's child runs: what it was given, then an exit code, or a wait for a signal.
+_MODULE = """
+import os, sys, time
+print("pid", os.getpid(), "cwd", os.getcwd(), "args", sys.argv[1:], "env", os.environ.get("ZYGOTE_TEST"), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+if sys.argv[1] == "wait":
+    time.sleep(60)
+sys.exit(int(sys.argv[1]) if sys.argv[1].isdigit() else 0)
+"""
+
+
+@pytest.fixture
+def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A zygote on a socket in `tmp_path/uds`, and the environment its requesters run with."""
+    uds = tmp_path / "uds"
+    uds.mkdir()
+    (tmp_path / "zygote_test_module.py").write_text(_MODULE)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": os.pathsep.join([str(WORKER_PATH), str(tmp_path), str(ROOT)]),
+        "PYTHON_WORKER_FACTORY_SOCK_DIR": str(uds),
+        "ZYGOTE_TEST": "from the requester",
+    }
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT], env={**env, "ZYGOTE_TEST": "the zygote's own"},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert parent.stdout is not None and parent.stdout.readline().strip() == "started"
+    path = str(uds / cep_zygote.SOCKET_NAME)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert os.path.exists(path)
+    yield path, env
+    assert parent.stdin is not None
+    parent.stdin.close()
+    parent.wait(10)
+    deadline = time.monotonic() + 10  # the zygote ends with the process it was forked from
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(path)
+
+
+def _request(path: str, env: dict[str, str], cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _REQUESTER, path, "zygote_test_module", *args],
+        env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_the_child_runs_the_module_as_the_requester_and_its_status_is_the_requesters(
+    zygote: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    path, env = zygote
+    work = tmp_path / "work"
+    work.mkdir()
+    requester = _request(path, env, work, "3", "a b")
+    out, err = requester.communicate(timeout=30)
+    assert requester.returncode == 3, (out, err)
+    words = out.split()
+    assert words[0] == "pid" and int(words[1]) != requester.pid  # a process of its own...
+    assert f"cwd {work} args ['3', 'a b'] env from the requester" in out  # ...as the requester
+    assert "to stderr" in err and "not delegated" not in out
+
+
+def test_a_signal_to_the_requester_reaches_the_child(
+    zygote: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    # Spark stops a worker with SIGTERM to the process it started: the child must stop with it.
+    path, env = zygote
+    requester = _request(path, env, tmp_path, "wait")
+    assert requester.stdout is not None
+    child = int(requester.stdout.readline().split()[1])
+    requester.send_signal(signal.SIGTERM)
+    requester.wait(30)
+    assert requester.returncode == -signal.SIGTERM or requester.returncode == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child}").exists()
+
+
+def test_without_a_zygote_the_process_starts_as_it_always_did(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(WORKER_PATH), str(ROOT)])}
+    got = subprocess.run(
+        [sys.executable, "-c", _REQUESTER, str(tmp_path / "none.sock"), "zygote_test_module"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert got.returncode == 99 and "not delegated" in got.stdout
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _processes(module: bytes) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if module in entry.joinpath("cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.spark
+def test_a_query_start_forks_its_sources_runner_from_the_zygote(spark: Any, tmp_path: Path) -> None:
+    from deployer.spark.run.deployment import SparkDeployment
+    from tests.spark.spark_helpers import at, compile_text, prepare
+
+    # A Python task first, so that the session's daemon, and so its zygote, exist; then the socket.
+    def same(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # pickled by value
+        yield from batches
+
+    spark.range(1, numPartitions=1).mapInArrow(same, "id long").collect()
+    directory = spark.sparkContext.getConf().get("spark.python.unix.domain.socket.dir")
+    socket_file = Path(directory, cep_zygote.SOCKET_NAME)
+    deadline = time.monotonic() + 60
+    while not socket_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert socket_file.exists()
+
+    graph = compile_text(
+        """
+        CREATE STREAMSCHEMA calls WITH n integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;
+        INSERT INTO doubled SELECT n * 2 AS m, ts FROM calls;
+        """
+    )
+    sources = prepare(tmp_path, {"calls": [[{"n": i, "ts": at(i)} for i in range(20)]]})
+    before = set(_processes(b"python_streaming_source_runner"))
+    deployment = SparkDeployment(
+        spark, graph, sources, {"doubled": f"file:{tmp_path / 'out'}"}, str(tmp_path / "checkpoint"),
+        dead_letter=f"file:{tmp_path / 'dead'}", until_idle=False,
+    )  # fmt: skip
+    stop = threading.Event()
+    runner = threading.Thread(target=deployment.run, kwargs={"out": io.StringIO(), "stop": stop})
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        started: list[int] = []
+        while not started and time.monotonic() < deadline:
+            started = [p for p in _processes(b"python_streaming_source_runner") if p not in before]
+            time.sleep(0.1)
+        assert started, "no source runner started"
+        # The process Spark started imported nothing of PySpark: it only waits for its child.
+        assert all(_rss_mb(pid) < 40 for pid in started), [_rss_mb(pid) for pid in started]
+        while not list((tmp_path / "out").glob("**/*.json*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list((tmp_path / "out").glob("**/*.json*")), "the query wrote nothing"
+    finally:
+        stop.set()
+        runner.join(120)
+    assert not runner.is_alive()
