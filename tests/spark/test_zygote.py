@@ -27,7 +27,7 @@ ROOT = WORKER_PATH.parents[3]
 _PARENT = """
 import sys, time
 import cep_zygote
-cep_zygote.PRELOADED = ()  # nothing to import ahead for these tests
+cep_zygote.PRELOADED = ("zygote_test.module",)  # as the zygote imports Spark's runners ahead
 cep_zygote.start()
 print("started", flush=True)
 sys.stdin.read()
@@ -44,11 +44,12 @@ sys.exit(99)
 # The module the zygote's child runs: what it was given, then an exit code, or a wait for a signal.
 _MODULE = """
 import os, sys, time
-print("pid", os.getpid(), "cwd", os.getcwd(), "args", sys.argv[1:], "env", os.environ.get("ZYGOTE_TEST"), flush=True)
-print("to stderr", file=sys.stderr, flush=True)
-if sys.argv[1] == "wait":
-    time.sleep(60)
-sys.exit(int(sys.argv[1]) if sys.argv[1].isdigit() else 0)
+if __name__ == "__main__":
+    print("pid", os.getpid(), "cwd", os.getcwd(), "args", sys.argv[1:], "env", os.environ.get("ZYGOTE_TEST"), flush=True)
+    print("to stderr", file=sys.stderr, flush=True)
+    if sys.argv[1] == "wait":
+        time.sleep(60)
+    sys.exit(int(sys.argv[1]) if sys.argv[1].isdigit() else 0)
 """
 
 
@@ -57,7 +58,10 @@ def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """A zygote on a socket in `tmp_path/uds`, and the environment its requesters run with."""
     uds = tmp_path / "uds"
     uds.mkdir()
-    (tmp_path / "zygote_test_module.py").write_text(_MODULE)
+    package = tmp_path / "zygote_test"  # a module of a package, as Spark's runners are
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "module.py").write_text(_MODULE)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": os.pathsep.join([str(WORKER_PATH), str(tmp_path), str(ROOT)]),
@@ -86,7 +90,7 @@ def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 def _request(path: str, env: dict[str, str], cwd: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", _REQUESTER, path, "zygote_test_module", *args],
+        [sys.executable, "-c", _REQUESTER, path, "zygote_test.module", *args],
         env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -104,6 +108,7 @@ def test_the_child_runs_the_module_as_the_requester_and_its_status_is_the_reques
     assert words[0] == "pid" and int(words[1]) != requester.pid  # a process of its own...
     assert f"cwd {work} args ['3', 'a b'] env from the requester" in out  # ...as the requester
     assert "to stderr" in err and "not delegated" not in out
+    assert "RuntimeWarning" not in err  # run as __main__ although the zygote had imported it
 
 
 def test_a_signal_to_the_requester_reaches_the_child(
@@ -126,7 +131,7 @@ def test_a_signal_to_the_requester_reaches_the_child(
 def test_without_a_zygote_the_process_starts_as_it_always_did(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(WORKER_PATH), str(ROOT)])}
     got = subprocess.run(
-        [sys.executable, "-c", _REQUESTER, str(tmp_path / "none.sock"), "zygote_test_module"],
+        [sys.executable, "-c", _REQUESTER, str(tmp_path / "none.sock"), "zygote_test.module"],
         env=env, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert got.returncode == 99 and "not delegated" in got.stdout

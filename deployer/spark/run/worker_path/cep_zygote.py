@@ -156,6 +156,9 @@ def _run_child(request: dict[str, Any], fds: list[int]) -> None:
         os.environ.update(request["env"])
         sys.path[:] = request["path"]
         sys.argv = [request["module"], *request["args"]]
+        # As `python -m` runs it: as __main__ only (the zygote imported it, for what it imports);
+        # runpy would otherwise warn, on the JVM's log, that it is already imported.
+        sys.modules.pop(request["module"], None)
         import runpy
 
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
