@@ -146,7 +146,12 @@ class UpdateLoops:
         if not st.params:
             types: tuple[str, ...] = ()
         elif None in chosen:
-            types = self.reader.param_types(conn, st, tuple(chosen))
+            try:
+                types = self.reader.param_types(conn, st, tuple(chosen))
+            except ValueError:  # a parameter the server types as an array: text it parses itself
+                with self._lock:
+                    self._unfit.add(query.text)
+                return None
         else:
             types = tuple(t for t in chosen if t is not None)
         name = _function_name(st, types)

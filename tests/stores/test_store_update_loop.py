@@ -82,6 +82,18 @@ def test_text_and_null_parameters_take_the_type_the_server_infers(pg_backend: Ba
     assert _rows(pg_backend)[0] == (1, 0, "2026-12-02")
 
 
+def test_text_for_an_array_column_is_parsed_by_the_server_as_for_one_event(pg_backend: Backend) -> None:
+    # The server types that parameter text[]: no array of arrays is bound, the statements go one
+    # by one with the text, which Postgres parses as an array, as it does for one event.
+    pg_backend.execute(
+        "CREATE TABLE tagged (id integer PRIMARY KEY, tags text[])", "INSERT INTO tagged VALUES (1), (2)"
+    )
+    tag = query("UPDATE tagged SET tags = ? WHERE id = ?", name="tag")
+    got = pg_backend.store.update(tag, [("{a,b}", 1), ("{c}", 2)], event_ids=["a", "b"], scope=SCOPE)
+    assert got.counts == [1, 1] and got.errors == [None, None]
+    assert pg_backend.fetch("SELECT id, tags FROM tagged ORDER BY id") == [(1, ["a", "b"]), (2, ["c"])]
+
+
 def test_a_statement_the_loop_cannot_hold_runs_event_by_event_and_is_not_looped_again(
     pg_backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
