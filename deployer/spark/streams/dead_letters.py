@@ -56,16 +56,19 @@ def dead_letter_frame(df: DataFrame, fixed: dict[str, Any]) -> DataFrame:
 def dead_letter_columns(df: DataFrame, fixed: dict[str, Any]) -> list[Column]:
     """The columns of `dead_letter_frame` over the rows of `df`."""
     cols: list[Column] = []
+    # the schema once: each `df.columns` is a round trip to the JVM and a parse of its JSON
+    schema = df.schema
+    present = set(schema.names)
     for key in _DEAD_KEYS:
-        given = F.col(key) if key in df.columns else None
+        given = F.col(key) if key in present else None
         default = fixed.get(key)
         t = T.IntegerType() if key == "line" else T.StringType()
         col = F.lit(default).cast(t) if given is None else F.coalesce(given.cast(t), F.lit(default).cast(t))
         cols.append(col.alias(key))
-    if "event" in df.columns and isinstance(df.schema["event"].dataType, T.ArrayType):
+    if "event" in present and isinstance(schema["event"].dataType, T.ArrayType):
         cols.append(F.col("event"))  # already encoded (`encoded_event`)
-    elif "event" in df.columns:
-        struct = df.schema["event"].dataType
+    elif "event" in present:
+        struct = schema["event"].dataType
         assert isinstance(struct, T.StructType)
         ev = F.col("event")
         items = [(ev.getField(f.name), f.dataType) for f in struct.fields]
