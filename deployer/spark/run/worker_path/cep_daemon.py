@@ -13,7 +13,6 @@ which then reports the error as it would have.
 from __future__ import annotations
 
 import gc
-import importlib
 
 PRELOADED = (
     "numpy",
@@ -33,20 +32,12 @@ PRELOADED = (
 )
 
 
-def _preload() -> None:
-    for name in PRELOADED:
-        try:
-            importlib.import_module(name)
-        except Exception:  # the worker that needs it imports it, and says what failed
-            continue
-
-
 if __name__ == "__main__":
-    _preload()
-    # the fresh processes' zygote (worker_path/cep_zygote.py): forked from here, with the JVM's
-    # environment and these modules imported
     import cep_zygote
 
+    cep_zygote.preload(PRELOADED)
+    # the fresh processes' zygote (worker_path/cep_zygote.py): forked from here, with the JVM's
+    # environment and these modules imported
     cep_zygote.start()
     from pyspark.daemon import manager
 
