@@ -53,9 +53,20 @@ if __name__ == "__main__":
 """
 
 
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 @pytest.fixture
-def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """A zygote on a socket in `tmp_path/uds`, and the environment its requesters run with."""
+def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], int]]:
+    """A zygote on a socket in `tmp_path/uds`, the environment its requesters run with, its pid."""
     uds = tmp_path / "uds"
     uds.mkdir()
     package = tmp_path / "zygote_test"  # a module of a package, as Spark's runners are
@@ -78,7 +89,8 @@ def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert os.path.exists(path)
-    yield path, env
+    (zygote_pid,) = _children(parent.pid)
+    yield path, env, zygote_pid
     assert parent.stdin is not None
     parent.stdin.close()
     parent.wait(10)
@@ -96,9 +108,9 @@ def _request(path: str, env: dict[str, str], cwd: Path, *args: str) -> subproces
 
 
 def test_the_child_runs_the_module_as_the_requester_and_its_status_is_the_requesters(
-    zygote: tuple[str, dict[str, str]], tmp_path: Path
+    zygote: tuple[str, dict[str, str], int], tmp_path: Path
 ) -> None:
-    path, env = zygote
+    path, env, _ = zygote
     work = tmp_path / "work"
     work.mkdir()
     requester = _request(path, env, work, "3", "a b")
@@ -112,10 +124,10 @@ def test_the_child_runs_the_module_as_the_requester_and_its_status_is_the_reques
 
 
 def test_a_signal_to_the_requester_reaches_the_child(
-    zygote: tuple[str, dict[str, str]], tmp_path: Path
+    zygote: tuple[str, dict[str, str], int], tmp_path: Path
 ) -> None:
     # Spark stops a worker with SIGTERM to the process it started: the child must stop with it.
-    path, env = zygote
+    path, env, _ = zygote
     requester = _request(path, env, tmp_path, "wait")
     assert requester.stdout is not None
     child = int(requester.stdout.readline().split()[1])
@@ -126,6 +138,23 @@ def test_a_signal_to_the_requester_reaches_the_child(
     while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{child}").exists()
+
+
+def test_a_signal_at_any_moment_of_the_request_leaves_no_child_running(
+    zygote: tuple[str, dict[str, str], int], tmp_path: Path
+) -> None:
+    # Spark may stop a worker the moment it started: before the request is sent, before the child's
+    # pid is known, or after. Whenever the signal comes, no child is left behind.
+    path, env, zygote_pid = zygote
+    for delay in (0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2):
+        requester = _request(path, env, tmp_path, "wait")
+        time.sleep(delay)
+        requester.send_signal(signal.SIGTERM)
+        requester.communicate(timeout=30)
+        deadline = time.monotonic() + 10
+        while _children(zygote_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _children(zygote_pid) == [], f"a child left running after a signal at {delay} s"
 
 
 def test_without_a_zygote_the_process_starts_as_it_always_did(tmp_path: Path) -> None:

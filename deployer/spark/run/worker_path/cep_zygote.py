@@ -49,6 +49,7 @@ PRELOADED = (
     "deployer.spark.streams.trigger_source",
     "deployer.spark.output.processor",
 )
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 SOCKET_NAME = "cep-zygote.sock"
 LOCK_NAME = "cep-zygote.lock"  # whoever creates it starts the zygote; the driver, to have none
 _REQUEST_TIMEOUT_S = 5.0
@@ -80,6 +81,18 @@ def delegate(path: str, module: str, args: list[str]) -> None:
     request = json.dumps(
         {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(), "path": sys.path}
     ).encode("utf-8", "surrogateescape")
+    # The signals are caught from before the request: one that comes before the child's pid is
+    # known (Spark may stop a worker the moment it started) is passed on once it is.
+    child, pending = 0, list[int]()
+
+    def forward(signum: int, _frame: Any) -> None:
+        if not child:
+            pending.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signum)
+
+    before = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
     try:
         socket.send_fds(conn, [len(request).to_bytes(8, "big")], [0, 1, 2])
         conn.sendall(request)
@@ -89,15 +102,14 @@ def delegate(path: str, module: str, args: list[str]) -> None:
         first = []
     if len(first) != 2 or first[0] != b"pid":  # refused, or the zygote ending: it forked nothing
         conn.close()
+        for forwarded, handler in before.items():
+            signal.signal(forwarded, handler)
+        for signum in pending:  # what this process would have done with them: start no module
+            os.kill(os.getpid(), signum)
         return
     child = int(first[1])
-
-    def forward(signum: int, _frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(sig, forward)
+    for signum in pending:
+        forward(signum, None)
     last = replies.readline().split()
     if len(last) == 2 and last[0] == b"exit":
         _exit_as(int(last[1]))
