@@ -284,7 +284,11 @@ def start(environ: Any = os.environ) -> None:
         return
     code = 0
     try:
-        os.setsid()  # the daemon's signals to its process group are its workers', not ours
+        # Left in the JVM's process group and session, as the processes it stands in for are (not a
+        # session of its own: the kernel's autogroup scheduling then set its children's CPU share
+        # apart from the JVM's); the daemon makes its own group after this fork. A terminal's
+        # Ctrl-C reaches the children as it reached those processes; the zygote ends with its parent.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         serve(path)
     except BaseException:
         traceback.print_exc()
