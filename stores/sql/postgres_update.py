@@ -100,11 +100,11 @@ class PgUpdater:
     def _update_plain(
         self, conn: psycopg.Connection[Any], query: SqlQuery, text: str, rows: list[Row]
     ) -> UpdateResult:
-        cur = _cursor(conn)
         try:
             looped, looped_counts = self._looped(conn, query, rows, None)
             if looped and looped_counts is not None:
                 return UpdateResult([*looped_counts], [None] * len(rows))
+            cur = _cursor(conn)
             with conn.pipeline(), conn.transaction():
                 cur.executemany(text, rows, returning=True)
             return UpdateResult([*_counts(cur, len(rows), query)], [None] * len(rows))

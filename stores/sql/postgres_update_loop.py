@@ -149,8 +149,7 @@ class UpdateLoops:
             try:
                 types = self.reader.param_types(conn, st, tuple(chosen))
             except ValueError:  # a parameter the server types as an array: text it parses itself
-                with self._lock:
-                    self._unfit.add(query.text)
+                self._refuse(query)
                 return None
         else:
             types = tuple(t for t in chosen if t is not None)
@@ -178,6 +177,10 @@ class UpdateLoops:
                 return False
         elif state in TRANSIENT_STATES or state.startswith("08"):
             return False
+        self._refuse(query)
+        return True
+
+    def _refuse(self, query: SqlQuery) -> None:
+        """`query` is no longer looped in this process."""
         with self._lock:
             self._unfit.add(query.text)
-        return True

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from deployer.spark.run.stop import child_processes
 from deployer.spark.run.worker_path import cep_zygote
 
 WORKER_PATH = Path(cep_zygote.__file__).parent
@@ -53,17 +54,6 @@ if __name__ == "__main__":
 """
 
 
-def _children(parent: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
 @pytest.fixture
 def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], int]]:
     """A zygote on a socket in `tmp_path/uds`, the environment its requesters run with, its pid."""
@@ -89,7 +79,7 @@ def zygote(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], int]]:
     while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert os.path.exists(path)
-    (zygote_pid,) = _children(parent.pid)
+    (zygote_pid,) = child_processes(parent.pid)
     yield path, env, zygote_pid
     assert parent.stdin is not None
     parent.stdin.close()
@@ -152,9 +142,9 @@ def test_a_signal_at_any_moment_of_the_request_leaves_no_child_running(
         requester.send_signal(signal.SIGTERM)
         requester.communicate(timeout=30)
         deadline = time.monotonic() + 10
-        while _children(zygote_pid) and time.monotonic() < deadline:
+        while child_processes(zygote_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _children(zygote_pid) == [], f"a child left running after a signal at {delay} s"
+        assert child_processes(zygote_pid) == [], f"a child left running after a signal at {delay} s"
 
 
 def test_without_a_zygote_the_process_starts_as_it_always_did(tmp_path: Path) -> None:
@@ -171,17 +161,6 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def _processes(module: bytes) -> list[int]:
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if module in entry.joinpath("cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 @pytest.mark.spark
@@ -208,7 +187,9 @@ def test_a_query_start_forks_its_sources_runner_from_the_zygote(spark: Any, tmp_
         """
     )
     sources = prepare(tmp_path, {"calls": [[{"n": i, "ts": at(i)} for i in range(20)]]})
-    before = set(_processes(b"python_streaming_source_runner"))
+    jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    source_runner = (b"python_streaming_source_runner",)
+    before = set(child_processes(jvm, source_runner))
     deployment = SparkDeployment(
         spark, graph, sources, {"doubled": f"file:{tmp_path / 'out'}"}, str(tmp_path / "checkpoint"),
         dead_letter=f"file:{tmp_path / 'dead'}", until_idle=False,
@@ -220,7 +201,7 @@ def test_a_query_start_forks_its_sources_runner_from_the_zygote(spark: Any, tmp_
         deadline = time.monotonic() + 120
         started: list[int] = []
         while not started and time.monotonic() < deadline:
-            started = [p for p in _processes(b"python_streaming_source_runner") if p not in before]
+            started = [p for p in child_processes(jvm, source_runner) if p not in before]
             time.sleep(0.1)
         assert started, "no source runner started"
         # The process Spark started imported nothing of PySpark: it only waits for its child.

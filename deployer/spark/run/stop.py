@@ -59,11 +59,18 @@ _DAEMONS = (b"pyspark.daemon", b"cep_daemon")
 
 def python_daemons(parent: int) -> list[int]:
     """The Python daemons whose parent is `parent` (Linux /proc; none elsewhere)."""
+    return child_processes(parent, _DAEMONS)
+
+
+def child_processes(parent: int, marks: tuple[bytes, ...] | None = None) -> list[int]:
+    """The processes whose parent is `parent` and, given `marks`, whose command line holds one."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == parent and any(d in (entry / "cmdline").read_bytes() for d in _DAEMONS):
+            if ppid == parent and (
+                marks is None or any(m in (entry / "cmdline").read_bytes() for m in marks)
+            ):
                 found.append(int(entry.name))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile, or not ours to read
