@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fuzz_coverage import IN_PROCESSOR, Row
+from fuzz_coverage import IN_AGGREGATION, IN_PROCESSOR, Row
 from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of
 from fuzz_triggers import aim_trigger
 from hypothesis import strategies as st
@@ -87,6 +87,8 @@ def aim_output(b: Builder, target: Row) -> bool:
     kind = b.draw(st.sampled_from(["map", "filter"])) if up == "stateless" else up
     if up == IN_PROCESSOR:  # a TUPLE or BATCH window's (without HAVING: fuzz_statements)
         kind, b.window_kind = "aggregate", b.draw(st.sampled_from(["tuple", "batch"]))
+    elif up == IN_AGGREGATION:  # a TIME window's (the same)
+        kind, b.window_kind = "aggregate", "time"
     elif up == "aggregate" and op in ("OutputRate ALL EVERY duration", "OutputRate LAST EVERY duration"):
         b.window_kind = "time"  # over a TUPLE or BATCH window it may be the line above
     b.next_input, b.output = b.draw(st.sampled_from(sources)).name, target

@@ -7,7 +7,9 @@ Each OUTPUT clause (docs/language.md, "Output rate limiting") is a line of its o
 (`OutputRate LAST EVERY n EVENTS`, `OutputRate FIRST EVERY duration`, `OutputRate SNAPSHOT`), the
 statement whose rows it limits (a stateless one, an aggregate, a pattern, a join; `window's
 processor` for an ALL or LAST by time over a TUPLE or BATCH window that Spark's window processor
-holds itself: deployer.spark.output.placement.in_window_processor) in the upstream column, and whether it limits per group (`per group`, with a GROUP BY) or not (`-`); it evaluates
+holds itself: deployer.spark.output.placement.in_window_processor; `window's aggregation` for one
+over a TIME window that Spark's window aggregation holds itself, keyed by the limit's bucket:
+in_window_aggregation) in the upstream column, and whether it limits per group (`per group`, with a GROUP BY) or not (`-`); it evaluates
 no expression of its own, so only its cases count. So is each kind of trigger (`Trigger EVERY`,
 `Trigger START`, `Trigger cron`), by the kind of statement that reads its ticks (a Map or Filter, a
 window, an `ON SQL` call, a Union with events, a join, a pattern) in the upstream column.
@@ -28,7 +30,7 @@ from cpl.compiler import compile_script
 from deployer.connectors.records import to_event
 from deployer.evaluation.evaluate import compile_expr
 from deployer.local.runtime import EVAL_ERRORS
-from deployer.spark.output.placement import in_window_processor
+from deployer.spark.output.placement import in_window_aggregation, in_window_processor
 from operators import expr as ir
 from operators import graph as g
 from operators import patterns as pt
@@ -71,7 +73,9 @@ OUTPUT_FORMS = (
     "SNAPSHOT",
 )
 IN_PROCESSOR = "window's processor"
-LIMITED = ("stateless", "aggregate", IN_PROCESSOR, "pattern", "join")
+IN_AGGREGATION = "window's aggregation"
+HELD = (IN_PROCESSOR, IN_AGGREGATION)  # by a window's own state: ALL and LAST by time only
+LIMITED = ("stateless", "aggregate", IN_PROCESSOR, IN_AGGREGATION, "pattern", "join")
 GROUPED = "per group"
 OUTPUT_ROWS: tuple[Row, ...] = tuple(
     (f"OutputRate {form}", up, pos)
@@ -80,7 +84,7 @@ OUTPUT_ROWS: tuple[Row, ...] = tuple(
     for pos in ("-", GROUPED)
     if (form != "SNAPSHOT" or up == "aggregate")
     and (up != "join" or pos == "-")
-    and (up != IN_PROCESSOR or form in ("ALL EVERY duration", "LAST EVERY duration"))
+    and (up not in HELD or form in ("ALL EVERY duration", "LAST EVERY duration"))
 )
 # The triggers (CREATE TRIGGER): each kind, by the statement that reads its ticks (directly or
 # through other statements): a Map or Filter, a window, a data store call, a Union that merges them
@@ -110,6 +114,8 @@ def output_row(graph: g.Graph, node: OutputRate) -> Row:
     )
     if in_window_processor(graph, node):
         limited = IN_PROCESSOR
+    elif in_window_aggregation(graph, node):
+        limited = IN_AGGREGATION
     return (f"OutputRate {form}", limited, GROUPED if node.group_by else "-")
 
 

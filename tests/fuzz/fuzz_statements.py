@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fuzz_coverage import IN_PROCESSOR
+from fuzz_coverage import HELD
 from fuzz_exprs import BOOL, CATEGORIES, INT, NUMERIC, ORDERED, STR, Field, category
 from fuzz_output import grouping, limit, limit_join
 from fuzz_patterns import pattern
@@ -136,8 +136,12 @@ def aggregate_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
     group = f" GROUP BY {', '.join(text for text, _, _ in keys)}" if keys else ""
     having = ""
     form = 1 if b.forced("HAVING") else b.draw(st.integers(0, 5))
-    if b.output is not None and b.output[1] == IN_PROCESSOR:
-        form = 2  # aimed at a limit the window's processor holds, which it does only without HAVING
+    if b.output is not None and b.output[1] in HELD:
+        form = 2  # aimed at a limit the window's state holds, which it does only without HAVING
+    elif b.output is not None and b.output[1] == "aggregate" and b.output[0].endswith(" EVERY duration"):
+        # aimed at a limit by time after the window's state, which a HAVING keeps it at (a TIME
+        # window's own aggregation holds the others, as a TUPLE or BATCH window's processor does)
+        form = b.draw(st.integers(0, 1))
     if form == 0:
         having = f" HAVING count(*) > {b.draw(st.integers(0, 2))}"
     elif form == 1:

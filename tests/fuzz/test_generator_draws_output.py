@@ -51,7 +51,9 @@ def _limited(c: Case) -> list[str]:
 
 
 def test_the_generator_draws_every_form_of_output_clause() -> None:
-    drawn = _drawn(5 * len(OUTPUT_ROWS), OUTPUT_ROWS, per_seed=2)
+    # each line is aimed at by three seeds or so, and about four seeds in five hit the line they
+    # are aimed at (the others fall back to a statement of another line)
+    drawn = _drawn(6 * len(OUTPUT_ROWS), OUTPUT_ROWS, per_seed=2)
     statements = {line for c in drawn for line in _limited(c)}
     assert len(statements) >= 100, f"only {len(statements)} distinct OUTPUT statements in {len(drawn)} cases"
     missing = [name for name, rx in FORMS.items() if not any(re.search(rx, s) for s in statements)]

@@ -21,6 +21,10 @@ from fuzz_case import Case
 from fuzz_harness import check_case
 from keyed_events import T0, keyed_stream
 
+from cpl.compiler import compile_script
+from deployer.spark.output.placement import in_window_aggregation
+from operators.output_node import OutputRate
+
 pytestmark = [pytest.mark.spark]
 
 STREAMS = (
@@ -134,6 +138,34 @@ IN_WINDOW_PROCESSOR = {
         "WINDOW TUPLE SIZE 2 GROUP BY k OUTPUT ALL EVERY 2 SECONDS;\n"
     ),
 }
+# ALL and LAST EVERY duration over a TIME window's rows, without HAVING or aggregates that can
+# overflow, are held by the window's own aggregation, keyed by the bucket
+# (deployer.spark.windows.time_window_limit): sliding windows several to a bucket, a period that is
+# not a multiple of the windows' ADVANCE, a period shorter than it, a value that is NULL in the
+# latest window, no GROUP BY, a stream without WATERMARK
+IN_WINDOW_AGGREGATION = {
+    "agg_all_sliding": (
+        "INSERT INTO agg_all_sliding SELECT k, count(*) AS n, sum(v) AS total, window_end() AS e FROM s "
+        "WINDOW TIME SIZE 2 SECONDS ADVANCE 1 SECOND GROUP BY k OUTPUT ALL EVERY 3 SECONDS;\n"
+    ),
+    "agg_last_odd": (
+        "INSERT INTO agg_last_odd SELECT k, avg(v) AS mean, min(v) AS low, window_start() AS s0, "
+        "sum(CASE WHEN v > 6 THEN v END) AS big FROM s WINDOW TIME SIZE 700 MILLISECONDS GROUP BY k "
+        "OUTPUT LAST EVERY 1500 MILLISECONDS;\n"
+    ),
+    "agg_last_short": (
+        "INSERT INTO agg_last_short SELECT k, count(*) AS n, window_end() AS e FROM s "
+        "WINDOW TIME SIZE 2 SECONDS GROUP BY k OUTPUT LAST EVERY 1 SECOND;\n"
+    ),
+    "agg_all_nogroup": (
+        "INSERT INTO agg_all_nogroup SELECT sum(v) AS total, max(k) AS top, window_end() AS e FROM c "
+        "WINDOW TIME SIZE 1500 MILLISECONDS ADVANCE 500 MILLISECONDS OUTPUT ALL EVERY 1 SECOND;\n"
+    ),
+    "agg_last_sliding": (
+        "INSERT INTO agg_last_sliding SELECT k, max(v) AS top, count(*) AS n FROM s "
+        "WINDOW TIME SIZE 3 SECONDS ADVANCE 1 SECOND GROUP BY k OUTPUT LAST EVERY 4 SECONDS;\n"
+    ),
+}
 AFTER_PATTERNS = {
     "pattern_first": (
         "INSERT INTO pattern_first SELECT e1.v AS v1, e2.v AS v2, match_time() AS at FROM PATTERN "
@@ -165,6 +197,16 @@ def test_limits_held_by_the_windows_processor(spark: Any, tmp_path: Any, seed: i
     ref = _check(_case(IN_WINDOW_PROCESSOR, seed), spark, tmp_path)
     # the overflowing sums were there to pass the limit by: dead letters, the same on both engines
     assert any("out of range" in str(d.get("reason")) for d in ref.dead), ref.dead
+
+
+@pytest.mark.parametrize("seed", [9, 10])
+def test_limits_held_by_the_time_windows_aggregation(spark: Any, tmp_path: Any, seed: int) -> None:
+    case = _case(IN_WINDOW_AGGREGATION, seed)
+    graph = compile_script(case.script).graph
+    limits = [n for n in graph.nodes if isinstance(n, OutputRate)]
+    assert len(limits) == len(IN_WINDOW_AGGREGATION)
+    assert all(in_window_aggregation(graph, n) for n in limits)  # what is compared here
+    _check(case, spark, tmp_path)
 
 
 def test_limits_after_patterns(spark: Any, tmp_path: Any) -> None:

@@ -163,6 +163,32 @@ def test_an_incompatible_script_is_refused_with_every_reason(tmp_path: Path) -> 
     assert (d / MANIFEST).read_bytes() == before  # a refusal changes nothing
 
 
+def test_a_limit_kept_in_a_second_aggregation_before_is_refused_where_the_window_now_holds_it(
+    tmp_path: Path,
+) -> None:
+    # Before 2026-12-01 a LAST by time over a TIME window was always a second window aggregation of
+    # Spark's (deployer.spark.output.in_window); without HAVING the window's own aggregation now holds
+    # it (deployer.spark.windows.time_window_limit), with state of another layout.
+    limited = SCRIPT.replace("GROUP BY caller;", "GROUP BY caller OUTPUT LAST EVERY 2 HOURS;")
+    d = tmp_path / "ck"
+    guard = open_(d, limited)
+    spark_query(d / "sink_hourly")
+    guard.started("sink:hourly")
+    arrival_log(d, "calls").parent.mkdir()
+    arrival_log(d, "calls").write_text("calls-0000.jsonl\n")
+    manifest = d / MANIFEST
+    text = manifest.read_text()
+    assert "the window's aggregation" in text
+    manifest.write_text(text.replace("the window's aggregation", "Spark's window aggregation"))
+    why = refused(d, limited)
+    assert (
+        "output sink 'hourly': the OUTPUT clause of line 8: state changed from Spark's window aggregation "
+        "to the window's aggregation" in why
+    ), why
+    manifest.write_text(text)
+    open_(d, limited)  # as written now: resumes
+
+
 def test_a_new_output_is_allowed_and_a_removed_one_keeps_its_signature(tmp_path: Path) -> None:
     d = tmp_path / "ck"
     first_run(d)

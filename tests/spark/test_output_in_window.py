@@ -1,5 +1,8 @@
 """Where the limiter runs on Spark (deployer.spark.output.placement): `ALL` and `LAST EVERY duration`
-over a TIME window's rows in a window aggregation of Spark's own, with no Python operator; over a
+over a TIME window's rows in the window's own aggregation, keyed by the limit's bucket, or (with a
+HAVING, a projection that can fail, an aggregate that can overflow, or more than
+MAX_WINDOWS_PER_BUCKET windows to a bucket) in a second window aggregation of Spark's own, with no
+Python operator either way; over a
 TUPLE or BATCH window's rows (without HAVING) in the window's own processor; the other forms in the
 limiter's stateful processor. The plans only (no query runs): the results are compared
 with the reference executor's in tests/fuzz/test_output_on_both_engines.py."""
@@ -37,6 +40,43 @@ def test_a_time_windows_rows_are_held_in_sparks_own_window(spark: Any, tmp_path:
     plan = _plan(spark, tmp_path, "TIME SIZE 1 SECOND", output)
     assert "TransformWithState" not in plan, plan
     assert plan.count("Aggregate [window") == 2, plan  # the window's, then the limit's buckets
+
+
+@pytest.mark.parametrize(
+    ("aggregate", "window", "output"),
+    [
+        ("sum(v)", "TIME SIZE 1 SECOND", "LAST EVERY 2 SECONDS"),
+        ("count(*)", "TIME SIZE 2 SECONDS ADVANCE 1 SECOND", "ALL EVERY 3 SECONDS"),
+        ("avg(v)", "TIME SIZE 1 SECOND", "LAST EVERY 8 SECONDS"),  # 8 windows to a bucket: the most
+        ("max(v)", "TIME SIZE 3 SECONDS", "LAST EVERY 1 SECOND"),  # one window to a bucket
+    ],
+)
+def test_a_time_windows_rows_are_held_by_its_own_aggregation(
+    spark: Any, tmp_path: Any, aggregate: str, window: str, output: str
+) -> None:
+    plan = _plan(spark, tmp_path, window, output, NO_HAVING.format(aggregate, window, output))
+    assert "TransformWithState" not in plan, plan
+    assert plan.count("Aggregate [") == 1, plan  # keyed by the limit's bucket: no second one
+    assert "Aggregate [_b" in plan, plan
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        NO_HAVING.format("10 / sum(v)", "TIME SIZE 1 SECOND", "LAST EVERY 2 SECONDS"),  # can fail
+        NO_HAVING.format(
+            "sum(CAST(v AS bigint))", "TIME SIZE 1 SECOND", "LAST EVERY 2 SECONDS"
+        ),  # can overflow
+        NO_HAVING.format("sum(v)", "TIME SIZE 1 SECOND", "LAST EVERY 9 SECONDS"),  # 9 windows to a bucket
+    ],
+)
+def test_a_limit_the_time_windows_aggregation_cannot_hold_is_a_second_one(
+    spark: Any, tmp_path: Any, statement: str
+) -> None:
+    plan = _plan(spark, tmp_path, "", "", statement)
+    assert "TransformWithState" not in plan, plan
+    assert plan.count("Aggregate [window") == 2, plan
+    assert "Aggregate [_b" not in plan, plan
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,11 @@ counter and last time are somewhere in their period, a time bucket holds rows wh
 B, and a snapshot's groups are live: the limiter carried in Spark's state store
 (deployer.spark.output.processor) must lose, repeat and revive none of them, and its order key
 must go on from where it stopped (the rows of B come after those of A). So must the buckets of a
-LAST over a TIME window, which Spark's own window aggregation holds (deployer.spark.output.in_window),
-and those of a LAST over a TUPLE window and an ALL over a BATCH window, which the window's processor
-holds (deployer.spark.windows.window_limit) with its timers.
+LAST over a TIME window, which the window's own aggregation holds
+(deployer.spark.windows.time_window_limit), those of an ALL over a TIME window with HAVING, which a
+second window aggregation of Spark's holds (deployer.spark.output.in_window), and those of a LAST
+over a TUPLE window and an ALL over a BATCH window, which the window's processor holds
+(deployer.spark.windows.window_limit) with its timers.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from spark_helpers import (
     write_files,
 )
 
+from deployer.spark.output.placement import in_window, in_window_aggregation
+from operators.output_node import OutputRate
+
 pytestmark = pytest.mark.spark
 
 SCRIPT = """
@@ -43,12 +48,14 @@ INSERT INTO board SELECT idcaller, sum(duration) AS total FROM cdr WINDOW TIME S
   GROUP BY idcaller OUTPUT SNAPSHOT EVERY 15 MINUTES;
 INSERT INTO latest SELECT idcaller, count(*) AS calls FROM cdr WINDOW TIME SIZE 10 MINUTES
   GROUP BY idcaller OUTPUT LAST EVERY 30 MINUTES;
+INSERT INTO busy SELECT idcaller, count(*) AS calls FROM cdr WINDOW TIME SIZE 10 MINUTES
+  GROUP BY idcaller HAVING count(*) > 1 OUTPUT ALL EVERY 30 MINUTES;
 INSERT INTO recent SELECT idcaller, sum(duration) AS total FROM cdr WINDOW TUPLE SIZE 3
   GROUP BY idcaller OUTPUT LAST EVERY 25 MINUTES;
 INSERT INTO spells SELECT idcaller, count(*) AS calls, max(duration) AS longest FROM cdr
   WINDOW BATCH START duration > 100 STOP duration < 60 GROUP BY idcaller OUTPUT ALL EVERY 20 MINUTES;
 """
-STREAMS = ["sampled", "firsts", "lasts", "board", "latest", "recent", "spells"]
+STREAMS = ["sampled", "firsts", "lasts", "board", "latest", "busy", "recent", "spells"]
 RESTART = at(hours=2.1)  # A: the events before it, B: those at or after it
 
 
@@ -60,6 +67,8 @@ def test_restart_keeps_the_limiters_buckets_and_counters(spark: Any, tmp_path: P
     # the precondition: A's count bucket is part full at the restart (no multiple of 7 events)
     assert sum(len(f) for f in first) % 7 != 0
     graph = compile_text(SCRIPT)
+    limits = {s: n for s, p in graph.streams.items() if isinstance(n := graph.node(p.node), OutputRate)}
+    assert in_window_aggregation(graph, limits["latest"]) and in_window(graph, limits["busy"])
 
     sources = prepare(tmp_path, {"cdr": first})
     out, dead, checkpoint = tmp_path / "spark-out", tmp_path / "spark-dead", tmp_path / "checkpoint"

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.spark.output.in_window import limit_in_window
-from deployer.spark.output.placement import in_window, in_window_processor
+from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.output.processor import GROUP, SEQ, TIME, VALUES, OutputProcessor
 from deployer.spark.translate.columns import col_name, spark_type
 from deployer.spark.translate.graph import ORDER_OFFSET, SparkGraph
@@ -66,7 +66,8 @@ def _row_time(sg: SparkGraph, node: OutputRate) -> Column:
 def output_rate(sg: SparkGraph, node: OutputRate) -> DataFrame:
     if in_window(sg.graph, node):
         return limit_in_window(sg, node)
-    if in_window_processor(sg.graph, node):  # held by the window's processor: its rows are the limit's
+    if in_window_processor(sg.graph, node) or in_window_aggregation(sg.graph, node):
+        # held by the window's processor or aggregation: its rows are the limit's
         return sg.input(node).select(*[F.col(col_name(i)) for i in range(node.width)], F.col(SEQ))
     rows = sg.input(node).select(
         F.lit("").alias("__key"),

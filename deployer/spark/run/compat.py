@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from deployer.spark.output.placement import in_window, in_window_processor
+from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.run.queries import sequenced_merges, shared_sinks
 from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
@@ -86,11 +86,14 @@ def _stateful(graph: g.Graph, node: g.Node) -> tuple[str, tuple[Part, ...]] | No
         )
     if isinstance(node, g.OutputRate):
         # its state is the processor's pickled limiter (deployer.spark.output.processor STATE_VERSION),
-        # Spark's own window aggregation's (deployer.spark.output.in_window), or a part of the TUPLE or
+        # Spark's own window aggregation's (deployer.spark.output.in_window), a part of the TIME
+        # window's own aggregation's (deployer.spark.windows.time_window_limit) or of the TUPLE or
         # BATCH window's processor's (deployer.spark.windows.window_limit STATE_VERSION)
         native: tuple[Part, ...] = ()
         if in_window(graph, node):
             native = (("state", "Spark's window aggregation"),)
+        elif in_window_aggregation(graph, node):
+            native = (("state", "the window's aggregation"),)
         elif in_window_processor(graph, node):
             native = (("state", "the window's processor"),)
         return (

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from deployer.spark.output.placement import in_window, in_window_processor
+from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.windows.state_layout import bucketed
 from operators import expr as ir
 from operators import graph as g
@@ -82,7 +82,9 @@ def _stateful_label(graph: g.Graph, node: g.Node) -> str:
         return f"Aggregate {node.id} ({node.window.kind.upper()}{layout})"
     if isinstance(node, OutputRate) and in_window(graph, node):
         return f"OutputRate {node.id} (Spark's window aggregation)"
-    if isinstance(node, OutputRate) and in_window_processor(graph, node):
+    if isinstance(node, OutputRate) and (
+        in_window_processor(graph, node) or in_window_aggregation(graph, node)
+    ):
         return f"OutputRate {node.id} (in Aggregate {node.inputs[0].node}'s state)"
     return f"{node.op} {node.id}"
 
