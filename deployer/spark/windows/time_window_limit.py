@@ -23,7 +23,7 @@ Spark's late-row check then reads, drops nothing the window would have kept.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, GroupedData
 from pyspark.sql import functions as F
 
 from deployer.spark.output.placement import windows_per_bucket
@@ -49,79 +49,99 @@ def limited_rows(
     """The window's rows the limit lets out, as time_window's row (keys, aggregates, window start
     and end, `__seq`, AGG_ERR), when their bucket closes. `events`: the window's input, `ts` its
     event-time column, `keys` the group's (`_k0..`) and `args` the aggregates' arguments, compiled."""
-    size, advance = node.window.size * _US_PER_MS, node.window.advance * _US_PER_MS
-    n = windows_per_bucket(node.window, every_ms)
-    windowed = events.select(
-        "*",
-        F.window(F.col(ts), f"{node.window.size} milliseconds", f"{node.window.advance} milliseconds").alias(
-            "_w"
-        ),
-    )
+    window = f"{node.window.size} milliseconds", f"{node.window.advance} milliseconds"
+    windowed = events.select("*", F.window(F.col(ts), *window).alias("_w"))
     # the bucket of the window's last instant, which carries Spark's watermark
     timed = windowed.select("*", F.window_time(F.col("_w")).alias("_wt"))
     bucketed = timed.select("*", F.window(F.col("_wt"), f"{every_ms} milliseconds").alias("_b"))
+    advance = node.window.advance * _US_PER_MS
     index = F.floor((F.unix_micros(F.col("_wt")) - F.unix_micros(F.col("_b.start"))) / F.lit(advance))
-    bucketed = bucketed.withColumn("_i", index.cast("int"))
+    # an event's order key (time_window's `_first`), made once per event, not once per window
+    first = F.concat(order_key(F.col(ts)), F.lit("|"), F.col(SEQ))
+    bucketed = bucketed.select("*", index.cast("int").alias("_i"), first.alias("_o"))
+    n = windows_per_bucket(node.window, every_ms)
     aggs = []
     for i in range(n):
-        only = F.col("_i") == F.lit(i)
-        aggs += window_aggregates(node, args, only, suffix=f"_{i}")
-        aggs.append(F.count(F.when(only, F.lit(1))).alias(f"_c_{i}"))
-        first = F.concat(order_key(F.col(ts)), F.lit("|"), F.col(SEQ))
-        aggs.append(F.min(F.when(only, first)).alias(f"_f_{i}"))
-    grouped = bucketed.groupBy(F.col("_b"), *keys).agg(*aggs)
-    start = F.unix_micros(F.col("_b.start"))
-    windows = F.array(*[_window(node, i, start, size, advance) for i in range(n)])
+        aggs += window_aggregates(node, args, F.col("_i") == F.lit(i), suffix=f"_{i}")
+    grouped = bucketed.groupBy(F.col("_b"), *keys)
+    picked = _last(node, grouped, aggs, n) if kind == LAST else _all(node, grouped, aggs, n)
     nk, na = len(node.keys), len(node.aggs)
-    group = [F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)]
-    if kind == LAST:
-        last, first_window = _latest(n), _earliest(n)
-        picked = grouped.select(
-            *group,
-            F.element_at(windows, last).alias("_r"),
-            F.element_at(windows, first_window)["seq"].alias("_first"),
-            F.col("_b"),
-            F.coalesce(*[F.col(f"{AGG_ERR}_{i}") for i in range(n)]).alias(AGG_ERR),
-        )
-    else:
-        present = F.filter(windows, lambda w: w["count"] > F.lit(0))
-        picked = grouped.select(*group, F.col("_b"), F.inline(present)).select(
-            *[F.col(col_name(i)) for i in range(nk)],
-            F.struct(*[F.col(f) for f in ("count", *[f"a{j}" for j in range(na)], "end", "seq")]).alias("_r"),
-            F.col("seq").alias("_first"),
-            F.col("_b"),
-            F.col("err").alias(AGG_ERR),
-        )
     return picked.select(
-        *[F.col(col_name(i)) for i in range(nk)],
+        *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],
         *[F.col(f"_r.a{j}").alias(col_name(nk + j)) for j in range(na)],
-        F.timestamp_micros(F.unix_micros(F.col("_r.end")) - F.lit(size)).alias(col_name(nk + na)),
-        F.col("_r.end").alias(col_name(nk + na + 1)),
+        F.timestamp_micros(F.unix_micros(F.col("_end")) - F.lit(node.window.size * _US_PER_MS)).alias(
+            col_name(nk + na)
+        ),
+        F.col("_end").alias(col_name(nk + na + 1)),
         F.concat(order_key(F.col("_b.end")), F.lit("|"), F.col("_first")).alias(SEQ),
-        F.col(AGG_ERR),
+        F.col("_err").alias(AGG_ERR),
     )
 
 
-def _window(node: g.Aggregate, i: int, start: Column, size: int, advance: int) -> Column:
-    """The i-th window of a bucket that starts at `start` (µs): its event count, aggregates, end,
-    order key (time_window's: its end, then its first event's) and error. Its end is the one in
-    (start + i·ADVANCE, start + (i+1)·ADVANCE] on Spark's grid of window ends, SIZE modulo ADVANCE."""
-    end = F.timestamp_micros(start + F.lit((i + 1) * advance) - F.pmod(start - F.lit(size), F.lit(advance)))
+def _last(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -> DataFrame:
+    """Per bucket and group, its latest window's row; its order key is that of the group's first
+    window in the bucket, whose first event is the group's first in the bucket: that event lies in
+    some window of the bucket, so after the first window's start, and before one of the first
+    window's events, so before its end. Why a row cannot be emitted is any window's, as the
+    reference fails on any."""
+    held = grouped.agg(
+        *aggs,
+        F.max(F.col("_i")).alias("_hi"),
+        F.min(F.col("_i")).alias("_lo"),
+        F.min(F.col("_o")).alias("_f"),
+    )
+    rows = F.array(*[_values(node, i) for i in range(n)])
+    return held.select(
+        "*",
+        F.element_at(rows, F.col("_hi") + F.lit(1)).alias("_r"),
+        _end(node, F.col("_hi")).alias("_end"),
+        F.concat(order_key(_end(node, F.col("_lo"))), F.lit("|"), F.col("_f")).alias("_first"),
+        F.coalesce(*[F.col(f"{AGG_ERR}_{i}") for i in range(n)]).alias("_err"),
+    )
+
+
+def _all(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -> DataFrame:
+    """Per bucket and group, a row for each of its windows that has events, each with its order key."""
+    only = [F.col("_i") == F.lit(i) for i in range(n)]
+    held = grouped.agg(
+        *aggs,
+        *[F.count(F.when(only[i], F.lit(1))).alias(f"_c_{i}") for i in range(n)],
+        *[F.min(F.when(only[i], F.col("_o"))).alias(f"_f_{i}") for i in range(n)],
+    )
+    windows = F.array(
+        *[
+            F.struct(
+                F.col(f"_c_{i}").alias("count"),
+                _values(node, i).alias("row"),
+                _end(node, F.lit(i)).alias("end"),
+                F.col(f"_f_{i}").alias("first"),
+            )
+            for i in range(n)
+        ]
+    )
+    present = F.filter(windows, lambda w: w["count"] > F.lit(0))
+    return held.select(
+        F.col("_b"), *[F.col(f"_k{i}") for i in range(len(node.keys))], F.inline(present)
+    ).select(
+        "*",
+        F.col("row").alias("_r"),
+        F.col("end").alias("_end"),
+        F.concat(order_key(F.col("end")), F.lit("|"), F.col("first")).alias("_first"),
+        F.col("row.err").alias("_err"),
+    )
+
+
+def _values(node: g.Aggregate, i: int) -> Column:
+    """The aggregates of the bucket's i-th window and why its row cannot be emitted."""
     return F.struct(
-        F.col(f"_c_{i}").alias("count"),
         *[F.col(f"_a{j}_{i}").alias(f"a{j}") for j in range(len(node.aggs))],
-        end.alias("end"),
-        F.concat(order_key(end), F.lit("|"), F.col(f"_f_{i}")).alias("seq"),
         F.col(f"{AGG_ERR}_{i}").alias("err"),
     )
 
 
-def _latest(n: int) -> Column:
-    """The position (from 1) of the group's latest window with events in the bucket."""
-    present = [F.when(F.col(f"_c_{i}") > 0, F.lit(i + 1)) for i in range(n)]
-    return present[0] if n == 1 else F.greatest(*present)
-
-
-def _earliest(n: int) -> Column:
-    present = [F.when(F.col(f"_c_{i}") > 0, F.lit(i + 1)) for i in range(n)]
-    return present[0] if n == 1 else F.least(*present)
+def _end(node: g.Aggregate, i: Column) -> Column:
+    """The end of the i-th window of the bucket `_b`: the one in (start + i·ADVANCE, start +
+    (i+1)·ADVANCE] on Spark's grid of window ends, which are SIZE modulo ADVANCE."""
+    size, advance = F.lit(node.window.size * _US_PER_MS), F.lit(node.window.advance * _US_PER_MS)
+    start = F.unix_micros(F.col("_b.start"))
+    return F.timestamp_micros(start + (i + F.lit(1)) * advance - F.pmod(start - size, advance))
