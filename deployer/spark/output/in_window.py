@@ -1,5 +1,8 @@
-"""`OUTPUT ALL | LAST EVERY duration` over a TIME window's rows on Spark: a tumbling window of
-Spark's own over the rows' time, not a Python operator (deployer.spark.output.placement).
+"""`OUTPUT ALL | LAST EVERY duration` over a TIME window's rows on Spark, where the window's own
+aggregation cannot hold them (a HAVING, a projection that can fail, an aggregate that can overflow,
+more windows to a bucket than it keeps apart: deployer.spark.output.placement and
+deployer.spark.windows.time_window_limit): a tumbling window of Spark's own over the rows' time, not
+a Python operator.
 
 A bucket of the limit is [k·T, (k+1)·T) on the epoch, and it closes when the watermark reaches its
 end: exactly what Spark's append-mode window aggregation does with `window(time, T)` over a column
