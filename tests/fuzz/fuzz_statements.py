@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fuzz_coverage import HELD
+from fuzz_coverage import HELD, IN_AGGREGATION
 from fuzz_exprs import BOOL, CATEGORIES, INT, NUMERIC, ORDERED, STR, Field, category
 from fuzz_output import grouping, limit, limit_join
 from fuzz_patterns import pattern
@@ -136,14 +136,21 @@ def aggregate_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
     group = f" GROUP BY {', '.join(text for text, _, _ in keys)}" if keys else ""
     having = ""
     form = 1 if b.forced("HAVING") else b.draw(st.integers(0, 5))
-    if b.output is not None and b.output[1] in HELD:
-        form = 2  # aimed at a limit the window's state holds, which it does only without HAVING
+    if b.output is not None and b.output[1] == IN_AGGREGATION:
+        # aimed at a limit a TIME window's aggregation holds: without HAVING, or after one that
+        # cannot fail, which it evaluates over each window of the bucket
+        form = b.draw(st.sampled_from([0, 2]))
+    elif b.output is not None and b.output[1] in HELD:
+        form = 2  # aimed at a limit the window's processor holds, which it does only without HAVING
     elif b.output is not None and b.output[1] == "aggregate" and b.output[0].endswith(" EVERY duration"):
-        # aimed at a limit by time after the window's state, which a HAVING keeps it at (a TIME
-        # window's own aggregation holds the others, as a TUPLE or BATCH window's processor does)
-        form = b.draw(st.integers(0, 1))
+        # aimed at a limit by time after the window's state, which a HAVING that can fail keeps it
+        # at (a TIME window's own aggregation holds the others, as a TUPLE or BATCH window's
+        # processor does those without HAVING): a division, by a count, which never fails
+        form = 6
     if form == 0:
         having = f" HAVING count(*) > {b.draw(st.integers(0, 2))}"
+    elif form == 6:
+        having = f" HAVING 100 / count(*) > {b.draw(st.integers(0, 60))}"
     elif form == 1:
         having = f" HAVING {b.at(BOOL, over, 1, 'HAVING')}"
     window = b.window(spec)

@@ -80,11 +80,12 @@ AFTER_WINDOWS = {
         "INSERT INTO time_last SELECT k, sum(v) AS total FROM s WINDOW TIME SIZE 1 SECOND GROUP BY k "
         "OUTPUT LAST EVERY 2 SECONDS;\n"
     ),
-    # ALL and LAST EVERY duration over a TIME window run in Spark's own window aggregation
-    # (deployer.spark.output.in_window): a sliding window's rows, HAVING, no GROUP BY
+    # ALL and LAST EVERY duration over a TIME window with a HAVING that can fail run in a second
+    # window aggregation of Spark's own (deployer.spark.output.in_window): a sliding window's rows
     "time_all": (
         "INSERT INTO time_all SELECT k, count(*) AS n, window_end() AS e FROM s "
-        "WINDOW TIME SIZE 2 SECONDS ADVANCE 1 SECOND GROUP BY k HAVING count(*) > 1 OUTPUT ALL EVERY 3 SECONDS;\n"
+        "WINDOW TIME SIZE 2 SECONDS ADVANCE 1 SECOND GROUP BY k HAVING 100 / count(*) < 60 "
+        "OUTPUT ALL EVERY 3 SECONDS;\n"
     ),
     "time_last_all": (
         "INSERT INTO time_last_all SELECT max(v) AS top, window_start() AS s0 FROM s "
@@ -138,11 +139,12 @@ IN_WINDOW_PROCESSOR = {
         "WINDOW TUPLE SIZE 2 GROUP BY k OUTPUT ALL EVERY 2 SECONDS;\n"
     ),
 }
-# ALL and LAST EVERY duration over a TIME window's rows, without HAVING or aggregates that can
-# overflow, are held by the window's own aggregation, keyed by the bucket
+# ALL and LAST EVERY duration over a TIME window's rows, without a HAVING that can fail or
+# aggregates that can overflow, are held by the window's own aggregation, keyed by the bucket
 # (deployer.spark.windows.time_window_limit): sliding windows several to a bucket, a period that is
 # not a multiple of the windows' ADVANCE, a period shorter than it, a value that is NULL in the
-# latest window, no GROUP BY, a stream without WATERMARK
+# latest window, no GROUP BY, a stream without WATERMARK, a HAVING that drops the latest window or
+# the first, over aggregates and the window's bounds
 IN_WINDOW_AGGREGATION = {
     "agg_all_sliding": (
         "INSERT INTO agg_all_sliding SELECT k, count(*) AS n, sum(v) AS total, window_end() AS e FROM s "
@@ -160,6 +162,20 @@ IN_WINDOW_AGGREGATION = {
     "agg_all_nogroup": (
         "INSERT INTO agg_all_nogroup SELECT sum(v) AS total, max(k) AS top, window_end() AS e FROM c "
         "WINDOW TIME SIZE 1500 MILLISECONDS ADVANCE 500 MILLISECONDS OUTPUT ALL EVERY 1 SECOND;\n"
+    ),
+    "agg_last_having": (
+        "INSERT INTO agg_last_having SELECT k, count(*) AS n, sum(v) AS total, window_end() AS e FROM s "
+        "WINDOW TIME SIZE 1 SECOND GROUP BY k HAVING sum(v) > 6 OUTPUT LAST EVERY 3 SECONDS;\n"
+    ),
+    "agg_all_having": (
+        "INSERT INTO agg_all_having SELECT k, max(v) AS top, window_start() AS s0 FROM s "
+        "WINDOW TIME SIZE 2 SECONDS ADVANCE 1 SECOND GROUP BY k HAVING count(*) > 1 OR max(v) = 9 "
+        "OUTPUT ALL EVERY 2 SECONDS;\n"
+    ),
+    "agg_last_having_bounds": (
+        "INSERT INTO agg_last_having_bounds SELECT count(*) AS n, window_end() AS e FROM c "
+        "WINDOW TIME SIZE 500 MILLISECONDS HAVING count(*) < 3 AND second(window_end()) <> 3 "
+        "OUTPUT LAST EVERY 2 SECONDS;\n"
     ),
     "agg_last_sliding": (
         "INSERT INTO agg_last_sliding SELECT k, max(v) AS top, count(*) AS n FROM s "

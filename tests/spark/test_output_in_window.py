@@ -19,7 +19,10 @@ from deployer.spark.handlers import spark_graph
 pytestmark = [pytest.mark.spark]
 
 STREAM = "CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;\n"
-WINDOW = "INSERT INTO o SELECT k, sum(v) AS total FROM s WINDOW {} GROUP BY k HAVING sum(v) > 1 OUTPUT {};\n"
+# a HAVING that can fail (a division): a TIME window's own aggregation does not hold the limit then
+WINDOW = (
+    "INSERT INTO o SELECT k, sum(v) AS total FROM s WINDOW {} GROUP BY k HAVING 10 / sum(v) < 5 OUTPUT {};\n"
+)
 NO_HAVING = "INSERT INTO o SELECT k, {} AS a FROM s WINDOW {} GROUP BY k OUTPUT {};\n"
 
 
@@ -58,6 +61,17 @@ def test_a_time_windows_rows_are_held_by_its_own_aggregation(
     assert "TransformWithState" not in plan, plan
     assert plan.count("Aggregate [") == 1, plan  # keyed by the limit's bucket: no second one
     assert "Aggregate [_b" in plan, plan
+
+
+@pytest.mark.parametrize("output", ["LAST EVERY 2 SECONDS", "ALL EVERY 3 SECONDS"])
+def test_after_a_having_that_cannot_fail_too(spark: Any, tmp_path: Any, output: str) -> None:
+    statement = (
+        "INSERT INTO o SELECT k, max(v) AS top FROM s WINDOW TIME SIZE 1 SECOND GROUP BY k "
+        f"HAVING count(*) > 1 AND max(v) > 2 OUTPUT {output};\n"
+    )
+    plan = _plan(spark, tmp_path, "", "", statement)
+    assert "TransformWithState" not in plan, plan
+    assert plan.count("Aggregate [") == 1 and "Aggregate [_b" in plan, plan
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ B, and a snapshot's groups are live: the limiter carried in Spark's state store
 (deployer.spark.output.processor) must lose, repeat and revive none of them, and its order key
 must go on from where it stopped (the rows of B come after those of A). So must the buckets of a
 LAST over a TIME window, which the window's own aggregation holds
-(deployer.spark.windows.time_window_limit), those of an ALL over a TIME window with HAVING, which a
+(deployer.spark.windows.time_window_limit), those of an ALL over a TIME window with a HAVING that can fail, which a
 second window aggregation of Spark's holds (deployer.spark.output.in_window), and those of a LAST
 over a TUPLE window and an ALL over a BATCH window, which the window's processor holds
 (deployer.spark.windows.window_limit) with its timers.
@@ -49,7 +49,7 @@ INSERT INTO board SELECT idcaller, sum(duration) AS total FROM cdr WINDOW TIME S
 INSERT INTO latest SELECT idcaller, count(*) AS calls FROM cdr WINDOW TIME SIZE 10 MINUTES
   GROUP BY idcaller OUTPUT LAST EVERY 30 MINUTES;
 INSERT INTO busy SELECT idcaller, count(*) AS calls FROM cdr WINDOW TIME SIZE 10 MINUTES
-  GROUP BY idcaller HAVING count(*) > 1 OUTPUT ALL EVERY 30 MINUTES;
+  GROUP BY idcaller HAVING 600 / count(*) < 300 OUTPUT ALL EVERY 30 MINUTES;
 INSERT INTO recent SELECT idcaller, sum(duration) AS total FROM cdr WINDOW TUPLE SIZE 3
   GROUP BY idcaller OUTPUT LAST EVERY 25 MINUTES;
 INSERT INTO spells SELECT idcaller, count(*) AS calls, max(duration) AS longest FROM cdr

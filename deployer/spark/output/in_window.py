@@ -1,5 +1,5 @@
 """`OUTPUT ALL | LAST EVERY duration` over a TIME window's rows on Spark, where the window's own
-aggregation cannot hold them (a HAVING, a projection that can fail, an aggregate that can overflow,
+aggregation cannot hold them (a HAVING or a projection that can fail, an aggregate that can overflow,
 more windows to a bucket than it keeps apart: deployer.spark.output.placement and
 deployer.spark.windows.time_window_limit): a tumbling window of Spark's own over the rows' time, not
 a Python operator.

@@ -1,7 +1,8 @@
 """Where an OutputRate node's limiter runs on Spark: in its own stateful processor
 (deployer.spark.output.processor); for `ALL` and `LAST EVERY duration` over a TIME window's rows, in
 the window's own aggregation, keyed by the limit's bucket (deployer.spark.windows.time_window_limit)
-when the limit sees exactly the rows the window makes, else in a window aggregation of Spark's own
+when the limit sees exactly the rows the window makes or a HAVING that cannot fail keeps, else in a
+window aggregation of Spark's own
 after the window's (deployer.spark.output.in_window); for the same limits over a TUPLE or BATCH
 window's rows, inside the window's processor, which already holds the groups
 (deployer.spark.windows.window_limit).
@@ -56,16 +57,17 @@ def in_window_aggregation(graph: g.Graph, node: OutputRate) -> bool:
     """Whether `node` limits a TIME window's rows by time, holding them (ALL, LAST), in the window's
     own aggregation: keyed by the limit's bucket instead of the window, it keeps each window of the
     bucket apart and lets them out when the bucket closes (deployer.spark.windows.time_window_limit).
-    When the limiter would see exactly the rows the window makes (`_sees_every_row`), no aggregate can
-    overflow (its row would be dead-lettered when its window closes, not its bucket), and at most
-    MAX_WINDOWS_PER_BUCKET of a group's windows end in one bucket."""
+    When the limiter would see exactly the rows the window makes (`_sees_every_row`) or those a
+    HAVING that cannot fail keeps (the aggregation evaluates it per window), no aggregate can
+    overflow (a failed row must be dead-lettered when its window closes, not its bucket), and at
+    most MAX_WINDOWS_PER_BUCKET of a group's windows end in one bucket."""
     if not _held_by_time(node) or node.time_index is not None or node.every_ms is None:
         return False
     producer = graph.node(node.inputs[0].node)
     return (
         isinstance(producer, g.Aggregate)
         and producer.window.kind == "time"
-        and _sees_every_row(graph, producer, node)
+        and _sees_every_row(graph, producer, node, having=True)
         and not any(isinstance(a.expr, ir.Agg) and can_overflow(a.expr) for a in producer.aggs)
         and windows_per_bucket(producer.window, node.every_ms) <= MAX_WINDOWS_PER_BUCKET
     )
@@ -99,13 +101,13 @@ def in_window_processor(graph: g.Graph, node: OutputRate) -> bool:
     )
 
 
-def _sees_every_row(graph: g.Graph, producer: g.Aggregate, node: OutputRate) -> bool:
+def _sees_every_row(graph: g.Graph, producer: g.Aggregate, node: OutputRate, having: bool = False) -> bool:
     """Whether the limit `node` sees every row its window aggregate `producer` makes, per the same
-    groups, and nothing else does: no HAVING (which drops rows after the window), no projection that
-    can fail (a failed row is dead-lettered before the limiter and must not be held), the limit the
-    window's only reader."""
+    groups, and nothing else does: no HAVING (which drops rows after the window; with `having`, one
+    that cannot fail), no projection that can fail (a failed row is dead-lettered before the limiter
+    and must not be held), the limit the window's only reader."""
     return (
-        producer.having is None
+        (producer.having is None or (having and not can_fail(producer.having)))
         and len(node.group_by) == len(producer.keys)
         and not any(can_fail(p.expr) for p in producer.projections)
         and len(graph.consumers(g.Port(producer.id))) == 1

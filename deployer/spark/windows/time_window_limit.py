@@ -9,8 +9,10 @@ bucket: their ends are ADVANCE apart, so at most n = ⌈T / ADVANCE⌉ of them, 
 last instant is in [start + i·ADVANCE, start + (i+1)·ADVANCE); each aggregate is computed n times,
 over its window's events alone (`F.when(i == …)`). Spark's watermark closes the bucket when it
 passes its end, where it closes the last window in it: then
-- LAST lets out the group's latest window (the greatest i with events);
-- ALL lets out every window of the group that has events, one row each.
+- LAST lets out the group's latest window (the greatest i with events, and that HAVING keeps,
+  evaluated over each window's values: one that cannot fail, placement.in_window_aggregation);
+- ALL lets out every window of the group that has events, one row each (HAVING drops rows after
+  it, as after a window: aggregate_rows.finish_aggregate).
 That is what the limit after the window emits at that tick (deployer.output.limiter), in the same
 micro-batch as the second aggregation it replaces (deployer.spark.output.in_window) emitted it, with
 the same order key: the bucket's end, then the order key of the group's first window in the bucket
@@ -28,9 +30,11 @@ from pyspark.sql import functions as F
 
 from deployer.spark.output.placement import windows_per_bucket
 from deployer.spark.translate.columns import col_name
+from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, order_key
 from deployer.spark.windows.aggregate_rows import AGG_ERR
 from deployer.spark.windows.time_aggregates import window_aggregates
+from operators import expr as ir
 from operators import graph as g
 from operators.output_node import LAST
 
@@ -64,7 +68,12 @@ def limited_rows(
     for i in range(n):
         aggs += window_aggregates(node, args, F.col("_i") == F.lit(i), suffix=f"_{i}")
     grouped = bucketed.groupBy(F.col("_b"), *keys)
-    picked = _last(node, grouped, aggs, n) if kind == LAST else _all(node, grouped, aggs, n)
+    if kind != LAST:
+        picked = _all(node, grouped, aggs, n)  # HAVING drops rows after it, in finish_aggregate
+    elif node.having is not None:
+        picked = _last_kept(node, grouped, aggs, n)
+    else:
+        picked = _last(node, grouped, aggs, n)
     nk, na = len(node.keys), len(node.aggs)
     return picked.select(
         *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],
@@ -100,14 +109,62 @@ def _last(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -
     )
 
 
-def _all(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -> DataFrame:
-    """Per bucket and group, a row for each of its windows that has events, each with its order key."""
+def _last_kept(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -> DataFrame:
+    """Per bucket and group, its latest window's row that HAVING keeps, with the order key of the
+    first window HAVING keeps: HAVING (which cannot fail: placement.in_window_aggregation) evaluated
+    over each window's values. A group none of whose windows HAVING keeps has no row."""
+    held = grouped.agg(*aggs, *_counts_and_firsts(n))
+    kept = [
+        F.when((F.col(f"_c_{i}") > 0) & F.coalesce(_having(node, i), F.lit(False)), F.lit(i))
+        for i in range(n)
+    ]
+    hi, lo = (kept[0], kept[0]) if n == 1 else (F.greatest(*kept), F.least(*kept))
+    rows = F.array(*[_values(node, i) for i in range(n)])
+    firsts = F.array(*[F.col(f"_f_{i}") for i in range(n)])
+    return (
+        held.select("*", hi.alias("_hi"), lo.alias("_lo"))
+        .filter(F.col("_hi").isNotNull())
+        .select(
+            "*",
+            F.element_at(rows, F.col("_hi") + F.lit(1)).alias("_r"),
+            _end(node, F.col("_hi")).alias("_end"),
+            F.concat(
+                order_key(_end(node, F.col("_lo"))), F.lit("|"), F.element_at(firsts, F.col("_lo") + F.lit(1))
+            ).alias("_first"),
+            F.coalesce(*[F.col(f"{AGG_ERR}_{i}") for i in range(n)]).alias("_err"),
+        )
+    )
+
+
+def _having(node: g.Aggregate, i: int) -> Column:
+    """The statement's HAVING over the bucket's i-th window: its group, aggregates, start and end."""
+    assert node.having is not None
+    nk, na = len(node.keys), len(node.aggs)
+    end = _end(node, F.lit(i))
+    start = F.timestamp_micros(F.unix_micros(end) - F.lit(node.window.size * _US_PER_MS))
+
+    def column(c: ir.Col) -> Column:
+        if c.index < nk:
+            return F.col(f"_k{c.index}")
+        if c.index < nk + na:
+            return F.col(f"_a{c.index - nk}_{i}")
+        return start if c.index == nk + na else end
+
+    return ExprCompiler(column).compile(node.having)
+
+
+def _counts_and_firsts(n: int) -> list[Column]:
+    """Per window of the bucket, its number of events and its first event's order key."""
     only = [F.col("_i") == F.lit(i) for i in range(n)]
-    held = grouped.agg(
-        *aggs,
+    return [
         *[F.count(F.when(only[i], F.lit(1))).alias(f"_c_{i}") for i in range(n)],
         *[F.min(F.when(only[i], F.col("_o"))).alias(f"_f_{i}") for i in range(n)],
-    )
+    ]
+
+
+def _all(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -> DataFrame:
+    """Per bucket and group, a row for each of its windows that has events, each with its order key."""
+    held = grouped.agg(*aggs, *_counts_and_firsts(n))
     windows = F.array(
         *[
             F.struct(
