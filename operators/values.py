@@ -33,6 +33,8 @@ class EvalError(Exception):
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Durations in the operator graph are milliseconds (windows, OUTPUT EVERY); event time is µs.
+US_PER_MS = 1000
 _MICRO = timedelta(microseconds=1)
 
 # Decimal arithmetic: 38 digits as the widest decimal(p, s), rounding half up as SQL engines do.

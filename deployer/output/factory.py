@@ -13,8 +13,7 @@ from deployer.output.limiter import (
 )
 from deployer.output.snapshot import Snapshot
 from operators.output_node import ALL, FIRST, LAST, SNAPSHOT, OutputRate
-
-_US_PER_MS = 1000
+from operators.values import US_PER_MS
 
 
 def limiter_for(node: OutputRate) -> Limiter:
@@ -22,8 +21,8 @@ def limiter_for(node: OutputRate) -> Limiter:
         n = node.every_events
         return {ALL: AllEvents, FIRST: FirstEvents, LAST: LastEvents}[node.kind](n)
     assert node.every_ms is not None
-    every = node.every_ms * _US_PER_MS
+    every = node.every_ms * US_PER_MS
     if node.kind == SNAPSHOT:
         w = node.snapshot_window
-        return Snapshot(every, (w[0] * _US_PER_MS, w[1] * _US_PER_MS) if w is not None else None)
+        return Snapshot(every, (w[0] * US_PER_MS, w[1] * US_PER_MS) if w is not None else None)
     return {ALL: AllEvery, FIRST: FirstEvery, LAST: LastEvery}[node.kind](every)

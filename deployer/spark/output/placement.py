@@ -61,8 +61,9 @@ def in_window_aggregation(graph: g.Graph, node: OutputRate) -> bool:
     HAVING that cannot fail keeps (the aggregation evaluates it per window), no aggregate can
     overflow (a failed row must be dead-lettered when its window closes, not its bucket), and at
     most MAX_WINDOWS_PER_BUCKET of a group's windows end in one bucket."""
-    if not _held_by_time(node) or node.time_index is not None or node.every_ms is None:
+    if not _held_by_time(node) or node.time_index is not None:
         return False
+    assert node.every_ms is not None  # _held_by_time
     producer = graph.node(node.inputs[0].node)
     return (
         isinstance(producer, g.Aggregate)

@@ -31,6 +31,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from deployer.output.factory import limiter_for
 from deployer.output.limiter import Limiter, Out
 from operators.output_node import OutputRate
+from operators.values import US_PER_MS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,7 +51,6 @@ STATE = T.StructType(
         T.StructField("sent", T.LongType()),
     ]
 )
-_US_PER_MS = 1000
 
 
 class OutputProcessor(StatefulProcessor):
@@ -100,14 +100,14 @@ class OutputProcessor(StatefulProcessor):
         out: Out = []
         for i in order:
             out.extend(limiter.row(groups[i], values[i], stamps[i]))
-        out += limiter.tick(timerValues.getCurrentWatermarkInMs() * _US_PER_MS)
+        out += limiter.tick(timerValues.getCurrentWatermarkInMs() * US_PER_MS)
         frame, sent = _frame(out, sent, self.timed)
         self._save(limiter, timer, sent)
         yield frame
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
         limiter, timer, sent = self._load()
-        out = limiter.tick(timerValues.getCurrentWatermarkInMs() * _US_PER_MS)
+        out = limiter.tick(timerValues.getCurrentWatermarkInMs() * US_PER_MS)
         frame, sent = _frame(out, sent, self.timed)
         # the fired timer is gone: the next one is registered anew
         self._save(limiter, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer, sent)
@@ -120,7 +120,7 @@ class OutputProcessor(StatefulProcessor):
 def move_timer(handle: StatefulProcessorHandle, old: int | None, due: int | None) -> int | None:
     """A limiter's one event-time timer moved to its next due tick (`due`, µs; None: nothing is
     due): the old one (ms) deleted, the new one registered; the new one, in ms."""
-    timer = None if due is None else -(-due // _US_PER_MS)
+    timer = None if due is None else -(-due // US_PER_MS)
     if timer != old:
         if old is not None:
             handle.deleteTimer(old)

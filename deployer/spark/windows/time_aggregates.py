@@ -22,8 +22,9 @@ def aggregate_column(
     cannot); the reference's values and errors (docs/language.md, "Aggregates"): sums are exact, and
     a total that does not fit is an error. `only`: over the rows for which it holds alone."""
     t = spark_type(agg.type)
-    if agg.arg is None or arg is None:
+    if arg is None:  # count(*)
         return F.count(F.lit(1) if only is None else F.when(only, F.lit(1))).cast(t), None
+    assert agg.arg is not None  # compiled from it
     if only is not None:
         arg = F.when(only, arg)
     kind = agg.arg.type.kind

@@ -37,8 +37,7 @@ from deployer.spark.windows.time_aggregates import window_aggregates
 from operators import expr as ir
 from operators import graph as g
 from operators.output_node import LAST
-
-_US_PER_MS = 1000
+from operators.values import US_PER_MS
 
 
 def limited_rows(
@@ -58,7 +57,7 @@ def limited_rows(
     # the bucket of the window's last instant, which carries Spark's watermark
     timed = windowed.select("*", F.window_time(F.col("_w")).alias("_wt"))
     bucketed = timed.select("*", F.window(F.col("_wt"), f"{every_ms} milliseconds").alias("_b"))
-    advance = node.window.advance * _US_PER_MS
+    advance = node.window.advance * US_PER_MS
     index = F.floor((F.unix_micros(F.col("_wt")) - F.unix_micros(F.col("_b.start"))) / F.lit(advance))
     # an event's order key (time_window's `_first`), made once per event, not once per window
     first = F.concat(order_key(F.col(ts)), F.lit("|"), F.col(SEQ))
@@ -78,7 +77,7 @@ def limited_rows(
     return picked.select(
         *[F.col(f"_k{i}").alias(col_name(i)) for i in range(nk)],
         *[F.col(f"_r.a{j}").alias(col_name(nk + j)) for j in range(na)],
-        F.timestamp_micros(F.unix_micros(F.col("_end")) - F.lit(node.window.size * _US_PER_MS)).alias(
+        F.timestamp_micros(F.unix_micros(F.col("_end")) - F.lit(node.window.size * US_PER_MS)).alias(
             col_name(nk + na)
         ),
         F.col("_end").alias(col_name(nk + na + 1)),
@@ -91,22 +90,14 @@ def _last(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -
     """Per bucket and group, its latest window's row; its order key is that of the group's first
     window in the bucket, whose first event is the group's first in the bucket: that event lies in
     some window of the bucket, so after the first window's start, and before one of the first
-    window's events, so before its end. Why a row cannot be emitted is any window's, as the
-    reference fails on any."""
+    window's events, so before its end."""
     held = grouped.agg(
         *aggs,
         F.max(F.col("_i")).alias("_hi"),
         F.min(F.col("_i")).alias("_lo"),
         F.min(F.col("_o")).alias("_f"),
     )
-    rows = F.array(*[_values(node, i) for i in range(n)])
-    return held.select(
-        "*",
-        F.element_at(rows, F.col("_hi") + F.lit(1)).alias("_r"),
-        _end(node, F.col("_hi")).alias("_end"),
-        F.concat(order_key(_end(node, F.col("_lo"))), F.lit("|"), F.col("_f")).alias("_first"),
-        F.coalesce(*[F.col(f"{AGG_ERR}_{i}") for i in range(n)]).alias("_err"),
-    )
+    return _picked(node, held, n, F.col("_f"))
 
 
 def _last_kept(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: int) -> DataFrame:
@@ -119,20 +110,22 @@ def _last_kept(node: g.Aggregate, grouped: GroupedData, aggs: list[Column], n: i
         for i in range(n)
     ]
     hi, lo = (kept[0], kept[0]) if n == 1 else (F.greatest(*kept), F.least(*kept))
-    rows = F.array(*[_values(node, i) for i in range(n)])
     firsts = F.array(*[F.col(f"_f_{i}") for i in range(n)])
-    return (
-        held.select("*", hi.alias("_hi"), lo.alias("_lo"))
-        .filter(F.col("_hi").isNotNull())
-        .select(
-            "*",
-            F.element_at(rows, F.col("_hi") + F.lit(1)).alias("_r"),
-            _end(node, F.col("_hi")).alias("_end"),
-            F.concat(
-                order_key(_end(node, F.col("_lo"))), F.lit("|"), F.element_at(firsts, F.col("_lo") + F.lit(1))
-            ).alias("_first"),
-            F.coalesce(*[F.col(f"{AGG_ERR}_{i}") for i in range(n)]).alias("_err"),
-        )
+    held = held.select("*", hi.alias("_hi"), lo.alias("_lo")).filter(F.col("_hi").isNotNull())
+    return _picked(node, held, n, F.element_at(firsts, F.col("_lo") + F.lit(1)))
+
+
+def _picked(node: g.Aggregate, held: DataFrame, n: int, first: Column) -> DataFrame:
+    """LAST's row: the values of the bucket's `_hi`-th window, ending there, ordered by the end of
+    the `_lo`-th and `first`, its first event's order key. Why a row cannot be emitted is any
+    window's, as the reference fails on any."""
+    rows = F.array(*[_values(node, i) for i in range(n)])
+    return held.select(
+        "*",
+        F.element_at(rows, F.col("_hi") + F.lit(1)).alias("_r"),
+        _end(node, F.col("_hi")).alias("_end"),
+        F.concat(order_key(_end(node, F.col("_lo"))), F.lit("|"), first).alias("_first"),
+        F.coalesce(*[F.col(f"{AGG_ERR}_{i}") for i in range(n)]).alias("_err"),
     )
 
 
@@ -141,7 +134,7 @@ def _having(node: g.Aggregate, i: int) -> Column:
     assert node.having is not None
     nk, na = len(node.keys), len(node.aggs)
     end = _end(node, F.lit(i))
-    start = F.timestamp_micros(F.unix_micros(end) - F.lit(node.window.size * _US_PER_MS))
+    start = F.timestamp_micros(F.unix_micros(end) - F.lit(node.window.size * US_PER_MS))
 
     def column(c: ir.Col) -> Column:
         if c.index < nk:
@@ -199,6 +192,6 @@ def _values(node: g.Aggregate, i: int) -> Column:
 def _end(node: g.Aggregate, i: Column) -> Column:
     """The end of the i-th window of the bucket `_b`: the one in (start + i·ADVANCE, start +
     (i+1)·ADVANCE] on Spark's grid of window ends, which are SIZE modulo ADVANCE."""
-    size, advance = F.lit(node.window.size * _US_PER_MS), F.lit(node.window.advance * _US_PER_MS)
+    size, advance = F.lit(node.window.size * US_PER_MS), F.lit(node.window.advance * US_PER_MS)
     start = F.unix_micros(F.col("_b.start"))
     return F.timestamp_micros(start + (i + F.lit(1)) * advance - F.pmod(start - size, advance))

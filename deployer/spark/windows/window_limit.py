@@ -36,6 +36,7 @@ from deployer.spark.output.processor import move_timer
 from deployer.spark.translate.graph import ORDER_OFFSET, SEQ
 from deployer.spark.windows.aggregate_rows import AGG_ERR, REFUSED
 from operators.output_node import LAST, OutputRate
+from operators.values import US_PER_MS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +45,6 @@ STATE_VERSION = 1  # the pickled state's layout: a change refuses an older check
 # The limit's state: a field of the window's own state value, so that a micro-batch reads and writes
 # one value per key, as the window alone does (each state call is a round trip to the JVM).
 FIELD = T.StructField("limit", T.BinaryType())
-_US_PER_MS = 1000
 
 
 @dataclass
@@ -66,7 +66,7 @@ class WindowLimit:
     def __init__(self, node: OutputRate, columns: Sequence[str]) -> None:
         assert node.every_ms is not None
         self.last = node.kind == LAST
-        self.every = node.every_ms * _US_PER_MS
+        self.every = node.every_ms * US_PER_MS
         self.columns = list(columns)
         self.values = [c for c in columns if c not in (SEQ, AGG_ERR) and not c.startswith(REFUSED)]
 
@@ -108,7 +108,7 @@ class WindowLimit:
     def _tick(
         self, held: _Held, watermark_ms: int, frames: list[pd.DataFrame]
     ) -> tuple[list[pd.DataFrame], bytes | None]:
-        out = held.limiter.tick(watermark_ms * _US_PER_MS)
+        out = held.limiter.tick(watermark_ms * US_PER_MS)
         if out:
             keys = []
             for (group, seq, _), t in out:
