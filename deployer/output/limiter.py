@@ -16,6 +16,7 @@ watermark at which `tick` has something to do: an engine with timers sets one th
 from __future__ import annotations
 
 from collections import deque
+from itertools import pairwise
 from typing import Any
 
 Key = tuple[Any, ...]
@@ -24,7 +25,7 @@ Out = list[tuple[Row, int | None]]  # rows to emit, each with its time
 
 
 class Limiter:
-    def row(self, key: Key, row: Row, t: int | None) -> Out:  # pragma: no cover - overridden
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def tick(self, wm: int) -> Out:
@@ -49,7 +50,7 @@ class AllEvents(Limiter):
         self.n = n
         self.bucket: list[tuple[Row, int | None]] = []
 
-    def row(self, key: Key, row: Row, t: int | None) -> Out:
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         self.bucket.append((row, t))
         if len(self.bucket) < self.n:
             return []
@@ -64,7 +65,7 @@ class FirstEvents(Limiter):
         self.n = n
         self.seen: dict[Key, int] = {}
 
-    def row(self, key: Key, row: Row, t: int | None) -> Out:
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         seen = self.seen.get(key, 0)
         self.seen[key] = (seen + 1) % self.n
         return [(row, t)] if seen == 0 else []
@@ -79,7 +80,7 @@ class LastEvents(Limiter):
         self.count = 0
         self.latest: dict[Key, tuple[Row, int | None]] = {}
 
-    def row(self, key: Key, row: Row, t: int | None) -> Out:
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         self.latest[key] = (row, t)  # a dict keeps a key's first place when its value is replaced
         self.count += 1
         if self.count < self.n:
@@ -93,27 +94,50 @@ class LastEvents(Limiter):
 
 
 class AllEvery(Limiter):
-    """Every row, held until the tick that closes its bucket; an empty bucket sends nothing."""
+    """Every row, held until the tick that closes its bucket; an empty bucket sends nothing.
+
+    Rows come in time order on the reference executor. On Spark they come in that order per group
+    of the operator before (a pattern's partition key, say), but a micro-batch may bring one
+    partition's rows far ahead of another's: a partition whose own events moved its matches on,
+    then another's absences fired by the watermark in the next micro-batch. So a row behind the
+    latest one (`unordered`) makes `tick` and `due` look at every held row, not the first alone,
+    and `tick` lets the closed ones out by time, then `order` (the row's order key on Spark), as the
+    reference executor's came."""
+
+    unordered = False  # a class default: limiters pickled before it have no such attribute
 
     def __init__(self, every: int) -> None:
         self.every = every
-        self.pending: deque[tuple[Row, int]] = deque()  # in time order: rows come in time order
+        # in arrival order: (row, time, order key); a limiter pickled before kept (row, time)
+        self.pending: deque[tuple[Any, ...]] = deque()
 
-    def row(self, key: Key, row: Row, t: int | None) -> Out:
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         assert t is not None, "a time-based limit reads rows with a time"
-        self.pending.append((row, t))
+        if self.pending and t < self.pending[-1][1]:
+            self.unordered = True
+        self.pending.append((row, t, order))
         return []
 
     def tick(self, wm: int) -> Out:
         closed = wm // self.every * self.every
+        if self.unordered:
+            due = sorted((e for e in self.pending if e[1] < closed), key=lambda e: (e[1], e[2:]))
+            if due:
+                self.pending = deque(e for e in self.pending if e[1] >= closed)
+                times = [e[1] for e in self.pending]
+                self.unordered = any(a > b for a, b in pairwise(times))
+            return [(e[0], e[1]) for e in due]
         out: Out = []
         while self.pending and self.pending[0][1] < closed:
-            row, t = self.pending.popleft()
-            out.append((row, t))
+            e = self.pending.popleft()
+            out.append((e[0], e[1]))
         return out
 
     def due(self) -> int | None:
-        return (self.pending[0][1] // self.every + 1) * self.every if self.pending else None
+        if not self.pending:
+            return None
+        first = min(e[1] for e in self.pending) if self.unordered else self.pending[0][1]
+        return (first // self.every + 1) * self.every
 
 
 class LastEvery(Limiter):
@@ -124,7 +148,7 @@ class LastEvery(Limiter):
         self.every = every
         self.buckets: dict[int, dict[Key, tuple[Row, int]]] = {}  # bucket number → its groups
 
-    def row(self, key: Key, row: Row, t: int | None) -> Out:
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         assert t is not None, "a time-based limit reads rows with a time"
         self.buckets.setdefault(t // self.every, {})[key] = (row, t)
         return []
@@ -149,7 +173,7 @@ class FirstEvery(Limiter):
         self.every = every
         self.last: dict[Key, int] = {}
 
-    def row(self, key: Key, row: Row, t: int | None) -> Out:
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         assert t is not None, "a time-based limit reads rows with a time"
         last = self.last.get(key)
         if last is not None and t - last < self.every:

@@ -26,7 +26,7 @@ class Snapshot(Limiter):
         self.current: dict[Key, tuple[Row, int]] = {}  # each group's latest row before the last tick
         self.next_tick: int | None = None  # None: nothing to show until a row comes
 
-    def row(self, key: Key, row: Row, t: int | None) -> Out:
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         assert t is not None, "a snapshot's rows have a time"
         self.pending.append((key, row, t))
         if self.next_tick is None:

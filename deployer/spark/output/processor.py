@@ -99,7 +99,7 @@ class OutputProcessor(StatefulProcessor):
         limiter, timer, sent = self._load()
         out: Out = []
         for i in order:
-            out.extend(limiter.row(groups[i], values[i], stamps[i]))
+            out.extend(limiter.row(groups[i], values[i], stamps[i], seqs[i]))
         out += limiter.tick(timerValues.getCurrentWatermarkInMs() * US_PER_MS)
         frame, sent = _frame(out, sent, self.timed)
         self._save(limiter, timer, sent)
