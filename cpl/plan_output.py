@@ -73,9 +73,11 @@ def plan_output(
     tip: Planned,
     line: int,
     snapshot_window: tuple[int, int] | None = None,
+    out_of_order: bool = False,
 ) -> Planned:
     """The OutputRate node after the statement's last node, whose row ends with one column per GROUP
-    BY key (`key_columns`); without an OUTPUT clause, the statement's tip unchanged."""
+    BY key (`key_columns`); without an OUTPUT clause, the statement's tip unchanged. `out_of_order`:
+    the rows may come out of time order on Spark (a pattern with PARTITION BY)."""
     out = sel.output
     if out is None:
         return tip
@@ -86,9 +88,11 @@ def plan_output(
     time_index = len(tip.schema) - 1 if hidden_time else None
     if time_index is None and event_time is not None:
         time_index = visible.position(event_time)
-    if out.kind != FIRST:
-        # ALL and LAST let rows out after later ones (SNAPSHOT repeats earlier rows): their output has
-        # no event time, as an aggregate's has none (docs/language.md, "Output rate limiting")
+    in_time_order = out_of_order and OutputRate.needs_time_order(out.kind, out.events)
+    if out.kind != FIRST or in_time_order:
+        # ALL and LAST let rows out after later ones (SNAPSHOT repeats earlier rows), FIRST in time
+        # order after the watermark: their output has no event time, as an aggregate's has none
+        # (docs/language.md, "Output rate limiting")
         event_time = None
     node = OutputRate(
         id=state.next_id(),
@@ -102,6 +106,7 @@ def plan_output(
         group_by=tuple(expr_text(k) for k in sel.group_by),
         snapshot_window=snapshot_window if out.kind == SNAPSHOT else None,
         time_index=time_index,
+        in_time_order=in_time_order,
         event_time=event_time,
     )
     port = state.add(node)

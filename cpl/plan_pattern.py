@@ -337,4 +337,6 @@ def plan_pattern(state: PlanState, sel: ast.Select, line: int) -> Planned:
         projections=tuple(items),
     )
     port = state.add(node)
-    return plan_output(state, sel, Planned(port, node.schema, timed), line)
+    return plan_output(
+        state, sel, Planned(port, node.schema, timed), line, out_of_order=partition is not None
+    )

@@ -47,6 +47,10 @@ class OutputRate(Node):
     # or a hidden `$time` column after the keys (cpl.plan_output.time_column). None: an aggregate's
     # rows, whose time is the window's (the engine knows it), or a statement without event time.
     time_index: int | None = None
+    # Rows may come out of time order (a pattern with PARTITION BY, whose partitions Spark runs
+    # apart): a limiter that decides as a row comes (EVENTS, FIRST) takes rows only once the
+    # watermark has passed them, in time order (deployer.output.limiter.InTimeOrder).
+    in_time_order: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -74,9 +78,16 @@ class OutputRate(Node):
 
     @property
     def holds(self) -> bool:
-        """Whether rows can leave after later ones have arrived (ALL and LAST, SNAPSHOT): such a
-        limiter's output has no event time (docs/language.md, "Output rate limiting")."""
-        return self.kind != FIRST
+        """Whether rows can leave after later ones have arrived (ALL and LAST, SNAPSHOT, a limiter
+        that waits for the watermark): such a limiter's output has no event time (docs/language.md,
+        "Output rate limiting")."""
+        return self.kind != FIRST or self.in_time_order
+
+    @staticmethod
+    def needs_time_order(kind: str, every_events: int | None) -> bool:
+        """Whether a limiter of this kind decides as a row comes, so that rows out of time order
+        would change what it lets out: ALL and LAST EVERY duration choose by time when they tick."""
+        return kind == FIRST or every_events is not None
 
     def describe(self) -> str:
         """The clause as written: `LAST EVERY 5 EVENTS`, `SNAPSHOT EVERY 10 SECONDS`."""
@@ -89,4 +100,6 @@ class OutputRate(Node):
         p: dict[str, object] = {"output": self.describe()}
         if self.group_by:
             p["per_group"] = list(self.group_by)
+        if self.in_time_order:
+            p["in_time_order"] = True
         return p

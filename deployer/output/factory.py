@@ -7,6 +7,7 @@ from deployer.output.limiter import (
     AllEvery,
     FirstEvents,
     FirstEvery,
+    InTimeOrder,
     LastEvents,
     LastEvery,
     Limiter,
@@ -17,6 +18,11 @@ from operators.values import US_PER_MS
 
 
 def limiter_for(node: OutputRate) -> Limiter:
+    limiter = _limiter(node)
+    return InTimeOrder(limiter) if node.in_time_order else limiter
+
+
+def _limiter(node: OutputRate) -> Limiter:
     if node.every_events is not None:
         n = node.every_events
         return {ALL: AllEvents, FIRST: FirstEvents, LAST: LastEvents}[node.kind](n)

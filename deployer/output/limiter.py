@@ -11,17 +11,28 @@ watermark reaching k·every on the epoch: the rows whose time is before it are a
 Every limiter answers `row` (a row arrives: what goes out now), `tick` (the watermark moved: what
 goes out), `end` (the input is over: what goes out; the rest is dropped) and `due` (the earliest
 watermark at which `tick` has something to do: an engine with timers sets one there).
+
+Rows come in time order on the reference executor; on Spark, after a pattern with PARTITION BY, in
+time order per partition only (a micro-batch may bring one partition's matches before another's
+earlier absences, which fire by the next watermark). The limiters that hold rows until a tick (ALL
+and LAST EVERY duration) choose and order them by rank, time then order key, so their rows do not
+depend on arrival; one that decides as a row comes (EVENTS, FIRST EVERY duration) is fed there by
+`InTimeOrder`, the rows the watermark has passed, by rank (docs/language.md, "Output rate
+limiting").
 """
 
 from __future__ import annotations
 
-from collections import deque
-from itertools import pairwise
+import heapq
+from dataclasses import dataclass
 from typing import Any
 
 Key = tuple[Any, ...]
 Row = tuple[Any, ...]
 Out = list[tuple[Row, int | None]]  # rows to emit, each with its time
+# a row's place among the limiter's rows: its time, its order key (on Spark the operator before's, the
+# reference executor's order at one time; empty on the reference executor), then its arrival
+Rank = tuple[int, str, int]
 
 
 class Limiter:
@@ -94,63 +105,67 @@ class LastEvents(Limiter):
 
 
 class AllEvery(Limiter):
-    """Every row, held until the tick that closes its bucket; an empty bucket sends nothing.
-
-    Rows come in time order on the reference executor. On Spark they come in that order per group
-    of the operator before (a pattern's partition key, say), but a micro-batch may bring one
-    partition's rows far ahead of another's: a partition whose own events moved its matches on,
-    then another's absences fired by the watermark in the next micro-batch. So a row behind the
-    latest one (`unordered`) makes `tick` and `due` look at every held row, not the first alone,
-    and `tick` lets the closed ones out by time, then `order` (the row's order key on Spark), as the
-    reference executor's came."""
-
-    unordered = False  # a class default: limiters pickled before it have no such attribute
+    """Every row, held until the tick that closes its bucket; an empty bucket sends nothing. A tick
+    lets the closed rows out by their rank: a row that came behind a later one (on Spark, from
+    another partition of a pattern) goes out when its bucket closes, in its place."""
 
     def __init__(self, every: int) -> None:
         self.every = every
-        # in arrival order: (row, time, order key); a limiter pickled before kept (row, time)
-        self.pending: deque[tuple[Any, ...]] = deque()
+        self.held: list[tuple[Rank, Row]] = []  # a heap by rank
+        self.arrived = 0
 
     def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         assert t is not None, "a time-based limit reads rows with a time"
-        if self.pending and t < self.pending[-1][1]:
-            self.unordered = True
-        self.pending.append((row, t, order))
+        heapq.heappush(self.held, ((t, order, self.arrived), row))
+        self.arrived += 1
         return []
 
     def tick(self, wm: int) -> Out:
         closed = wm // self.every * self.every
-        if self.unordered:
-            due = sorted((e for e in self.pending if e[1] < closed), key=lambda e: (e[1], e[2:]))
-            if due:
-                self.pending = deque(e for e in self.pending if e[1] >= closed)
-                times = [e[1] for e in self.pending]
-                self.unordered = any(a > b for a, b in pairwise(times))
-            return [(e[0], e[1]) for e in due]
         out: Out = []
-        while self.pending and self.pending[0][1] < closed:
-            e = self.pending.popleft()
-            out.append((e[0], e[1]))
+        while self.held and self.held[0][0][0] < closed:
+            (t, _, _), row = heapq.heappop(self.held)
+            out.append((row, t))
         return out
 
     def due(self) -> int | None:
-        if not self.pending:
-            return None
-        first = min(e[1] for e in self.pending) if self.unordered else self.pending[0][1]
-        return (first // self.every + 1) * self.every
+        return (self.held[0][0][0] // self.every + 1) * self.every if self.held else None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A limiter pickled before rows had a rank kept them in arrival order, in `pending`: as
+        (row, time) pairs, or (row, time, order key) triples with an `unordered` flag."""
+        if "pending" in state:
+            pending = state.pop("pending")
+            state.pop("unordered", None)
+            state["held"] = [((e[1], e[2] if len(e) > 2 else "", i), e[0]) for i, e in enumerate(pending)]
+            heapq.heapify(state["held"])
+            state["arrived"] = len(pending)
+        self.__dict__.update(state)
 
 
 class LastEvery(Limiter):
     """Per bucket, the latest row of each group (of the statement, without GROUP BY), sent at the
-    tick that closes the bucket, the groups in the order they first appeared in it."""
+    tick that closes the bucket, the groups in the order of their first row in it. Latest and first
+    by rank, not by arrival: on Spark a bucket's rows of one partition of a pattern may come a
+    micro-batch after a later row of another's."""
 
     def __init__(self, every: int) -> None:
         self.every = every
-        self.buckets: dict[int, dict[Key, tuple[Row, int]]] = {}  # bucket number → its groups
+        self.buckets: dict[int, dict[Key, _Kept]] = {}  # bucket number → its groups
+        self.arrived = 0
 
     def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
         assert t is not None, "a time-based limit reads rows with a time"
-        self.buckets.setdefault(t // self.every, {})[key] = (row, t)
+        rank = (t, order, self.arrived)
+        self.arrived += 1
+        groups = self.buckets.setdefault(t // self.every, {})
+        kept = groups.get(key)
+        if kept is None:
+            groups[key] = _Kept(rank, rank, row)
+        else:
+            kept.first = min(kept.first, rank)
+            if rank > kept.latest:
+                kept.latest, kept.row = rank, row
         return []
 
     def tick(self, wm: int) -> Out:
@@ -158,11 +173,33 @@ class LastEvery(Limiter):
         for b in sorted(self.buckets):
             if (b + 1) * self.every > wm:
                 break
-            out.extend(self.buckets.pop(b).values())
+            groups = sorted(self.buckets.pop(b).values(), key=lambda k: k.first)
+            out.extend((k.row, k.latest[0]) for k in groups)
         return out
 
     def due(self) -> int | None:
         return (min(self.buckets) + 1) * self.every if self.buckets else None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A limiter pickled before rows had a rank kept each group's (row, time), the groups in the
+        order they first came: that order is kept, ahead of the bucket's later groups' ranks."""
+        if "arrived" not in state:
+            n = 0
+            for b, groups in state["buckets"].items():
+                for key, (row, t) in groups.items():
+                    groups[key] = _Kept((b * state["every"], "", n), (t, "", n), row)
+                    n += 1
+            state["arrived"] = n
+        self.__dict__.update(state)
+
+
+@dataclass(slots=True)
+class _Kept:
+    """A group's row in a LAST bucket: the rank of its first row, and its latest row with its rank."""
+
+    first: Rank
+    latest: Rank
+    row: Row
 
 
 class FirstEvery(Limiter):
@@ -180,3 +217,41 @@ class FirstEvery(Limiter):
             return []
         self.last[key] = t
         return [(row, t)]
+
+
+# ---- rows that may come out of time order -------------------------------------------------------------
+
+
+class InTimeOrder(Limiter):
+    """Another limiter (EVENTS, FIRST EVERY duration) fed a row only once the watermark has passed
+    its time, then in rank order: such a limiter decides as a row comes, so a row behind a later one
+    would change what it let out. After a pattern with PARTITION BY, Spark brings rows in time order
+    per partition only (module docstring); every row before the watermark has come by the time it
+    ticks, so fed from here the inner limiter sees the reference executor's order whatever the
+    micro-batches. At the end of a bounded input, rows the final watermark has not passed are
+    dropped, as a bucket it does not close is (docs/language.md, "Output rate limiting")."""
+
+    def __init__(self, inner: Limiter) -> None:
+        self.inner = inner
+        self.held: list[tuple[Rank, Key, Row]] = []  # a heap by rank
+        self.arrived = 0
+
+    def row(self, key: Key, row: Row, t: int | None, order: str = "") -> Out:
+        assert t is not None, "rows out of time order are those of a pattern, which have a time"
+        heapq.heappush(self.held, ((t, order, self.arrived), key, row))
+        self.arrived += 1
+        return []
+
+    def tick(self, wm: int) -> Out:
+        out: Out = []
+        while self.held and self.held[0][0][0] < wm:
+            (t, order, _), key, row = heapq.heappop(self.held)
+            out += self.inner.row(key, row, t, order)
+        return out + self.inner.tick(wm)
+
+    def due(self) -> int | None:
+        """The watermark past the earliest held row's time (`tick` feeds rows before the watermark),
+        or the inner limiter's next tick, whichever comes first."""
+        held = self.held[0][0][0] + 1 if self.held else None
+        inner = self.inner.due()
+        return min((d for d in (held, inner) if d is not None), default=None)

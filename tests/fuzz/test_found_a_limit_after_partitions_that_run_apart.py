@@ -9,10 +9,18 @@ out: 15,104 of 58,602 rows were missing, and without the limit the rows were the
 another order across partitions (which docs/language.md allows: rows are in order per partition
 key). The limiter now lets out every row of a closed bucket, by time and then the pattern's order
 key (deployer/output/limiter.py `AllEvery`), which is the reference executor's order.
+
+The same case with `OUTPUT LAST EVERY 1 SECONDS` then let out as many rows on both engines, but
+other ones on Spark: LAST kept each bucket's row that came last, not the latest; it now keeps the
+latest by time and order key (`LastEvery`). With `OUTPUT EVERY 5 EVENTS`, `OUTPUT FIRST EVERY 4 EVENTS`
+(or `LAST EVERY 7 EVENTS`) the rows differed too: a limit by count decides as a row comes, so the
+order rows come in decides what goes out. Such a limit after a pattern with PARTITION BY now takes
+rows once the watermark has passed them, in time and order key (`InTimeOrder`), on both engines.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -79,6 +87,17 @@ CASE = case_from_dict(
 )
 
 
-def test_a_limit_after_partitions_that_run_apart(spark: Any, tmp_path: Any) -> None:
-    result = check_case(CASE, spark, None, tmp_path)
-    assert len(result.streams["m9"]) == 58602  # every absence of every partition, each bucket let out
+@pytest.mark.parametrize(
+    ("limit", "rows"),
+    [
+        ("OUTPUT EVERY 1 SECONDS", 58602),
+        ("OUTPUT LAST EVERY 1 SECONDS", 3632),
+        ("OUTPUT EVERY 5 EVENTS", 58615),
+        ("OUTPUT FIRST EVERY 4 EVENTS", 14654),
+    ],
+    ids=["all", "last", "all-events", "first-events"],
+)
+def test_a_limit_after_partitions_that_run_apart(spark: Any, tmp_path: Any, limit: str, rows: int) -> None:
+    case = replace(CASE, script=CASE.script.replace("OUTPUT EVERY 1 SECONDS", limit))
+    result = check_case(case, spark, None, tmp_path)
+    assert len(result.streams["m9"]) == rows  # every partition's rows, each bucket let out

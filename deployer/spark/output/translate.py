@@ -87,7 +87,9 @@ def output_rate(sg: SparkGraph, node: OutputRate) -> DataFrame:
         statefulProcessor=OutputProcessor(node, timed=node.event_time is not None),
         outputStructType=out_schema,
         outputMode="Append",
-        timeMode="EventTime" if node.every_ms is not None or node.event_time else "None",
+        timeMode="EventTime"
+        if node.every_ms is not None or node.event_time or node.in_time_order
+        else "None",
         eventTimeColumnName=TIME if node.event_time else "",
     )
     values = F.from_json(F.col(VALUES), _json_type(node.schema))

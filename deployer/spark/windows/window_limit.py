@@ -93,7 +93,7 @@ class WindowLimit:
                 t = int(seq[:20]) - ORDER_OFFSET  # the row's time: its order key starts with it
                 if self.last:
                     held.first.setdefault((t // self.every, groups[i]), seq)
-                held.limiter.row((groups[i],), (groups[i], seq, rows[i]), t)
+                held.limiter.row((groups[i],), (groups[i], seq, rows[i]), t, seq)
         return self._tick(held, watermark_ms, frames)
 
     def expired(
