@@ -43,7 +43,7 @@ class Refused(Exception):
 class KeyState:
     """What one key keeps between events: plain data, pickled as a whole between micro-batches."""
 
-    __slots__ = ("armed", "first", "live", "next_order", "next_tag", "pending", "timers")
+    __slots__ = ("armed", "first", "key", "live", "next_order", "next_tag", "pending", "timers")
 
     def __init__(self, program: Program) -> None:
         self.pending: list[Pending | Ranked] = [
@@ -55,6 +55,9 @@ class KeyState:
         self.first: int | None = None  # the key's first event time: a leading absence counts from it
         self.armed = False
         self.live: dict[int, Partial] = {}  # every partial not yet completed, dropped or dead
+        # the partition key as text, set by its first event (deployer.patterns.runner.key_text); a
+        # state pickled before it existed has none: read it with getattr
+        self.key = ""
 
     def fresh(self, program: Program) -> bool:
         """Whether the key is as its next event would find a key it never saw (an engine may then

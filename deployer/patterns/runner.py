@@ -5,14 +5,17 @@ on, a match row whose WHERE or SELECT failed, a partial dropped beyond the cap).
 
 Rows carry an order key: the match time, then (at equal times) the matches a deadline completed
 before those an event completed, then the completing event's place in the merged order (its input's
-place in the pattern, then its arrival). Each engine sorts
-what it writes by it, so that the rows of one partition key come in the order they were matched.
+place in the pattern, then its arrival), or for a deadline's matches the partition key (as text) and
+the partial's age. Each engine sorts what it writes by it, so that the rows of one partition key
+come in the order they were matched, and the deadlines' matches of several keys at one time in one
+order on both engines (an OutputRate after the pattern counts them in it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from deployer.evaluation.evaluate import EVAL_ERRORS, compile_expr, compile_predicate
@@ -29,6 +32,15 @@ _TIME_OFFSET = 2**62
 
 def time_key(t: int) -> str:
     return f"{t + _TIME_OFFSET:019d}"
+
+
+def key_text(key: Any) -> str:
+    """A partition key in an order key: the same text for one value on both engines (their events'
+    values are alike: deployer.spark.patterns.processor converts timestamps as the reference has
+    them); a Decimal without its trailing zeros, as `1.0` and `1.00` are one key."""
+    if isinstance(key, Decimal):
+        return str(key.normalize())
+    return "" if key is None else str(key)
 
 
 @dataclass(frozen=True)
@@ -74,17 +86,20 @@ class PatternRunner:
         return Matcher(self.program, state, self.cap)
 
     def on_event(self, m: Matcher, inp: int, values: Values, t: int, seq: str) -> list[Emit | Fail]:
+        if self.partition is not None and not getattr(m.s, "key", ""):
+            m.s.key = key_text(self.key(inp, values))
         happened, refused = m.event(inp, values, t)
         # at equal times, the merged order: the input's place in the pattern, then arrival
-        out = self.outcome(happened, f"{inp:03d}|{seq}")
+        out = self.outcome(happened, f"{inp:03d}|{seq}", m)
         if refused is not None:
             out.append(Fail(refused, values, inp))
         return out
 
     def on_time(self, m: Matcher, until: int) -> list[Emit | Fail]:
-        return self.outcome(m.advance(until), "")
+        return self.outcome(m.advance(until), "", m)
 
-    def outcome(self, happened: Sequence[Match | Dropped], seq: str) -> list[Emit | Fail]:
+    def outcome(self, happened: Sequence[Match | Dropped], seq: str, m: Matcher) -> list[Emit | Fail]:
+        key = getattr(m.s, "key", "")  # a key state pickled before it had one: ""
         out: list[Emit | Fail] = []
         n = 0
         for h in happened:
@@ -94,8 +109,8 @@ class PatternRunner:
             if h.by_event:
                 order = f"{time_key(h.time)}|1|{seq}|{n:06d}"
                 n += 1
-            else:
-                order = f"{time_key(h.time)}|0|{h.partial.order:012d}"
+            else:  # a deadline's: by key, as another key's at that time may come first on Spark
+                order = f"{time_key(h.time)}|0|{key}|{h.partial.order:012d}"
             made = self._row(h, order)
             if made is not None:
                 out.append(made)
