@@ -50,7 +50,8 @@ class Stream:
     # an untimed merge (a Union without event time) is upstream: how its inputs interleave is the
     # order they reach it, which is each engine's own (docs/language.md, "Merges"), so no statement
     # whose result depends on order (a TUPLE or BATCH window, an OUTPUT limit, a keyed table, an
-    # UpdateSQL) reads it
+    # UpdateSQL) reads it; so is a pattern's with PARTITION BY and no OUTPUT clause, whose partitions'
+    # rows Spark interleaves as its micro-batches bring them (docs/language.md, "Patterns")
     merged: bool = False
 
     def scope(self, qualifier: str | None = None) -> list[Field]:
