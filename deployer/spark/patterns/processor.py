@@ -147,6 +147,11 @@ class PatternProcessor(StatefulProcessor):
         for row in events:
             inp, values = self._event(row)
             out += self._rows(self.runner.on_event(m, inp, values, row["__t"], row["__seq"]))
+            if key_state.fresh(self.runner.program):
+                # as new: the reference executor forgets such a key after each event, and its next
+                # event finds a new state; so must this one within the micro-batch (fuzzer seed 7905)
+                key_state = self.runner.new_state()
+                m = self.runner.matcher(key_state)
         self._save(key_state, timer, stored)
         yield from out
 
