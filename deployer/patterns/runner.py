@@ -37,10 +37,11 @@ def time_key(t: int) -> str:
 def key_text(key: Any) -> str:
     """A partition key in an order key: the same text for one value on both engines (their events'
     values are alike: deployer.spark.patterns.processor converts timestamps as the reference has
-    them); a Decimal without its trailing zeros, as `1.0` and `1.00` are one key."""
-    if isinstance(key, Decimal):
-        return str(key.normalize())
-    return "" if key is None else str(key)
+    them); a Decimal without its trailing zeros, as `1.0` and `1.00` are one key. NULL is "", any
+    value starts with "=", so that the empty string is another key's text."""
+    if key is None:
+        return ""
+    return f"={key.normalize() if isinstance(key, Decimal) else key}"
 
 
 @dataclass(frozen=True)
