@@ -55,9 +55,13 @@ class KeyState:
         self.first: int | None = None  # the key's first event time: a leading absence counts from it
         self.armed = False
         self.live: dict[int, Partial] = {}  # every partial not yet completed, dropped or dead
-        # the partition key as text, set by its first event (deployer.patterns.runner.key_text); a
-        # state pickled before it existed has none: read it with getattr
+        self.key = ""  # the partition key as text, set by its first event (deployer.patterns.runner)
+
+    def __setstate__(self, state: tuple[dict[str, Any] | None, dict[str, Any]]) -> None:
+        """Pickled slots; a state pickled before `key` existed has none: the empty text."""
         self.key = ""
+        for name, value in state[1].items():
+            setattr(self, name, value)
 
     def fresh(self, program: Program) -> bool:
         """Whether the key is as its next event would find a key it never saw (an engine may then

@@ -87,20 +87,20 @@ class PatternRunner:
         return Matcher(self.program, state, self.cap)
 
     def on_event(self, m: Matcher, inp: int, values: Values, t: int, seq: str) -> list[Emit | Fail]:
-        if self.partition is not None and not getattr(m.s, "key", ""):
+        if self.partition is not None and not m.s.key:
             m.s.key = key_text(self.key(inp, values))
         happened, refused = m.event(inp, values, t)
         # at equal times, the merged order: the input's place in the pattern, then arrival
-        out = self.outcome(happened, f"{inp:03d}|{seq}", m)
+        out = self.outcome(happened, f"{inp:03d}|{seq}", m.s.key)
         if refused is not None:
             out.append(Fail(refused, values, inp))
         return out
 
     def on_time(self, m: Matcher, until: int) -> list[Emit | Fail]:
-        return self.outcome(m.advance(until), "", m)
+        return self.outcome(m.advance(until), "", m.s.key)
 
-    def outcome(self, happened: Sequence[Match | Dropped], seq: str, m: Matcher) -> list[Emit | Fail]:
-        key = getattr(m.s, "key", "")  # a key state pickled before it had one: ""
+    def outcome(self, happened: Sequence[Match | Dropped], seq: str, key: str) -> list[Emit | Fail]:
+        """`key`: the partition key's text, in the order key of a deadline's matches."""
         out: list[Emit | Fail] = []
         n = 0
         for h in happened:

@@ -5,12 +5,16 @@ an OUTPUT limit after the pattern counts them alike on both engines
 
 from __future__ import annotations
 
+import pickle
 from decimal import Decimal
 
 import pytest
-from output_helpers import Timeline
+from output_helpers import STREAM, Timeline
 
-from deployer.patterns.runner import key_text
+from cpl.compiler import compile_script
+from deployer.patterns.core import KeyState
+from deployer.patterns.runner import PatternRunner, key_text
+from operators import graph as g
 
 ABSENCE = "FROM PATTERN e1=s -> NOT s[v > e1.v] FOR 1 SECOND PARTITION BY ip"
 
@@ -27,3 +31,17 @@ def test_a_keys_text_tells_null_from_the_empty_string_and_ignores_a_decimals_sca
     assert key_text(None) != key_text("")
     assert key_text(Decimal("1.0")) == key_text(Decimal("1.00")) != key_text(Decimal("10"))
     assert key_text(4) == "=4"
+
+
+def test_a_key_state_pickled_before_it_kept_its_key_reads_on() -> None:
+    """A checkpoint's key state from before `KeyState.key`: its pickled slots have no `key`."""
+    graph = compile_script(f"{STREAM}INSERT INTO o SELECT e1.ip AS ip {ABSENCE};").graph
+    runner = PatternRunner(next(n for n in graph.nodes if isinstance(n, g.Pattern)), None)
+    state = runner.new_state()
+    state.key = "=a"
+    assert pickle.loads(pickle.dumps(state)).key == "=a"
+    _, slots = state.__reduce_ex__(pickle.HIGHEST_PROTOCOL)[2]
+    del slots["key"]
+    old = KeyState.__new__(KeyState)
+    old.__setstate__((None, slots))
+    assert old.key == "" and old.next_order == state.next_order
