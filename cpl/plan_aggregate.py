@@ -9,6 +9,7 @@ from cpl.aggregate_check import AggregateChecker, agg_name, contains_aggregate, 
 from cpl.errors import PlanError
 from cpl.plan_filter import plan_where_and_sql
 from cpl.plan_map import select_items
+from cpl.plan_order import read_in_time_order
 from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.plan_windows import resolve_window
@@ -23,6 +24,9 @@ def plan_aggregate(state: PlanState, sel: ast.Select, stream: Stream, line: int)
     cur = Planned(stream.port, stream.schema, stream.event_time)
     scope = Scope([Input(cur.schema, qualifiers(item))])
     window = resolve_window(state, item, scope)
+    if window.kind != "time":  # it counts rows in the order they come
+        stream = read_in_time_order(state, stream, item.pos, f"a {window.kind.upper()} window")
+        cur = Planned(stream.port, stream.schema, stream.event_time)
     if window.kind == "time" and stream.event_time is None:
         fix = (
             f"declare '{stream.name}' with TIMESTAMP BY <field>"

@@ -9,17 +9,28 @@ from cpl.errors import PlanError
 from cpl.plan_aggregate import plan_aggregate
 from cpl.plan_join import plan_join
 from cpl.plan_materialize import plan_materialize
+from cpl.plan_order import apart, in_time_order
 from cpl.plan_pattern import plan_pattern
 from cpl.plan_state import Planned, PlanState, SkipStatement, Stream
 from cpl.plan_stateless import plan_stateless
 from operators import graph as g
+from operators.analysis import partition_keyed
 
 
 def plan_insert(state: PlanState, stmt: ast.Insert) -> None:
     table = _target_table(state, stmt)
     sel = stmt.select
     streams = [_input_stream(state, i, stmt.target) for i in sel.sources]
+    reader = _updates(state, sel)
+    if reader is not None:
+        streams = in_time_order(state, streams, sel, reader)
+    mark = (len(state.nodes), len(state.warnings))
     out = _plan_select(state, sel, streams, stmt.pos.line)
+    if table is not None and _upserts_across_partitions(state, sel, table, out):
+        # planned again behind the inputs in time order: only now is it known what the key reads
+        del state.nodes[mark[0] :], state.warnings[mark[1] :]
+        reader = f"INSERT INTO TABLE {table.name} (an upsert by its primary key)"
+        out = _plan_select(state, sel, in_time_order(state, streams, sel, reader), stmt.pos.line)
     if table is not None:
         plan_materialize(state, stmt, table, out)
     else:
@@ -41,6 +52,32 @@ def _target_table(state: PlanState, stmt: ast.Insert) -> g.Table | None:
     if stmt.target.lower() in state.tables:
         raise PlanError(f"'{stmt.target}' is a table: write INSERT INTO TABLE {stmt.target}", stmt.target_pos)
     return None
+
+
+def _updates(state: PlanState, sel: ast.Select) -> str | None:
+    """A statement without windows whose UpdateSQL runs its statements in the order rows come (for
+    the message of cpl.plan_order); None when it has none (a window counts in plan_aggregate, an
+    OUTPUT limit waits by itself)."""
+    if sel.pattern is not None or any(i.window is not None for i in sel.sources) or sel.on_sql is None:
+        return None
+    query = state.queries.get(sel.on_sql.query.lower())
+    return f"ON SQL {sel.on_sql.query}" if query is not None and not query.is_read else None
+
+
+def _upserts_across_partitions(state: PlanState, sel: ast.Select, table: g.Table, out: Planned) -> bool:
+    """Whether a statement without windows upserts a pattern's rows with PARTITION BY into a keyed
+    table by a key that is not the partition key: the last of two partitions' rows to one key would
+    then win by their arrival (cpl.plan_order)."""
+    if not table.primary_key or sel.pattern is not None or any(i.window is not None for i in sel.sources):
+        return False
+    if apart(state, out.port) is None:
+        return False
+    graph = g.Graph(tuple(state.nodes))
+    names = [f.name.lower() for f in out.schema]
+    return not any(
+        k.lower() in names and partition_keyed(graph, out.port, names.index(k.lower()))
+        for k in table.primary_key
+    )
 
 
 def _input_stream(state: PlanState, item: ast.FromItem, target: str) -> Stream:

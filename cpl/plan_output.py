@@ -89,6 +89,13 @@ def plan_output(
     if time_index is None and event_time is not None:
         time_index = visible.position(event_time)
     in_time_order = out_of_order and OutputRate.needs_time_order(out.kind, out.events)
+    if in_time_order and time_index is None:
+        raise PlanError(
+            "this OUTPUT limit decides as rows come, so it reads the rows of a pattern with PARTITION BY in "
+            "time order, and these have no time to order them by: select `match_time() AS t` in that "
+            "pattern's statement (and keep it in the statements between)",
+            out.pos,
+        )
     if out.kind != FIRST or in_time_order:
         # ALL and LAST let rows out after later ones (SNAPSHOT repeats earlier rows), FIRST in time
         # order after the watermark: their output has no event time, as an aggregate's has none

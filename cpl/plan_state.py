@@ -51,6 +51,8 @@ class PlanState:
     # stores are not bound, and a SELECT without RETURNS has varchar results.
     describe: DescribeQuery | None = None
     warnings: list[tuple[str, ast.Pos]] = field(default_factory=list)
+    # A stream read in time order (cpl.plan_order), by the stream's lower-case name
+    reordered: dict[str, Stream] = field(default_factory=dict)
 
     def add(self, node: g.Node) -> g.Port:
         self.nodes.append(node)

@@ -9,6 +9,7 @@ from cpl.aggregate_check import contains_aggregate
 from cpl.errors import PlanError
 from cpl.plan_filter import plan_where_and_sql
 from cpl.plan_map import plan_map
+from cpl.plan_order import apart
 from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.scope import Input, Scope
@@ -51,7 +52,8 @@ def plan_stateless(state: PlanState, sel: ast.Select, streams: list[Stream], lin
         i = cur.schema.position(cur.event_time)
         time = ir.Col(cur.schema.fields[i].type, i, cur.event_time)
     tip = plan_map(state, sel, cur, scope, line, key_columns(keys, time))
-    return plan_output(state, sel, tip, line)
+    # a limit by count or FIRST over a pattern's partitions waits for their rows in time order
+    return plan_output(state, sel, tip, line, out_of_order=apart(state, cur.port) is not None)
 
 
 def _keys(sel: ast.Select) -> list[ast.SelectItem]:

@@ -8,6 +8,8 @@ ones. What each function answers:
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
 - `in_release_order`: whether a port's rows are a timed stream's events, in the order its
   sequencer released them, through row-by-row operators only;
+- `partitions_apart`: the pattern with PARTITION BY whose rows reach a port in time order per
+  partition only (on Spark), if any;
 - `merged_sources`: which source streams with event time meet in a merge (a Union), and
   `merge_upstream`: whether a node's input comes through one; `self_merged_sources`: the streams a
   merge reads through two of its inputs;
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from operators import decimals
 from operators import expr as ir
 from operators import graph as g
+from operators.patterns import Logical, Ref, Step
 
 # Operators that keep no state and call no data store.
 STATELESS = (g.Source, g.Map, g.Filter, g.MultiFilter, g.Union)
@@ -67,6 +70,69 @@ def in_release_order(graph: g.Graph, port: g.Port) -> bool:
     while isinstance(producer, g.Map | g.Filter | g.MultiFilter):
         producer = graph.node(producer.inputs[0].node)
     return isinstance(producer, g.Source) and producer.event_time is not None
+
+
+# Operators that pass rows on one by one, in the order they come: what comes out of a pattern's
+# partitions reaches their consumers interleaved as it reached them.
+_ROW_BY_ROW = (g.Map, g.Filter, g.MultiFilter, g.ReadSQL, g.Union)
+
+
+def partitions_apart(graph: g.Graph, port: g.Port) -> g.Pattern | None:
+    """The pattern with PARTITION BY whose rows reach `port` through row-by-row operators, if any.
+    Spark runs its partitions apart: one whose events ran ahead of the watermark makes its matches
+    a micro-batch before another's earlier absences fire, so across partitions its rows come in
+    time order per partition only, where the reference executor's come in time order throughout.
+    A reader whose result depends on the order of rows reads them in time order once the watermark
+    has passed them (cpl.plan_order; docs/language.md, "Patterns"). An OutputRate on the way ends
+    the search: it lets its rows out in time order."""
+    todo = [graph.node(port.node)]
+    seen: set[str] = set()
+    while todo:
+        n = todo.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if isinstance(n, g.Pattern) and n.partition is not None:
+            return n
+        if isinstance(n, _ROW_BY_ROW):
+            todo.extend(graph.node(p.node) for p in n.inputs)
+    return None
+
+
+def partition_keyed(graph: g.Graph, port: g.Port, index: int) -> bool:
+    """Whether field `index` at `port` is, in every row, its pattern's partition key: a field of an
+    event that every match binds (a step outside OR, with a minimum of one), read through
+    row-by-row operators that pass it on. Rows that differ in it come from different partitions,
+    whose relative order then changes no upsert keyed by it."""
+    node = graph.node(port.node)
+    if isinstance(node, g.Map | g.Pattern):
+        expr = node.projections[index].expr
+        if not isinstance(expr, ir.Col):
+            return False
+        if isinstance(node, g.Pattern):
+            return expr.index < len(node.row) and _binds_partition_key(node, node.row[expr.index])
+        return partition_keyed(graph, node.inputs[0], expr.index)
+    if isinstance(node, g.Filter | g.MultiFilter) or (
+        isinstance(node, g.ReadSQL) and index < len(node.input_schema)
+    ):
+        return partition_keyed(graph, node.inputs[0], index)
+    if isinstance(node, g.Union):
+        return all(partition_keyed(graph, p, index) for p in node.inputs)
+    return False
+
+
+def _binds_partition_key(node: g.Pattern, ref: Ref) -> bool:
+    slot = node.automaton.slots[ref.slot]
+    if node.partition is None or ref.field != node.partition[slot.input]:
+        return False
+    if ref.agg is not None or ref.index is not None or ref.from_last not in (None, 0):
+        return False
+    for state in node.automaton.states:
+        e = state.element
+        steps = [e.left, e.right] if isinstance(e, Logical) and e.op == "and" else [e]
+        if any(isinstance(s, Step) and s.slot == ref.slot and s.min >= 1 for s in steps):
+            return True
+    return False
 
 
 # Operators that take each event on its own and keep its event time: the events of a merge's input

@@ -89,8 +89,17 @@ class OutputRate(Node):
         would change what it lets out: ALL and LAST EVERY duration choose by time when they tick."""
         return kind == FIRST or every_events is not None
 
+    @property
+    def reorders(self) -> bool:
+        """Whether the node only puts a pattern's partitions' rows in time order for a reader that
+        depends on it (cpl.plan_order): every row goes on, once the watermark has passed it."""
+        return self.kind == ALL and self.every_events == 1 and self.in_time_order
+
     def describe(self) -> str:
-        """The clause as written: `LAST EVERY 5 EVENTS`, `SNAPSHOT EVERY 10 SECONDS`."""
+        """The clause as written: `LAST EVERY 5 EVENTS`, `SNAPSHOT EVERY 10 SECONDS`; `IN TIME ORDER`
+        for a node the planner put before a reader of a pattern's partitions (`reorders`)."""
+        if self.reorders:
+            return "IN TIME ORDER"
         every = (
             f"{self.every_events} EVENTS" if self.every_events is not None else format_ms(self.every_ms or 0)
         )

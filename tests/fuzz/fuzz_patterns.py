@@ -14,8 +14,9 @@ and SELECT items may draw expressions that fail on some events (fuzz_exprs.at): 
 every state of a partial, since a later step's is evaluated only while a partial waits there.
 
 Rows come in order per partition key (`k`, selected from a step that every match binds) or, with no
-PARTITION BY, as one ordered stream. A partitioned pattern's output without an OUTPUT clause counts
-as merged (fuzz_scripts.Stream.merged): across partitions, Spark's order is its micro-batches'.
+PARTITION BY, as one ordered stream. What depends on order reads a partitioned pattern's rows in time
+order (cpl.plan_order), which needs their time: without it they count as merged
+(fuzz_scripts.Builder.learn).
 """
 
 from __future__ import annotations
@@ -246,8 +247,4 @@ def pattern(b: Builder) -> bool:
         f"INSERT INTO {out} SELECT {', '.join(items)} FROM {kind} {body}{within}{partition}{where}{limited}"
     )
     b.add(stmt, {out: order}, sorted(used), "pattern")
-    if partitioned and not limited:
-        # on Spark its partitions' rows interleave as the micro-batches bring them: what depends on
-        # arrival must not read it (a known difference, docs/language.md "Patterns"; Stream.merged)
-        b.streams[out].merged = True
     return True

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from cpl.compiler import compile_script
 from cpl.errors import CompileError
 from operators import graph as g
+from operators.analysis import partitions_apart
 
 
 class GeneratorError(Exception):
@@ -50,8 +51,8 @@ class Stream:
     # an untimed merge (a Union without event time) is upstream: how its inputs interleave is the
     # order they reach it, which is each engine's own (docs/language.md, "Merges"), so no statement
     # whose result depends on order (a TUPLE or BATCH window, an OUTPUT limit, a keyed table, an
-    # UpdateSQL) reads it; so is a pattern's with PARTITION BY and no OUTPUT clause, whose partitions'
-    # rows Spark interleaves as its micro-batches bring them (docs/language.md, "Patterns")
+    # UpdateSQL) reads it; nor a pattern's rows with PARTITION BY that have no time: such a reader
+    # reads them in time order (docs/language.md, "Patterns"), and refuses them without one
     merged: bool = False
 
     def scope(self, qualifier: str | None = None) -> list[Field]:
@@ -136,8 +137,10 @@ class Builder:
     def learn(
         self, graph: g.Graph, name: str, order: list[str] | None, kind: str, merged: bool = False
     ) -> None:
-        self.streams[name] = stream_of(graph, name, order, kind=kind)
-        self.streams[name].merged = merged
+        s = self.streams[name] = stream_of(graph, name, order, kind=kind)
+        s.merged = merged or (
+            s.event_time is None and partitions_apart(graph, graph.streams[name]) is not None
+        )
 
     def schema_of(self, select: str) -> Stream:
         """The schema a SELECT would produce, without keeping it."""
