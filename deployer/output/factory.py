@@ -18,8 +18,16 @@ from operators.values import US_PER_MS
 
 
 def limiter_for(node: OutputRate) -> Limiter:
-    limiter = _limiter(node)
-    return InTimeOrder(limiter) if node.in_time_order else limiter
+    return adopted(node, _limiter(node))
+
+
+def adopted(node: OutputRate, limiter: Limiter) -> Limiter:
+    """`limiter` as `node` wants it: fed in time order when the node's rows may come out of it
+    (`in_time_order`); a limiter kept by a checkpoint from before such rows waited for the
+    watermark is wrapped from now on."""
+    if node.in_time_order and not isinstance(limiter, InTimeOrder):
+        return InTimeOrder(limiter)
+    return limiter
 
 
 def _limiter(node: OutputRate) -> Limiter:

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from deployer.output.factory import limiter_for
-from deployer.output.limiter import InTimeOrder, Limiter, Out
+from deployer.output.factory import adopted, limiter_for
+from deployer.output.limiter import Limiter, Out
 from operators.output_node import OutputRate
 from operators.values import US_PER_MS
 
@@ -75,10 +75,7 @@ class OutputProcessor(StatefulProcessor):
                 f"the checkpoint keeps output-rate state of layout {version}, this version reads "
                 f"{STATE_VERSION}: run the script on a new checkpoint"
             )
-        limiter: Limiter = pickle.loads(blob)
-        if self.node.in_time_order and not isinstance(limiter, InTimeOrder):
-            limiter = InTimeOrder(limiter)  # kept before such rows waited for the watermark: from now on
-        return limiter, timer, int(sent)
+        return adopted(self.node, pickle.loads(blob)), timer, int(sent)
 
     def _save(self, limiter: Limiter, old_timer: int | None, sent: int) -> None:
         timer = move_timer(self.handle, old_timer, limiter.due())
