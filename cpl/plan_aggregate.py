@@ -34,7 +34,7 @@ def plan_aggregate(state: PlanState, sel: ast.Select, stream: Stream, line: int)
             else f"'{stream.name}' is filled by INSERT INTO at line {stream.line}, whose output has none "
             "(it has one when its SELECT keeps its input's event-time field, with no window and no "
             "OUTPUT ALL, LAST or SNAPSHOT on the way, nor OUTPUT FIRST after a pattern "
-            "with PARTITION BY)"
+            "with PARTITION BY or a join, nor a TUPLE or BATCH window over such rows)"
         )
         raise PlanError(f"a TIME window needs event time: {fix}", item.window_pos)
     cur, scope = plan_where_and_sql(state, sel, cur, scope, line)

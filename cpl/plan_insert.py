@@ -9,7 +9,7 @@ from cpl.errors import PlanError
 from cpl.plan_aggregate import plan_aggregate
 from cpl.plan_join import plan_join
 from cpl.plan_materialize import plan_materialize
-from cpl.plan_order import apart, in_time_order
+from cpl.plan_order import in_time_order, unordered
 from cpl.plan_pattern import plan_pattern
 from cpl.plan_state import Planned, PlanState, SkipStatement, Stream
 from cpl.plan_stateless import plan_stateless
@@ -70,7 +70,7 @@ def _upserts_across_partitions(state: PlanState, sel: ast.Select, table: g.Table
     then win by their arrival (cpl.plan_order)."""
     if not table.primary_key or sel.pattern is not None or any(i.window is not None for i in sel.sources):
         return False
-    if apart(state, out.port) is None:
+    if unordered(state, out.port) is None:
         return False
     graph = g.Graph(tuple(state.nodes))
     names = [f.name.lower() for f in out.schema]

@@ -6,13 +6,14 @@ from __future__ import annotations
 from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_map import select_items
-from cpl.plan_output import check_output, plan_output
+from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.plan_windows import resolve_window
 from cpl.scope import Input, Scope
 from cpl.typecheck import Checker
 from operators import expr as ir
 from operators import graph as g
+from operators.output_node import OutputRate
 
 
 def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: int) -> Planned:
@@ -44,6 +45,11 @@ def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: in
         predicate = checker.check_bool(sel.where, "the join condition")
     items = _join_projections(sel, checker, left, right)
     event_time = _joined_time(items, left)
+    ordered = sel.output is not None and OutputRate.needs_time_order(sel.output.kind, sel.output.events)
+    if ordered:  # the pair's time, its left event's, by which the limit takes the pairs in time order
+        assert left.event_time is not None  # a TIME window's input has it (_time_windows)
+        i = left.schema.position(left.event_time)
+        items += key_columns([], ir.Col(left.schema.fields[i].type, i, left.event_time))
     node = g.Join(
         id=state.next_id(),
         line=line,
@@ -61,7 +67,8 @@ def plan_join(state: PlanState, sel: ast.Select, streams: list[Stream], line: in
     port = state.add(node)
     fix = "select the left stream's event-time field (a join's output time), or limit by EVENTS"
     check_output(sel, aggregate=False, event_time=event_time, what="the join's output", fix=fix)
-    return plan_output(state, sel, Planned(port, node.schema, event_time), line)
+    # a pair comes when its later event arrives: out of time order on Spark (cpl.plan_order)
+    return plan_output(state, sel, Planned(port, node.schema, event_time), line, out_of_order=ordered)
 
 
 def _time_windows(state: PlanState, sel: ast.Select, streams: list[Stream]) -> tuple[g.Window, g.Window]:

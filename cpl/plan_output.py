@@ -77,7 +77,7 @@ def plan_output(
 ) -> Planned:
     """The OutputRate node after the statement's last node, whose row ends with one column per GROUP
     BY key (`key_columns`); without an OUTPUT clause, the statement's tip unchanged. `out_of_order`:
-    the rows may come out of time order on Spark (a pattern with PARTITION BY)."""
+    the rows may come out of time order on Spark (a pattern's with PARTITION BY, a join's)."""
     out = sel.output
     if out is None:
         return tip
@@ -91,9 +91,10 @@ def plan_output(
     in_time_order = out_of_order and OutputRate.needs_time_order(out.kind, out.events)
     if in_time_order and time_index is None:
         raise PlanError(
-            "this OUTPUT limit decides as rows come, so it reads the rows of a pattern with PARTITION BY in "
-            "time order, and these have no time to order them by: select `match_time() AS t` in that "
-            "pattern's statement (and keep it in the statements between)",
+            "this OUTPUT limit decides as rows come, so it reads rows that come out of time order (a "
+            "pattern's with PARTITION BY, a join's) in time order, and these have no time to order them "
+            "by: select `match_time() AS t` in that pattern's statement, or the left stream's event-time "
+            "field in that join (and keep it in the statements between)",
             out.pos,
         )
     if out.kind != FIRST or in_time_order:

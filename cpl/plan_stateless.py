@@ -9,7 +9,7 @@ from cpl.aggregate_check import contains_aggregate
 from cpl.errors import PlanError
 from cpl.plan_filter import plan_where_and_sql
 from cpl.plan_map import plan_map
-from cpl.plan_order import apart
+from cpl.plan_order import unordered
 from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, Stream, qualifiers
 from cpl.scope import Input, Scope
@@ -52,8 +52,9 @@ def plan_stateless(state: PlanState, sel: ast.Select, streams: list[Stream], lin
         i = cur.schema.position(cur.event_time)
         time = ir.Col(cur.schema.fields[i].type, i, cur.event_time)
     tip = plan_map(state, sel, cur, scope, line, key_columns(keys, time))
-    # a limit by count or FIRST over a pattern's partitions waits for their rows in time order
-    return plan_output(state, sel, tip, line, out_of_order=apart(state, cur.port) is not None)
+    # a limit by count or FIRST over rows out of time order (a pattern's partitions, a join's pairs)
+    # waits for them in time order
+    return plan_output(state, sel, tip, line, out_of_order=unordered(state, cur.port) is not None)
 
 
 def _keys(sel: ast.Select) -> list[ast.SelectItem]:

@@ -8,8 +8,8 @@ ones. What each function answers:
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
 - `in_release_order`: whether a port's rows are a timed stream's events, in the order its
   sequencer released them, through row-by-row operators only;
-- `partitions_apart`: the pattern with PARTITION BY whose rows reach a port in time order per
-  partition only (on Spark), if any;
+- `out_of_time_order`: the pattern with PARTITION BY or the join whose rows reach a port out of
+  time order on Spark, if any; `partition_keyed`: whether a field is a pattern's partition key;
 - `merged_sources`: which source streams with event time meet in a merge (a Union), and
   `merge_upstream`: whether a node's input comes through one; `self_merged_sources`: the streams a
   merge reads through two of its inputs;
@@ -77,14 +77,16 @@ def in_release_order(graph: g.Graph, port: g.Port) -> bool:
 _ROW_BY_ROW = (g.Map, g.Filter, g.MultiFilter, g.ReadSQL, g.Union)
 
 
-def partitions_apart(graph: g.Graph, port: g.Port) -> g.Pattern | None:
-    """The pattern with PARTITION BY whose rows reach `port` through row-by-row operators, if any.
-    Spark runs its partitions apart: one whose events ran ahead of the watermark makes its matches
-    a micro-batch before another's earlier absences fire, so across partitions its rows come in
-    time order per partition only, where the reference executor's come in time order throughout.
-    A reader whose result depends on the order of rows reads them in time order once the watermark
-    has passed them (cpl.plan_order; docs/language.md, "Patterns"). An OutputRate on the way ends
-    the search: it lets its rows out in time order."""
+def out_of_time_order(graph: g.Graph, port: g.Port) -> g.Pattern | g.Join | None:
+    """The pattern with PARTITION BY or the join whose rows reach `port` through row-by-row
+    operators, if any: on Spark such rows come out of time order across micro-batches, where the
+    reference executor's come in time order. Spark runs a pattern's partitions apart: one whose
+    events ran ahead of the watermark makes its matches a micro-batch before another's earlier
+    absences fire. A join makes a pair when the later of its two events arrives, and a pair's time
+    is its left event's: a left event that pairs with a right one of a later micro-batch comes after
+    pairs of later left events. A reader whose result depends on the order of rows reads them in
+    time order once the watermark has passed them (cpl.plan_order; docs/language.md, "Rows out of
+    time order"). An OutputRate on the way ends the search: it lets its rows out in time order."""
     todo = [graph.node(port.node)]
     seen: set[str] = set()
     while todo:
@@ -92,7 +94,7 @@ def partitions_apart(graph: g.Graph, port: g.Port) -> g.Pattern | None:
         if n.id in seen:
             continue
         seen.add(n.id)
-        if isinstance(n, g.Pattern) and n.partition is not None:
+        if isinstance(n, g.Join) or (isinstance(n, g.Pattern) and n.partition is not None):
             return n
         if isinstance(n, _ROW_BY_ROW):
             todo.extend(graph.node(p.node) for p in n.inputs)

@@ -1,8 +1,9 @@
-"""A statement whose result depends on the order of its rows, reading a pattern's output with
-PARTITION BY (cpl.plan_order): it reads the rows in time order once the watermark has passed them,
-through an OutputRate `IN TIME ORDER` the planner puts before it, on both engines (the differential
-test: tests/fuzz/test_found_readers_of_partitions_that_run_apart.py). What reads by time, and a table
-keyed by the partition key, read the rows as they come."""
+"""A statement whose result depends on the order of its rows, reading rows that come out of time
+order on Spark, a pattern's with PARTITION BY or a join's (cpl.plan_order): it reads them in time
+order once the watermark has passed them, through an OutputRate `IN TIME ORDER` the planner puts
+before it, on both engines (the differential tests:
+tests/fuzz/test_found_readers_of_partitions_that_run_apart.py, tests/fuzz/test_pairs_out_of_time_order.py).
+What reads by time, and a table keyed by a pattern's partition key, read the rows as they come."""
 
 from __future__ import annotations
 
@@ -109,3 +110,46 @@ def test_the_reference_reads_them_once_the_watermark_has_passed_them() -> None:
     assert out == []  # b's match at 400 is not passed yet; a's at 200 waits in the window
     assert t.wm(401) == [(2, 5)]  # both passed: a's then b's, in time order
     assert t.event(500, "a", 9) + t.finish() == []  # a's match at 500: the final watermark has not passed it
+
+
+JOIN = (
+    "INSERT INTO j SELECT a.ip AS ip, a.v AS v, b.v AS w, a.ts AS ts FROM s AS a WINDOW TIME SIZE 1 SECOND, "
+    "s AS b WINDOW TIME SIZE 1 SECOND WHERE a.ip = b.ip"
+)
+
+
+@pytest.mark.parametrize(
+    ("statements", "reorders", "limits_in_order"),
+    [
+        (f"{JOIN};\nINSERT INTO w SELECT count(*) AS n FROM j WINDOW TUPLE SIZE 3;", 1, 0),
+        (f"{JOIN};\nINSERT INTO TABLE by_ip SELECT ip, v FROM j;", 1, 0),  # no partition key here
+        (f"{JOIN};\nINSERT INTO w SELECT count(*) AS n FROM j WINDOW TIME SIZE 1 SECOND;", 0, 0),
+        (f"{JOIN} OUTPUT FIRST EVERY 2 EVENTS;", 0, 1),  # the join's own limit waits
+        (f"{JOIN} OUTPUT LAST EVERY 2 SECONDS;", 0, 0),  # chooses by time when it ticks
+        (f"{JOIN};\nINSERT INTO w SELECT ip FROM j OUTPUT EVERY 2 EVENTS;", 0, 1),
+    ],
+)
+def test_what_reads_a_joins_pairs_in_time_order(statements: str, reorders: int, limits_in_order: int) -> None:
+    graph = compile_script(STREAMS + statements).graph
+    assert len(_reorders(graph)) == reorders
+    rates = [n for n in graph.nodes if isinstance(n, OutputRate) and not n.reorders]
+    assert sum(n.in_time_order for n in rates) == limits_in_order
+
+
+def test_a_limit_on_a_join_without_its_time_selected_takes_the_pairs_time() -> None:
+    graph = compile_script(STREAMS + JOIN.replace(", a.ts AS ts", "") + " OUTPUT EVERY 2 EVENTS;").graph
+    (rate,) = [n for n in graph.nodes if isinstance(n, OutputRate)]
+    assert rate.in_time_order and rate.time_index == len(rate.input_schema) - 1  # a hidden $time
+    assert [f.name for f in rate.schema] == ["ip", "v", "w"]
+
+
+def test_a_reader_of_pairs_without_their_time_is_refused_with_the_fix() -> None:
+    with pytest.raises(CompileError) as info:
+        compile_script(
+            STREAMS
+            + JOIN.replace(", a.ts AS ts", "")
+            + ";\nINSERT INTO w SELECT count(*) AS n FROM j WINDOW TUPLE SIZE 3;"
+        )
+    message = str(info.value)
+    assert "which come from the join at line 6" in message
+    assert "select the left stream's event-time field" in message
