@@ -130,9 +130,13 @@ def limit(
     then, and the order of its output. A GROUP BY cannot follow an `ON SQL` (it comes before it)."""
     if s.merged or not _draws(b):  # which rows a limit keeps depends on order (Stream.merged)
         return template, order
-    timed = s.event_time is not None
+    spec = window_spec(b, template) if kind == "aggregate" else None
+    # rows out of time order that an update or a TUPLE or BATCH window reads in time order lose their
+    # event time on the way (cpl.plan_order): no limit by time then
+    reordered = s.unordered and (kind == "write" or (spec is not None and not spec.startswith("TIME")))
+    timed = s.event_time is not None and not reordered
     if kind == "aggregate":
-        return template + clause(b, timed, window_spec(b, template)), []
+        return template + clause(b, timed, spec), []
     group = _group(b, s.scope(), can=kind in ("map", "filter"))
     return template + group + clause(b, timed), []
 
