@@ -11,6 +11,7 @@ from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.pattern_check import Alias, PatternChecker, place_match_time
 from cpl.plan_map import select_items
+from cpl.plan_order import unordered
 from cpl.plan_output import check_output, key_columns, plan_output
 from cpl.plan_state import Planned, PlanState, SkipStatement, Stream
 from cpl.plan_windows import duration_ms
@@ -335,6 +336,7 @@ def plan_pattern(state: PlanState, sel: ast.Select, line: int) -> Planned:
         row=tuple(checker.refs),
         where=where,
         projections=tuple(items),
+        in_time_order=any(unordered(state, s.port) is not None for s in p.streams),
     )
     port = state.add(node)
     return plan_output(

@@ -33,6 +33,12 @@ class Pattern(Node):
     row: tuple[Ref, ...]
     where: Expr | None
     projections: tuple[NamedExpr, ...]
+    # An input's rows come out of time order on Spark (a join's, another pattern's with PARTITION
+    # BY: operators.analysis.out_of_time_order): the events are taken once the watermark has passed
+    # them, in time order, as the reference executor's merge takes them, and at the end of a bounded
+    # input those the final watermark has not passed are not taken (docs/language.md, "Rows out of
+    # time order").
+    in_time_order: bool = False
 
     @property
     def schema(self) -> Schema:
@@ -61,6 +67,8 @@ class Pattern(Node):
         if self.where is not None:
             p["where"] = self._named(self.where.to_cpl())
         p["project"] = [self._named(x) for x in _show(self.projections)]
+        if self.in_time_order:
+            p["in_time_order"] = True
         return p
 
     def _named(self, text: str) -> str:

@@ -7,6 +7,11 @@ Matches go out in event-time order: a match's time is its completing event's, or
 absence that completed it, which is at most the merge's watermark; so the rows are held until the
 watermark reaches their time, released in the order of `runner.Emit.order`, and the output's
 watermark is the merge's.
+
+At the end of a bounded input the merge releases the events still waiting, unless an input's rows
+come out of time order on Spark (`node.in_time_order`: a join's, another pattern's with PARTITION
+BY): Spark's operator takes such events only once its watermark passes them, so here too only those
+the final watermark has passed are taken (docs/language.md, "Rows out of time order").
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class PatternOp(MergedOperator):
 
     def __init__(self, node: g.Pattern, rt: Runtime):
         super().__init__(node, rt)
+        self.merge.below_final = node.in_time_order
         self.runner = PatternRunner(node, settings.current().pattern_max_partials)
         self.keys: dict[Any, KeyState] = {}
         self.deadlines: list[tuple[int, int, Any]] = []  # (time, key rank, key): a key's next deadline

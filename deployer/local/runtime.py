@@ -170,12 +170,16 @@ class Merger:
     the merged order does not depend on how the inputs' events interleaved on arrival.
     """
 
-    def __init__(self, inputs: int):
+    def __init__(self, inputs: int, below_final: bool = False):
         self.heap: list[tuple[int, int, int, Event]] = []
         self.seq = 0
         self.wms: list[int | None] = [None] * inputs
         self.ended = [False] * inputs
         self.finals: list[int | None] = [None] * inputs
+        # at the end, release only the events below the final watermark (a pattern over rows out of
+        # time order: Spark's operator takes them only once its watermark passes them, and gets no
+        # end of input after a join; docs/language.md, "Rows out of time order")
+        self.below_final = below_final
 
     def set_watermark(self, i: int, wm: int) -> None:
         self.wms[i] = wm
@@ -193,7 +197,8 @@ class Merger:
         """Events with time below this are final; inf when every input ended; None: none yet."""
         live = [w for w, e in zip(self.wms, self.ended, strict=True) if not e]
         if not live:
-            return math.inf
+            final = self.final if self.below_final else None
+            return math.inf if final is None else final
         if any(w is None for w in live):
             return None
         return min(w for w in live if w is not None)

@@ -221,11 +221,10 @@ def _select(p: PatternDraw, partitioned: bool, timed: bool) -> tuple[list[str], 
 
 
 def pattern(b: Builder) -> bool:
-    # not over rows out of time order (Stream.unordered: a known difference)
-    timed = [s for s in b.streams.values() if s.event_time and not s.unordered]
+    timed = [s for s in b.streams.values() if s.event_time]
     if not timed:
         return False
-    first = b.pick(lambda s: s.event_time is not None and not s.unordered)
+    first = b.pick(lambda s: s.event_time is not None)
     inputs = [first]
     if b.draw(st.integers(0, 2)) == 0:
         inputs.append(b.draw(st.sampled_from(timed)))

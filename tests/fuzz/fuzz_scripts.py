@@ -55,8 +55,8 @@ class Stream:
     # reads them in time order (docs/language.md, "Patterns"), and refuses them without one
     merged: bool = False
     # its rows come out of time order on Spark (a join's, a pattern's with PARTITION BY: operators.
-    # analysis.out_of_time_order): a pattern does not read it (a known difference, docs/language.md
-    # "Rows out of time order")
+    # analysis.out_of_time_order): what depends on their order reads them in time order, and loses
+    # their event time on the way (docs/language.md, "Rows out of time order")
     unordered: bool = False
 
     def scope(self, qualifier: str | None = None) -> list[Field]:

@@ -67,3 +67,28 @@ def test_a_limit_by_count_on_a_join_takes_its_pairs_in_time_order(spark: Any, tm
     case = replace(CASE, script=script, ordered={"j": []})
     result = check_case(case, spark, None, tmp_path)
     assert [(row["v"], row["w"]) for row in result.streams["j"]] == [(10, 11), (11, 11)]
+
+
+def test_a_pattern_over_pairs_takes_them_in_time_order(spark: Any, tmp_path: Any) -> None:
+    """Spark's pattern took the pairs as they came: a = (11, 11) came before b = (10, 12), and made a
+    second match the reference does not make (b is earlier than that a). Its events now wait for
+    the watermark, as the reference's merge holds them (`Pattern.in_time_order`)."""
+    reader = (
+        "INSERT INTO p SELECT a.v AS av, b.v AS bv, b.w AS bw "
+        "FROM PATTERN EVERY a=j[w = 11] -> b=j[v = 10 AND w = 12];\n"
+    )
+    case = replace(CASE, script=JOIN + reader, sinks=["p"], ordered={"p": []})
+    result = check_case(case, spark, None, tmp_path)
+    assert result.streams["p"] == [{"av": 10, "bv": 10, "bw": 12}]
+
+
+def test_at_the_end_a_pattern_over_pairs_takes_only_those_the_watermark_passed(
+    spark: Any, tmp_path: Any
+) -> None:
+    """The pair at 40 s: the join's final watermark is 40 s less the larger window (10 s), so
+    neither engine takes it; the reference took it at the end before (its merge released every
+    waiting event), which Spark's operator after a join, with no end of input, never does."""
+    reader = "INSERT INTO p SELECT a.v AS av, b.v AS bv FROM PATTERN EVERY a=j[w > 10] -> b=j[w = 40];\n"
+    case = replace(CASE, script=JOIN + reader, sinks=["p"], ordered={"p": []})
+    result = check_case(case, spark, None, tmp_path)
+    assert result.streams["p"] == []

@@ -153,3 +153,23 @@ def test_a_reader_of_pairs_without_their_time_is_refused_with_the_fix() -> None:
     message = str(info.value)
     assert "which come from the join at line 6" in message
     assert "select the left stream's event-time field" in message
+
+
+@pytest.mark.parametrize(
+    ("statements", "in_order"),
+    [
+        (f"{JOIN};\nINSERT INTO p SELECT a.v AS x {'FROM PATTERN EVERY a=j -> b=j[w > a.w]'};", True),
+        (f"{PARTITIONED}INSERT INTO p SELECT a.v AS x FROM PATTERN EVERY a=m -> b=m[v > a.v];", True),
+        (f"INSERT INTO p SELECT a.v AS x {PAIRS.replace('e1', 'a').replace('e2', 'b')};", False),
+    ],
+    ids=["over-a-join", "over-partitions", "over-a-source"],
+)
+def test_a_pattern_over_rows_out_of_time_order_waits_for_the_watermark(
+    statements: str, in_order: bool
+) -> None:
+    graph = compile_script(STREAMS + statements).graph
+    pattern = graph.node(graph.streams["p"].node)
+    assert isinstance(pattern, g.Pattern)
+    ]
+    assert pattern.in_time_order is in_order
+    assert ("in_time_order" in pattern.params()) is in_order  # cep explain shows it

@@ -9,6 +9,13 @@ each letting the key's own deadlines pass up to its time first; the timer lets t
 deadlines of a key that has no later event. A key whose automaton is as new (nothing pending but an
 unused EVERY start) is removed with its timer: keys that go quiet leave nothing behind.
 
+When an input's rows come out of time order (`node.in_time_order`: a join's pairs, another pattern's
+rows with PARTITION BY), a key's events wait in its state until the watermark passes them, then are
+taken in the merged order, as the reference executor's merge takes them; the key's timer is then at
+the earlier of its deadline and the watermark past its earliest waiting event. At the end of a
+bounded input those the final watermark has not passed are not taken, on both engines
+(docs/language.md, "Rows out of time order").
+
 It is Spark's row-based `transformWithState`: the automaton takes an event at a time, so there is
 nothing to vectorise, and a Row is a tuple of Python values already (a pandas frame per key cost a
 conversion per key and per value: docs/architecture.md, "Patterns on Spark", has the figures).
@@ -66,6 +73,18 @@ def encoded(values: tuple[Any, ...], schema: Schema) -> str:
     return json.dumps(out)
 
 
+# An event as the processor takes it: its time (µs), its input, its order key, its values.
+Held = tuple[int, int, str, tuple[Any, ...]]
+
+
+def _passed(events: list[Held], wm: int) -> tuple[list[Held], list[Held]]:
+    """`events` in the merged order, split at the watermark: those before it, and those it has not
+    passed yet, which wait (a pattern over rows out of time order: node.in_time_order)."""
+    events.sort(key=lambda e: e[:3])
+    cut = next((i for i, e in enumerate(events) if e[0] >= wm), len(events))
+    return events[:cut], events[cut:]
+
+
 def _timestamps(schema: Schema) -> list[int]:
     return [i for i, f in enumerate(schema) if f.type.kind == "timestamp"]
 
@@ -91,40 +110,45 @@ class PatternProcessor(StatefulProcessor):
 
     # ---- the key's state -----------------------------------------------------------------------
 
-    def _load(self) -> tuple[KeyState, int | None, bool]:
-        """The key's automaton, its timer, and whether the state store held it."""
+    def _load(self) -> tuple[KeyState, list[Held], int | None, bool]:
+        """The key's automaton, the events it holds for the watermark, its timer, and whether the
+        state store held it."""
         # every call on the state is a round trip to the JVM's state server: get() alone (None when
         # the key has no state), not exists() first
         stored = self.state.get()
         if stored is None:
-            return self.runner.new_state(), None, False
+            return self.runner.new_state(), [], None, False
         version, blob, timer = stored
         if version != STATE_VERSION:
             raise RuntimeError(
                 f"the checkpoint keeps pattern state of layout {version}, this version reads {STATE_VERSION}: "
                 "run the script on a new checkpoint"
             )
-        loaded: KeyState = pickle.loads(blob)
-        return loaded, timer, True
+        loaded = pickle.loads(blob)
+        # with events held for the watermark (node.in_time_order), the pair (automaton, held)
+        key_state, held = loaded if isinstance(loaded, tuple) else (loaded, [])
+        return key_state, held, timer, True
 
-    def _save(self, key_state: KeyState, old_timer: int | None, stored: bool) -> None:
+    def _save(self, key_state: KeyState, held: list[Held], old_timer: int | None, stored: bool) -> None:
         m = self.runner.matcher(key_state)
-        if key_state.fresh(self.runner.program):
+        if key_state.fresh(self.runner.program) and not held:
             if stored:  # a key met for the first time has nothing to clear
                 self.state.clear()
             if old_timer is not None:
                 self.handle.deleteTimer(old_timer)
             return
-        deadline = m.next_deadline()
-        # a timer at the first millisecond at or after the deadline (µs): Spark fires it when its
-        # watermark reaches it, and the automaton then decides what is at or before the watermark
-        timer = None if deadline is None else -(-deadline // 1000)
+        # the automaton's deadline, or the watermark past the earliest held event
+        due = [d for d in (m.next_deadline(), held[0][0] + 1 if held else None) if d is not None]
+        # a timer at the first millisecond at or after it (µs): Spark fires it when its watermark
+        # reaches it, and the automaton then decides what is at or before the watermark
+        timer = -(-min(due) // 1000) if due else None
         if timer != old_timer:
             if old_timer is not None:
                 self.handle.deleteTimer(old_timer)
             if timer is not None:
                 self.handle.registerTimer(timer)
-        blob = pickle.dumps(key_state, protocol=pickle.HIGHEST_PROTOCOL)
+        kept: object = (key_state, held) if held else key_state
+        blob = pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
         self.state.update((STATE_VERSION, blob, timer))
 
     # ---- events and time ---------------------------------------------------------------------------
@@ -140,28 +164,39 @@ class PatternProcessor(StatefulProcessor):
         return inp, tuple(values)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        events = sorted(rows, key=lambda r: (r["__t"], r["__inp"], r["__seq"]))
-        key_state, timer, stored = self._load()
+        key_state, held, timer, stored = self._load()
+        events = [(r["__t"], r["__inp"], r["__seq"], self._event(r)[1]) for r in rows]
+        if self.node.in_time_order:
+            # rows out of time order: held until the watermark passes them (module docstring)
+            events, held = _passed(held + events, timerValues.getCurrentWatermarkInMs() * 1000)
+        else:
+            events.sort(key=lambda e: e[:3])
+        key_state, out = self._take(key_state, events)
+        self._save(key_state, held, timer, stored)
+        yield from out
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
+        key_state, held, timer, stored = self._load()
+        wm = timerValues.getCurrentWatermarkInMs() * 1000
+        events, held = _passed(held, wm)
+        key_state, out = self._take(key_state, events)
+        out += self._rows(self.runner.on_time(self.runner.matcher(key_state), wm))
+        # the fired timer is gone: the next one is registered anew
+        self._save(key_state, held, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer, stored)
+        yield from out
+
+    def _take(self, key_state: KeyState, events: list[Held]) -> tuple[KeyState, list[Row]]:
+        """The key's automaton after `events`, in the merged order, and the rows they made."""
         m = self.runner.matcher(key_state)
         out: list[Row] = []
-        for row in events:
-            inp, values = self._event(row)
-            out += self._rows(self.runner.on_event(m, inp, values, row["__t"], row["__seq"]))
+        for t, inp, seq, values in events:
+            out += self._rows(self.runner.on_event(m, inp, values, t, seq))
             if key_state.fresh(self.runner.program):
                 # as new: the reference executor forgets such a key after each event, and its next
                 # event finds a new state; so must this one within the micro-batch (fuzzer seed 7905)
                 key_state = self.runner.new_state()
                 m = self.runner.matcher(key_state)
-        self._save(key_state, timer, stored)
-        yield from out
-
-    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
-        key_state, timer, stored = self._load()
-        m = self.runner.matcher(key_state)
-        out = self._rows(self.runner.on_time(m, timerValues.getCurrentWatermarkInMs() * 1000))
-        # the fired timer is gone: the next one is registered anew
-        self._save(key_state, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer, stored)
-        yield from out
+        return key_state, out
 
     def _rows(self, outs: list[Emit | Fail]) -> list[Row]:
         rows = []
