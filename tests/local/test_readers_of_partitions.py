@@ -158,7 +158,7 @@ def test_a_reader_of_pairs_without_their_time_is_refused_with_the_fix() -> None:
 @pytest.mark.parametrize(
     ("statements", "in_order"),
     [
-        (f"{JOIN};\nINSERT INTO p SELECT a.v AS x {'FROM PATTERN EVERY a=j -> b=j[w > a.w]'};", True),
+        (f"{JOIN};\nINSERT INTO p SELECT a.v AS x FROM PATTERN EVERY a=j -> b=j[w > a.w];", True),
         (f"{PARTITIONED}INSERT INTO p SELECT a.v AS x FROM PATTERN EVERY a=m -> b=m[v > a.v];", True),
         (f"INSERT INTO p SELECT a.v AS x {PAIRS.replace('e1', 'a').replace('e2', 'b')};", False),
     ],
@@ -170,6 +170,5 @@ def test_a_pattern_over_rows_out_of_time_order_waits_for_the_watermark(
     graph = compile_script(STREAMS + statements).graph
     pattern = graph.node(graph.streams["p"].node)
     assert isinstance(pattern, g.Pattern)
-    ]
     assert pattern.in_time_order is in_order
     assert ("in_time_order" in pattern.params()) is in_order  # cep explain shows it
