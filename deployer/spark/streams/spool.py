@@ -8,7 +8,9 @@ queries decides), that query now writes its dead letters as well: the translatio
 fail on and writes the failed ones, as dead-letter lines, into a spool directory, one file per
 task and Arrow batch:
 
-    <checkpoint>/spool/<failure point>/<batch id>/part-<partition>-<k>.jsonl
+    <checkpoint>/spool/<failure point>/<batch id>/part-<first order key>-<digest>.jsonl
+
+(named by what it holds: `_file_name`)
 
 The batch id is the task's `streaming.sql.batchId` local property, which Spark sets on every job of
 a micro-batch. The query's foreachBatch, in the driver, empties the batch's spool directory before
@@ -24,6 +26,7 @@ The spool lives beside the checkpoint, which Spark's tasks write to as well (the
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -118,9 +121,29 @@ def _spooler(
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
                 lines = [dead_letter_line(row) for row in batch.column(_DEAD).filter(failed).to_pylist()]
+                name = _file_name(batch, failed, lines, part, k)
                 # One task's lines, whole or not at all: a task attempt run again rewrites its file.
-                write_lines(Path(directory) / batch_id / f"part-{part:05d}-{k:05d}.jsonl", lines)
+                write_lines(Path(directory) / batch_id / name, lines)
                 batch = batch.filter(pc.invert(failed))
             yield batch.select(names)
 
     return run
+
+
+_ORDER = "__seq"  # the rows' order key (deployer.spark.translate.graph SEQ)
+
+
+def _file_name(batch: pa.RecordBatch, failed: pa.Array, lines: list[str], part: int, k: int) -> str:
+    """The spool file of one Arrow batch's dead letters: named by their rows' order keys and lines,
+    when the rows have order keys, so that the same failures make the same file wherever a task
+    finds them. A query whose plan computes a failure point twice (a stream read by two branches of
+    one Union: Spark reuses no stateful subtree) spools its dead letters twice, from tasks of
+    different partition numbers, and must write them once (found by the fuzzer, seed 8203: a
+    pattern's failed condition dead-lettered twice on Spark). The first order key leads the name,
+    so that the gathered lines keep the rows' order; without order keys, the task's partition."""
+    if _ORDER not in batch.schema.names:
+        return f"part-{part:05d}-{k:05d}.jsonl"
+    keys = [str(v) for v in batch.column(_ORDER).filter(failed).to_pylist()]
+    digest = hashlib.sha256("\n".join([*keys, *lines]).encode()).hexdigest()[:24]
+    # the key as hex (its text may hold any character), which sorts as the text does, cut short
+    return f"part-{keys[0].encode()[:60].hex()}-{digest}.jsonl"
