@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from service_helpers import CALLS
 
 from cpl.compiler import compile_script
 from deployer.spark.run.compat import incompatibilities
+from operators import graph as g
 
 BINDINGS = {"sources": {"calls": "file:in"}, "sinks": {"priced": "file:out", "per_caller": "file:agg"}}
 
@@ -147,3 +150,25 @@ def test_a_limit_whose_state_moves_into_a_tuple_windows_processor_is_not() -> No
     problems = why(own, old=held)
     assert any("state changed from the window's processor to none" in p for p in problems), problems
     assert why(held, old=held) == []
+
+
+def test_a_reader_that_now_takes_a_joins_pairs_in_time_order_is_not() -> None:
+    """A deployment from before the planner put the rows of a join in time order for a TUPLE window
+    (cpl.plan_order) kept no state for it: refused, and the message names it."""
+    script = (
+        "CREATE STREAMSCHEMA calls WITH caller integer, duration integer, ts timestamp TIMESTAMP BY ts;\n"
+        "INSERT INTO pairs SELECT a.caller AS caller, b.duration AS d, a.ts AS ts FROM calls AS a WINDOW TIME "
+        "SIZE 1 MINUTE, calls AS b WINDOW TIME SIZE 1 MINUTE WHERE a.caller = b.caller;\n"
+        "INSERT INTO recent SELECT caller, sum(d) AS total FROM pairs WINDOW TUPLE SIZE 3 GROUP BY caller;\n"
+    )
+    old = compile_script(script).graph
+    nodes = tuple(n for n in old.nodes if n.op != "OutputRate")  # as planned before: no such node
+    agg = next(n for n in nodes if n.op == "Aggregate")
+    join = next(n for n in nodes if n.op == "Join")
+    before = dataclasses.replace(
+        old,
+        nodes=tuple(dataclasses.replace(agg, inputs=(g.Port(join.id),)) if n is agg else n for n in nodes),
+    )
+    bindings = {"sources": {"calls": "file:in"}, "sinks": {"recent": "file:out"}}
+    problems = incompatibilities(before, bindings, old, bindings)
+    assert any("the time order of the rows of line 2" in p for p in problems), problems

@@ -96,8 +96,10 @@ def _stateful(graph: g.Graph, node: g.Node) -> tuple[str, tuple[Part, ...]] | No
             native = (("state", "the window's aggregation"),)
         elif in_window_processor(graph, node):
             native = (("state", "the window's processor"),)
+        # a node the planner put before what reads rows out of time order (cpl.plan_order)
+        label = f"the time order of the rows of line {node.line}" if node.reorders else None
         return (
-            f"the OUTPUT clause of line {node.line}",
+            label or f"the OUTPUT clause of line {node.line}",
             (
                 ("output", node.describe()),
                 ("per group", ", ".join(node.group_by) or "nothing"),
