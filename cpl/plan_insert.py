@@ -28,6 +28,8 @@ def plan_insert(state: PlanState, stmt: ast.Insert) -> None:
     out = _plan_select(state, sel, streams, stmt.pos.line)
     if table is not None and _upserts_across_partitions(state, sel, table, out):
         # planned again behind the inputs in time order: only now is it known what the key reads
+        for node in state.nodes[mark[0] :]:
+            state.unordered.pop(node.id, None)
         del state.nodes[mark[0] :], state.warnings[mark[1] :]
         reader = f"INSERT INTO TABLE {table.name} (an upsert by its primary key)"
         out = _plan_select(state, sel, in_time_order(state, streams, sel, reader), stmt.pos.line)

@@ -22,13 +22,18 @@ from cpl import syntax_tree as ast
 from cpl.errors import PlanError
 from cpl.plan_state import PlanState, Stream
 from operators import graph as g
-from operators.analysis import out_of_time_order
+from operators.analysis import unordered_by
 from operators.output_node import ALL, OutputRate
 
 
 def unordered(state: PlanState, port: g.Port) -> g.Pattern | g.Join | None:
-    """The pattern with PARTITION BY or the join whose rows reach `port` by arrival, if any."""
-    return out_of_time_order(g.Graph(tuple(state.nodes)), port)
+    """The pattern with PARTITION BY or the join whose rows reach `port` by arrival, if any: each
+    node's answer computed once, from its inputs' (a script of thousands of statements asks for
+    each of them)."""
+    known = state.unordered
+    for node in state.nodes[len(known) :]:  # those planned since the last question
+        known[node.id] = unordered_by(node, [known[p.node] for p in node.inputs])
+    return known[port.node]
 
 
 def why(producer: g.Pattern | g.Join) -> str:

@@ -53,6 +53,8 @@ class PlanState:
     warnings: list[tuple[str, ast.Pos]] = field(default_factory=list)
     # A stream read in time order (cpl.plan_order), by the stream's lower-case name
     reordered: dict[str, Stream] = field(default_factory=dict)
+    # Per node id, in plan order, where its rows come out of time order from (cpl.plan_order.unordered)
+    unordered: dict[str, g.Pattern | g.Join | None] = field(default_factory=dict)
 
     def add(self, node: g.Node) -> g.Port:
         self.nodes.append(node)

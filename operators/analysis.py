@@ -87,17 +87,19 @@ def out_of_time_order(graph: g.Graph, port: g.Port) -> g.Pattern | g.Join | None
     pairs of later left events. A reader whose result depends on the order of rows reads them in
     time order once the watermark has passed them (cpl.plan_order; docs/language.md, "Rows out of
     time order"). An OutputRate on the way ends the search: it lets its rows out in time order."""
-    todo = [graph.node(port.node)]
-    seen: set[str] = set()
-    while todo:
-        n = todo.pop()
-        if n.id in seen:
-            continue
-        seen.add(n.id)
-        if isinstance(n, g.Join) or (isinstance(n, g.Pattern) and n.partition is not None):
-            return n
-        if isinstance(n, _ROW_BY_ROW):
-            todo.extend(graph.node(p.node) for p in n.inputs)
+    found: dict[str, g.Pattern | g.Join | None] = {}
+    for node in graph.nodes:  # producers first: each node's answer from its inputs'
+        found[node.id] = unordered_by(node, [found[p.node] for p in node.inputs])
+    return found[port.node]
+
+
+def unordered_by(node: g.Node, inputs: list[g.Pattern | g.Join | None]) -> g.Pattern | g.Join | None:
+    """`out_of_time_order` of `node`'s output, given that of each of its inputs: one step, so that a
+    planner that adds nodes one at a time answers for each once (cpl.plan_order)."""
+    if isinstance(node, g.Join) or (isinstance(node, g.Pattern) and node.partition is not None):
+        return node
+    if isinstance(node, _ROW_BY_ROW):
+        return next((u for u in inputs if u is not None), None)
     return None
 
 
