@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from deployer.engine import RunRequest, RunSummary, check_bindings, stop_requests
 from deployer.spark.run.checkpoint import CheckpointGuard
-from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.launch import launch
 from deployer.spark.run.session import finish_jvm, jvm_log, run_log, spark_session
 from deployer.spark.run.stop import stop_session
 from stores.bindings import StoreBindings
@@ -34,9 +34,16 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
     spark = None
     try:
         # Spark's own output goes to a file beside the checkpoint (deployer.spark.run.session), when
-        # this run starts the JVM; a caller's JVM keeps its own.
+        # this run starts the JVM; a caller's JVM keeps its own. The JVM starts while the deployment's
+        # modules are imported (deployer.spark.run.launch).
+        launched = launch(req.master, run_log(req.checkpoint), req.until_idle) if owned else None
+        from deployer.spark.run.deployment import SparkDeployment
+
         spark = spark_session(
-            req.master, log=run_log(req.checkpoint) if owned else None, bounded=req.until_idle
+            req.master,
+            log=run_log(req.checkpoint) if owned else None,
+            bounded=req.until_idle,
+            launched=launched.wait if launched is not None else None,
         )
         if owned and jvm_log() is not None:
             print(f"spark log: {jvm_log()}", file=out)

@@ -27,6 +27,7 @@ LAZY = {
     ("deployer.spark.streams.redis_source", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
     ("deployer.cli.service", "deployer.service.daemon"): "Spark, pandas and the engine, for `cep serve` only",
     ("deployer.runner", "stores.sql.describe"): "psycopg and SQLAlchemy, for a script that asks a store",
+    ("deployer.spark.engine", "deployer.spark.run.deployment"): "imported while the run's JVM starts",
 }
 
 

@@ -15,8 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.connectors.records import json_value
-from deployer.spark.streams.dead_letters import _decoded, dead_letter_frame
+from deployer.spark.streams.dead_letters import dead_letter_frame, dead_letter_line, decoded
 from deployer.spark.streams.sinks import ordered_values
+from deployer.spark.streams.spool import _letters
 from deployer.spark.translate.columns import double_text as _double_text
 from deployer.spark.translate.expr import like_pattern
 
@@ -91,9 +92,13 @@ def test_dead_letter_events_keep_every_value(spark: Any) -> None:
         3,
         None,
     )
-    decoded = [_decoded(x) for x in row["event"]]
-    assert [json_value(v) for v in decoded] == [json_value(v) for v in values]
-    assert math.isnan(decoded[3])
+    got = [decoded(x) for x in row["event"]]
+    assert [json_value(v) for v in got] == [json_value(v) for v in values]
+    assert math.isnan(got[3])
+    # A spooling task builds the same dead letter from the row's own values (deployer.spark.streams.spool).
+    fixed = {"stage": "Map", "node": "n2", "line": 3}
+    batch = df.withColumn("__event", F.col("event")).toArrow().to_batches()[0]
+    assert _letters(batch, "reason", fixed, []) == [dead_letter_line(row.asDict())]
 
 
 @pytest.mark.parametrize(

@@ -96,8 +96,8 @@ def along(
                 )
                 rows = over.port(port)
                 for failed in over.dead_letters:
-                    if failed.node in maps and failed.df.count():
-                        writers[maps[failed.node]](dead_letter_frame(failed.df, where(failed)), batch_id)
+                    if failed.node in maps and failed.frame().count():
+                        writers[maps[failed.node]](dead_letter_frame(failed.frame(), where(failed)), batch_id)
             write(rows if shape is None else shape(rows), batch_id)
         finally:
             batch.unpersist()
@@ -109,7 +109,7 @@ def failure_queries(sg: SparkGraph, written: Collection[str]) -> dict[str, DataF
     """The failure points with a query of their own (query name -> its dead letters), leaving out
     those `written` by a sink's or a table's query and those of stateless operators (`dead_letters`)."""
     return {
-        name: dead_letter_frame(dl.df, where(dl))
+        name: dead_letter_frame(dl.frame(), where(dl))
         for dl, name in numbered(sg.dead_letters)
         if not dl.stateless and dl.spooled is None and name not in written
     }
@@ -144,7 +144,9 @@ def _stateless_failures(over: SparkGraph, nodes: list[str]) -> list[DataFrame]:
     # a window has both, its input's and its results' (a BATCH window's refused events were written
     # twice: tests/fuzz/test_found_a_window_failure_point_written_twice.py).
     return [
-        dead_letter_frame(dl.df, where(dl)) for dl in over.dead_letters if dl.node in nodes and dl.stateless
+        dead_letter_frame(dl.frame(), where(dl))
+        for dl in over.dead_letters
+        if dl.node in nodes and dl.stateless
     ]
 
 

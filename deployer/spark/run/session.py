@@ -34,6 +34,7 @@ from pyspark.sql import SparkSession
 from deployer import settings
 from deployer.spark.run import jvm_archive
 from deployer.spark.run.lookup import skip_data_source_lookup
+from deployer.spark.run.names import remember_names
 from deployer.spark.run.warm import warm_python_workers
 from deployer.spark.run.worker_path import cep_zygote
 from stores.urls import redact_text
@@ -176,6 +177,7 @@ def prepare_session(spark: SparkSession) -> None:
     spark.conf.set(POLLING_DELAY, f"{settings.current().poll_ms}ms")
     hold_chatty(spark)  # a session someone else built: its log level is theirs
     skip_data_source_lookup(spark)
+    remember_names()
     sc = spark.sparkContext
     env = sc.environment
     if all(key in env for key in _RUNNER_ENV):
@@ -190,6 +192,7 @@ def prepare_session(spark: SparkSession) -> None:
     env.setdefault("SPARK_PYTHON_RUNTIME", "PYTHON_WORKER")
 
 
+_UDS_DIR = "spark.python.unix.domain.socket.dir"
 # AF_UNIX socket paths are limited to 107 bytes; Spark names a worker's socket "/.<uuid>.sock" (43).
 _UDS_DIR_MAX = 60
 
@@ -213,23 +216,51 @@ def python_worker_conf(master: str) -> dict[str, str]:
         Path(directory, cep_zygote.LOCK_NAME).touch()
     return {
         "spark.python.unix.domain.socket.enabled": "true",
-        "spark.python.unix.domain.socket.dir": directory,
+        _UDS_DIR: directory,
     }
 
 
 def spark_session(
-    master: str | None = None, app: str = "paascep", log: Path | None = None, bounded: bool = False
+    master: str | None = None,
+    app: str = "paascep",
+    log: Path | None = None,
+    bounded: bool = False,
+    launched: Callable[[], dict[str, str]] | None = None,
 ) -> SparkSession:
     """A session configured for CEP: UTC, few shuffle partitions, its log in a file.
 
     The first session of a process starts the JVM, with its output in `log` (default:
     `run_log(None)`, under $CEP_DATA_DIR/logs), and the options of `driver_jvm_options`: a
     `bounded` run's (one that ends once its input is consumed) or a long-lived one's; later ones
-    share that JVM and its log (`jvm_log`)."""
+    share that JVM and its log (`jvm_log`). A JVM started already (deployer.spark.run.launch) is
+    waited for instead: `launched` returns the options it was started with once it is up."""
+    if launched is not None:
+        options, fresh = launched(), True
+    else:
+        options = session_options(master, app)
+        fresh = SparkContext._gateway is None
+        if fresh:
+            launch_jvm({**options, **CONTEXT_CONF, **driver_jvm_options(bounded)}, log or run_log(None))
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if (
+        "spark.sql.shuffle.partitions" not in options
+    ):  # a cluster: its parallelism, now that the context is up
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark)))
+    set_log_level(spark, settings.current().spark_log_level)
+    if fresh and options["spark.master"].startswith("local"):
+        warm_python_workers(spark)
+    return spark
+
+
+def session_options(master: str | None, app: str) -> dict[str, str]:
+    """The settings `spark_session` makes a session with (and starts its JVM with)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = master or "local[*]"
     conf = settings.current()
-    options = {
+    return {
         "spark.app.name": app,
         "spark.master": master,
         # in the context's conf, not only this session's: a session made from it later
@@ -248,19 +279,6 @@ def spark_session(
         **SESSION_CONF,
         **python_worker_conf(master),
     }
-    fresh = SparkContext._gateway is None
-    if fresh:
-        launch_jvm({**options, **CONTEXT_CONF, **driver_jvm_options(bounded)}, log or run_log(None))
-    builder = SparkSession.builder
-    for key, value in options.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    if n is None:  # a cluster: its parallelism, now that the context is up
-        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark)))
-    set_log_level(spark, conf.spark_log_level)
-    if fresh and master.startswith("local"):
-        warm_python_workers(spark)
-    return spark
 
 
 def _local_cores(master: str) -> int | None:
@@ -366,6 +384,7 @@ def launch_jvm(options: dict[str, str], log: Path) -> None:
         )
         # and fork from a daemon that has imported what they import (worker_path/cep_daemon.py)
         options = {"spark.python.daemon.module": "cep_daemon", **options}
+        cep_zygote.spawn(options.get(_UDS_DIR), log)
     conf = SparkConf()
     for key, value in options.items():
         conf.set(key, value)

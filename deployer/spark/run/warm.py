@@ -20,9 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:  # the module is imported before the JVM starts: pyarrow is not needed for that
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 

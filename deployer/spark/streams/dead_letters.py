@@ -26,10 +26,10 @@ from deployer.spark.translate.columns import encoded_event
 from stores.arrow import micros_value
 
 # The key order of the local engine's dead letters (deployer.local.driver), so both write the same JSON.
-_DEAD_KEYS = ("stage", "reason", "stream", "node", "line", "source", "record")
+DEAD_KEYS = ("stage", "reason", "stream", "node", "line", "source", "record")
 
 
-def _decoded(x: str | None) -> Any:
+def decoded(x: str | None) -> Any:
     if x is None:
         return None
     tag, text = x[0], x[1:]
@@ -59,7 +59,7 @@ def dead_letter_columns(df: DataFrame, fixed: dict[str, Any]) -> list[Column]:
     # the schema once: each `df.columns` is a round trip to the JVM and a parse of its JSON
     schema = df.schema
     present = set(schema.names)
-    for key in _DEAD_KEYS:
+    for key in DEAD_KEYS:
         given = F.col(key) if key in present else None
         default = fixed.get(key)
         t = T.IntegerType() if key == "line" else T.StringType()
@@ -91,7 +91,7 @@ def dead_letter_writer(
     were written, late events aside (the run counts those apart: deployer.spark.streams.sources)."""
 
     def write(df: DataFrame, batch_id: int) -> None:
-        if df.columns != [*_DEAD_KEYS, "event"] or isinstance(df.schema["event"].dataType, T.StructType):
+        if df.columns != [*DEAD_KEYS, "event"] or isinstance(df.schema["event"].dataType, T.StructType):
             df = dead_letter_frame(df, fixed or {})
         # One Spark job for the whole batch (toLocalIterator runs one per partition, and a union of
         # many operators' dead letters has many), Arrow's columns as Python values.
@@ -107,12 +107,19 @@ def dead_letter_writer(
 
 def dead_letter_line(row: dict[str, Any]) -> str:
     """The JSON line of a row of a `dead_letter_frame` (as Arrow gives it to Python)."""
+    event = row["event"]
+    return dead_letter_json(row, None if event is None else [decoded(x) for x in event])
+
+
+def dead_letter_json(keys: dict[str, Any], event: list[Any] | None) -> str:
+    """A dead letter's JSON line: `keys` (those of `DEAD_KEYS` it has that are not None) and the
+    event's values (Python values: ints, floats, Decimals, datetimes, ...)."""
     doc: dict[str, Any] = {}
-    for key in _DEAD_KEYS:
-        if row[key] is not None:
-            doc[key] = row[key]
-    if row["event"] is not None:
-        doc["event"] = [json_value(_decoded(x)) for x in row["event"]]
+    for key in DEAD_KEYS:
+        if keys.get(key) is not None:
+            doc[key] = keys[key]
+    if event is not None:
+        doc["event"] = [json_value(v) for v in event]
     return json.dumps(doc, ensure_ascii=False, default=str)
 
 

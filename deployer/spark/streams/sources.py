@@ -133,7 +133,7 @@ def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
     )
     payload = F.when(untimed, F.struct(*values))
     kept = spool(f"input-{node.stream}", marked, _ERR, payload, {"stream": node.stream})
-    return events_of(kept.drop("stage", "record", "source", "node", "line"), node)
+    return events_of(kept, node)
 
 
 _ERR = "__rejected"  # `spooled_events`' reason a row is a dead letter

@@ -36,18 +36,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.spark.streams.dead_letters import (
-    dead_letter_columns,
-    dead_letter_line,
+    DEAD_KEYS,
+    dead_letter_json,
+    decoded,
     write_dead_letters,
     write_lines,
 )
+from stores.arrow import column_values
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
-_DEAD = "__dead"  # a failed row's dead letter (a struct of `dead_letter_columns`), NULL otherwise
+_EVENT = "__event"  # a row's event, as its dead letter carries it
 
 Writer = Callable[[DataFrame, int], None]
 
@@ -65,14 +66,21 @@ class Spool:
     ) -> DataFrame:
         """The rows of `df` whose column `err` is NULL, without it; the others, as dead letters of
         `payload` (the failed event: a struct of its values, or already encoded) with the reason in
-        `err` and `fixed` (stage, node, line), are written into the spool by the task."""
-        marked = df.withColumns({"reason": F.col(err), "event": payload})
-        dead = F.when(F.col(err).isNotNull(), F.struct(*dead_letter_columns(marked, fixed)))
-        marked = marked.withColumn(_DEAD, dead).drop("reason", "event")
-        fields = [f for f in marked.schema.fields if f.name not in (err, _DEAD)]
+        `err` and `fixed` (stage, node, line), are written into the spool by the task. A column of
+        `df` named as a key of a dead letter (`DEAD_KEYS`) gives that key per row, where not NULL,
+        and is not passed on.
+
+        The task builds each dead letter from the failed row's values (`_letters`), as the driver
+        builds the others from a `dead_letter_frame` (the same values: both go through Python's
+        values of the same Arrow columns); building those columns here cost about a hundred round
+        trips to the JVM per failure point, and three plans more, at every deployment's start."""
+        schema = df.schema  # once: each look at it is a round trip to the JVM
+        per_row = [n for n in schema.names if n in DEAD_KEYS]
+        fields = [f for f in schema.fields if f.name != err and f.name not in per_row]
         # the fields keep their metadata: the event-time column's tells Spark where the watermark is
-        return marked.mapInArrow(
-            _spooler(str(self.root / label), err, [f.name for f in fields]), T.StructType(fields)
+        return df.withColumn(_EVENT, payload).mapInArrow(
+            _spooler(str(self.root / label), err, [f.name for f in fields], fixed, per_row),
+            T.StructType(fields),
         )
 
     def writer(
@@ -111,7 +119,7 @@ class Spool:
 
 
 def _spooler(
-    directory: str, err: str, names: list[str]
+    directory: str, err: str, names: list[str], fixed: dict[str, Any], per_row: list[str]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = TaskContext.get()
@@ -120,7 +128,7 @@ def _spooler(
         for k, batch in enumerate(batches):
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
-                lines = [dead_letter_line(row) for row in batch.column(_DEAD).filter(failed).to_pylist()]
+                lines = _letters(batch.filter(failed), err, fixed, per_row)
                 name = _file_name(batch, failed, lines, part, k)
                 # One task's lines, whole or not at all: a task attempt run again rewrites its file.
                 write_lines(Path(directory) / batch_id / name, lines)
@@ -128,6 +136,35 @@ def _spooler(
             yield batch.select(names)
 
     return run
+
+
+def _letters(failed: pa.RecordBatch, err: str, fixed: dict[str, Any], per_row: list[str]) -> list[str]:
+    """The dead letters of a batch's failed rows: the reason in `err`, the event in `_EVENT`."""
+    given = {key: failed.column(key).to_pylist() for key in per_row}
+    reasons = failed.column(err).to_pylist()
+    events = _events(failed.column(_EVENT))
+    lines = []
+    for i, (reason, event) in enumerate(zip(reasons, events, strict=True)):
+        keys = {key: fixed.get(key) for key in DEAD_KEYS} | {"reason": reason}
+        for key, values in given.items():
+            if values[i] is not None:
+                keys[key] = values[i]
+        for key, value in keys.items():  # as `dead_letter_columns` casts them
+            if value is not None:
+                keys[key] = int(value) if key == "line" else str(value)
+        lines.append(dead_letter_json(keys, event))
+    return lines
+
+
+def _events(column: pa.Array) -> list[list[Any] | None]:
+    """Each row's event as Python values: from a struct of its values, or from the tagged text of
+    one already encoded (`columns.encoded_event`); None where the row has none."""
+    if pa.types.is_struct(column.type):
+        values = list(zip(*(column_values(pa.chunked_array([f])) for f in column.flatten()), strict=True))
+        return [list(v) if ok else None for ok, v in zip(column.is_valid().to_pylist(), values, strict=True)]
+    if pa.types.is_list(column.type):
+        return [None if e is None else [decoded(x) for x in e] for e in column.to_pylist()]
+    return [None] * len(column)
 
 
 _ORDER = "__seq"  # the rows' order key (deployer.spark.translate.graph SEQ)

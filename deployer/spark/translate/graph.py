@@ -47,7 +47,7 @@ class DeadLetter:
 
     node: str
     line: int
-    df: DataFrame
+    df: DataFrame | None  # None when `spooled`
     stage: str = "operator"
     stream: str | None = None
     # Computed from its sources by stateless operators only: it can share a query with the other
@@ -60,8 +60,13 @@ class DeadLetter:
     # micro-batch with `failed` and `kept` (deployer.spark.run.failures). None otherwise.
     split: Split | None = None
     # Written by the tasks of the query that computes its rows (`SparkGraph.spool`), under this
-    # label; `df` is then never run.
+    # label; there is then no `df`.
     spooled: str | None = None
+
+    def frame(self) -> DataFrame:
+        """`df`, which a failure point whose tasks write its dead letters has not."""
+        assert self.df is not None, f"the failures of {self.node} are written by its tasks"
+        return self.df
 
 
 @dataclass(frozen=True)
@@ -188,8 +193,8 @@ class SparkGraph:
         if label is not None:
             where = {"stage": node.op, "stream": stream, "node": node.id, "line": node.line}
             spooled = self.spool(label, df, ERR, payload, where)
-            self.dead_letters.append(
-                DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, spooled=label)
+            self.dead_letters.append(  # its failures are never a frame: its tasks write them
+                DeadLetter(node.id, node.line, None, node.op, stream, stateless, spooled=label)
             )
             return spooled if then is None else then(spooled)
         rows = kept(df)

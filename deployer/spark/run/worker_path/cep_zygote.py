@@ -41,6 +41,12 @@ from typing import Any
 MODULES = (
     "pyspark.sql.streaming.python_streaming_source_runner",
     "pyspark.sql.streaming.transform_with_state_driver_worker",
+    # The daemons themselves, when the zygote is up before them (`early`): the executor's
+    # (cep_daemon) and the one the driver's runners fork from (`pyspark.daemon`, started for the
+    # first Python data source a query reads: `pyspark.sql.worker.create_data_source`).
+    "cep_daemon",
+    "pyspark.daemon",
+    "pyspark.sql.worker.create_data_source",
 )
 # what the fresh processes import besides the daemon's workers' modules (cep_daemon.PRELOADED)
 PRELOADED = (
@@ -79,7 +85,14 @@ def delegate(path: str, module: str, args: list[str]) -> None:
         conn.close()
         return
     request = json.dumps(
-        {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(), "path": sys.path}
+        {
+            "module": module,
+            "args": args,
+            "env": dict(os.environ),
+            "cwd": os.getcwd(),
+            "path": sys.path,
+            "python": _interpreter(),
+        }
     ).encode("utf-8", "surrogateescape")
     # The signals are caught from before the request: one that comes before the child's pid is
     # known (Spark may stop a worker the moment it started) is passed on once it is.
@@ -116,6 +129,11 @@ def delegate(path: str, module: str, args: list[str]) -> None:
     while _alive(child):  # the zygote ended first: wait for the child itself
         time.sleep(0.05)
     os._exit(0)
+
+
+def _interpreter() -> list[Any]:
+    """What a child must run on to stand in for its requester: the same environment and version."""
+    return [sys.prefix, sys.hexversion]
 
 
 def _exit_as(code: int) -> None:
@@ -211,7 +229,7 @@ def serve(path: str) -> None:
     listener.listen(64)
     waiting: dict[int, socket.socket] = {}
     try:
-        while os.getppid() == parent:
+        while os.getppid() == parent and os.path.exists(path):  # its directory removed: the session's end
             ready, _, _ = select.select([listener.fileno(), wake_r], [], [], 0.5)
             if wake_r in ready:
                 os.read(wake_r, 512)
@@ -220,6 +238,11 @@ def serve(path: str) -> None:
                 try:
                     request, fds = _receive(conn)
                 except (OSError, ValueError):
+                    conn.close()
+                    continue
+                if request.get("python") != _interpreter():  # another Python: it starts as it would
+                    for fd in fds:
+                        os.close(fd)
                     conn.close()
                     continue
                 try:
@@ -264,19 +287,26 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             conn.close()
 
 
-def start(environ: Any = os.environ) -> None:
-    """Fork this session's zygote from the calling process (the daemon, its modules imported), once
-    per socket directory; the zygote ends with the process it was forked from."""
-    path = socket_path(environ)
-    if path is None:
-        return
-    try:  # one zygote per directory: whoever creates the lock starts it
+def _locked(path: str) -> bool:
+    """Take the lock of the zygote of socket `path`: False if another has it (one per directory)."""
+    try:
         os.close(
             os.open(
                 os.path.join(os.path.dirname(path), LOCK_NAME), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600
             )
         )
     except OSError:
+        return False
+    return True
+
+
+def start(environ: Any = os.environ) -> None:
+    """Fork this session's zygote from the calling process (the daemon, its modules imported), once
+    per socket directory; the zygote ends with the process it was forked from."""
+    path = socket_path(environ)
+    if path is None:
+        return
+    if not _locked(path):  # one zygote per directory: whoever creates the lock starts it
         return
     preload()
     gc.freeze()  # as the daemon does: the children's collections skip what they inherit
@@ -295,3 +325,45 @@ def start(environ: Any = os.environ) -> None:
         code = 1
     finally:
         os._exit(code)
+
+
+def spawn(directory: str | None, log: Any) -> None:
+    """Start the zygote of a local session's socket `directory` (`early`) before its JVM, from the
+    driver (deployer.spark.run.session.launch_jvm), unless it is taken (CEP_PYTHON_ZYGOTE=0): it
+    imports what the Python processes import while the JVM starts, where the daemon's zygote came up
+    2 to 3 s after the session, past the first processes a deployment's start needs (the first
+    Python data source's daemon, the executor's daemon). On the Python Spark gives its workers,
+    with the hash seed it gives them; its output goes to `log`, the JVM's."""
+    if not directory or os.path.exists(os.path.join(directory, LOCK_NAME)):
+        return
+    import subprocess
+
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+    with open(log, "ab") as out:  # its output, and its children's errors before they take over theirs
+        subprocess.Popen(
+            [python, "-m", "cep_zygote", directory],
+            env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def early(directory: str) -> None:
+    """The zygote of a local session's socket `directory`, started by the driver before its JVM
+    (`spawn`), so that it is up before the first process it stands
+    in for: it imports what the daemons' workers and the fresh processes import while the JVM
+    starts, then forks them all, the daemons themselves included. It ends with the driver, or when
+    the directory goes (the session's end)."""
+    path = os.path.join(directory, SOCKET_NAME)
+    if not _locked(path):
+        return
+    import cep_daemon
+
+    preload(cep_daemon.PRELOADED)
+    preload()
+    gc.freeze()  # as the daemon does: the children's collections skip what they inherit
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the driver's to handle
+    serve(path)
+
+
+if __name__ == "__main__":
+    early(sys.argv[1])
