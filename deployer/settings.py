@@ -80,8 +80,9 @@ class Settings:
     python_zygote: bool = _setting(
         True,
         "CEP_PYTHON_ZYGOTE",
-        "Spark local master with CEP_PYTHON_UDS: the Python processes a query start runs afresh are forked "
-        "from one that has imported what they need (0: started afresh, as Spark does)",
+        "Spark local master with CEP_PYTHON_UDS: the Python processes a query start runs afresh, and the "
+        "workers' daemons, are forked from one the driver starts before its JVM, which imports what they "
+        "need (0: started afresh, as Spark does)",
     )
     shuffle_partitions: int | None = _setting(
         None,
