@@ -36,12 +36,13 @@ def run(req: RunRequest, stores: StoreBindings | None, out: Any) -> RunSummary:
         # Spark's own output goes to a file beside the checkpoint (deployer.spark.run.session), when
         # this run starts the JVM; a caller's JVM keeps its own. The JVM starts while the deployment's
         # modules are imported (deployer.spark.run.launch).
-        launched = launch(req.master, run_log(req.checkpoint), req.until_idle) if owned else None
+        log = run_log(req.checkpoint) if owned else None
+        launched = launch(req.master, log, req.until_idle) if log is not None else None
         from deployer.spark.run.deployment import SparkDeployment
 
         spark = spark_session(
             req.master,
-            log=run_log(req.checkpoint) if owned else None,
+            log=log,
             bounded=req.until_idle,
             launched=launched.wait if launched is not None else None,
         )

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,11 +48,11 @@ if __name__ == "__main__":
 """
 
 
-def _wait_for(check: object, seconds: float) -> bool:
+def _wait_for(check: Callable[[], bool], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while not check() and time.monotonic() < deadline:  # type: ignore[operator]
+    while not check() and time.monotonic() < deadline:
         time.sleep(0.05)
-    return bool(check())  # type: ignore[operator]
+    return check()
 
 
 def _driver(tmp_path: Path, uds: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
