@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.run.checkpoint import arrival_log, trigger_start
+from deployer.spark.run.layout import sequencer_timers
 from deployer.spark.run.queries import sequenced_merges
 from deployer.spark.streams.redis_source import redis_parsed
 from deployer.spark.streams.sources import (
@@ -59,7 +60,8 @@ def read_inputs(
     """The events and dead letters of every source of `graph`; `uris`: stream → its bound URI.
     `spool` (deployer.spark.streams.spool.Spool): the sources whose rejected records and late
     events the tasks of the one query that reads them write (`input-<stream>`, `late-<stream>`
-    among its labels); the others' are the dead-letters query's."""
+    among its labels); the others' are the dead-letters query's. The Sequencers keep Spark's event-time
+    timers on a checkpoint of the earlier layout that had them (deployer.spark.run.layout)."""
     frames: dict[str, DataFrame] = {}
     parsed: dict[str, DataFrame] = {}
     timed: dict[str, tuple[g.Source, DataFrame]] = {}
@@ -86,7 +88,8 @@ def read_inputs(
             timed[src.stream] = (src, good)
     merges = sequenced_merges(graph, uris)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    for stream, events in sequence(timed, merges, self_merged_sources(graph), marked, spool).items():
+    timers = sequencer_timers(checkpoint)
+    for stream, events in sequence(timed, merges, self_merged_sources(graph), marked, spool, timers).items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
 

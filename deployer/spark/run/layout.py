@@ -1,12 +1,13 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Two changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Three changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
-query that computes it (deployer.spark.streams.spool); and the dead-letters query wrote the rejected
+query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, now written by
 the one query that reads the source or computes the operator, where there is one
-(deployer.spark.run.queries._by_readers).
+(deployer.spark.run.queries._by_readers); and a stream's Sequencer kept Spark's event-time timers,
+which it never set (`sequencer_timers`).
 """
 
 from __future__ import annotations
@@ -42,3 +43,23 @@ def earlier_layout(checkpoint: Path) -> set[str]:
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / _BY_READERS).touch()
     return kept
+
+
+# Written into a checkpoint whose Sequencers run without Spark's event-time timers.
+_UNTIMED_SEQUENCERS = "sequencers-without-timers"
+
+
+def sequencer_timers(checkpoint: Path) -> bool:
+    """Whether the Sequencers of a run on `checkpoint` keep Spark's event-time timers
+    (deployer.spark.streams.sequencer.sequenced). They set none, and without them a micro-batch of a
+    stream with event time costs less (no timer state to load, list and commit, a shorter first
+    plan); but Spark records an operator's time mode in its state and refuses to resume it in
+    another. So a checkpoint that has some query's state and not this layout's mark keeps them; any
+    other is marked and runs without."""
+    if (checkpoint / _UNTIMED_SEQUENCERS).exists():
+        return False
+    if checkpoint.is_dir() and any(d.is_dir() for d in checkpoint.glob("*/state")):
+        return True
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / _UNTIMED_SEQUENCERS).touch()
+    return False

@@ -254,7 +254,12 @@ def packer(tag: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Itera
 
 
 def sequenced(
-    events: DataFrame, stream: str, ts_index: int, delay_ms: int, self_merged: bool = False
+    events: DataFrame,
+    stream: str,
+    ts_index: int,
+    delay_ms: int,
+    self_merged: bool = False,
+    timers: bool = False,
 ) -> DataFrame:
     """`events` (a stream's events `_0.._n`, `__seq` and `__end`, its watermark declared on its
     event-time column) through the Sequencer: the same columns but `__end`, plus `__late` and
@@ -262,14 +267,20 @@ def sequenced(
     metadata, so the stateful operators downstream see the stream's watermark. A stream that meets
     itself in a merge (`self_merged`, operators.analysis.self_merged_sources) is released strictly
     below its watermark: a later event at that time has a copy that goes before the released ones'
-    second copies in the merge."""
+    second copies in the merge. `timers`: its operator in Spark's event-time mode, which an earlier
+    layout's checkpoint keeps (deployer.spark.run.layout.sequencer_timers); the Sequencer sets no
+    timer (it releases on its own largest event time), and without the mode Spark loads, lists and
+    commits no timer state in each micro-batch."""
     ts = col_name(ts_index)
     processor = Sequencer(stream, ts, delay_ms * 1000, PACKED.names, inclusive=not self_merged)
     held = (
         events.mapInArrow(packer(), PACKED)
         .groupBy(F.col(KEY))
         .transformWithStateInPandas(
-            statefulProcessor=processor, outputStructType=PACKED, outputMode="Append", timeMode="EventTime"
+            statefulProcessor=processor,
+            outputStructType=PACKED,
+            outputMode="Append",
+            timeMode="EventTime" if timers else "None",
         )
     )
     return held.mapInArrow(unpack, out_schema(events, ts))

@@ -145,6 +145,7 @@ def sequence(
     self_merged: Set[str] = frozenset(),
     marked: dict[str, tuple[DataFrame, bool]] | None = None,
     spool: Any = None,
+    timers: bool = False,
 ) -> dict[str, DataFrame]:
     """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
     per stream, its events in order (its late events are split off per micro-batch by the
@@ -154,7 +155,8 @@ def sequence(
     per stream the Sequencer's output before it splits (released and late rows: one computation of
     the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged.
     `spool`, if given, writes the late events of the streams among its labels (`late-<stream>`)
-    from the Sequencer's tasks (`spooled_released`)."""
+    from the Sequencer's tasks (`spooled_released`). `timers`: a stream alone's Sequencer in Spark's
+    event-time mode, as an earlier layout's checkpoint has it (`sequencer.sequenced`)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
@@ -165,7 +167,7 @@ def sequence(
         # declared before the Sequencer: the stream's watermark counts every event it delivers
         timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
         marked[stream] = (
-            _marked(node, sequenced(timed, node.stream, index, delay, stream in self_merged)),
+            _marked(node, sequenced(timed, node.stream, index, delay, stream in self_merged, timers)),
             False,
         )
         out[stream] = _released(node, marked[stream][0], spool)

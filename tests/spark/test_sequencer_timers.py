@@ -1,0 +1,114 @@
+"""A stream's Sequencer runs without Spark's event-time timers (it sets none: it releases on its own
+largest event time), which makes each micro-batch of a timed stream cheaper; a checkpoint of the
+earlier layout, whose Sequencers kept them, resumes with them, since Spark refuses to resume an
+operator in another time mode (deployer.spark.run.layout.sequencer_timers).
+
+Both ways, a run that resumes half-way through the input writes what the reference executor writes
+over the whole input: the events held across the restart (WATERMARK), the late ones dead-lettered,
+the windows in event-time order.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import (
+    T0,
+    assert_same,
+    assert_same_dead_letters,
+    collect,
+    compile_text,
+    iso,
+    prepare,
+    run_reference,
+    write_files,
+)
+
+from deployer.spark.run import inputs
+from deployer.spark.run.deployment import SparkDeployment
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+CREATE STREAMSCHEMA calls WITH caller integer, n integer, ts timestamp TIMESTAMP BY ts WATERMARK 5 SECONDS;
+INSERT INTO per_caller SELECT caller, count(*) AS c, sum(n) AS s
+  FROM calls WINDOW TIME SIZE 10 SECONDS GROUP BY caller;
+"""
+SINKS = ["per_caller"]
+MARK = "sequencers-without-timers"
+
+
+def _files() -> list[list[Any]]:
+    """Four files of calls, a few seconds out of order within each (held by the WATERMARK), and from
+    the second on one call behind the stream by more than it (late)."""
+    files: list[list[Any]] = []
+    for f in range(4):
+        offsets = [0, 3, 1, 6, 4, 9, 7, 12]
+        rows: list[Any] = [
+            {"caller": i % 3, "n": 10 * f + i, "ts": iso(T0 + timedelta(seconds=15 * f + s))}
+            for i, s in enumerate(offsets)
+        ]
+        if f:
+            rows.append({"caller": 2, "n": 999, "ts": iso(T0 + timedelta(seconds=15 * f - 20))})
+        files.append(rows)
+    return files
+
+
+def _run(spark: Any, tmp: Path, sources: dict[str, str], ck: Path) -> None:
+    SparkDeployment(
+        spark,
+        compile_text(SCRIPT),
+        sources,
+        {s: f"file:{tmp / 'spark-out'}" for s in SINKS},
+        str(ck),
+        dead_letter=f"file:{tmp / 'spark-dead'}",
+        until_idle=True,
+        max_files_per_trigger=1,
+    ).run(out=io.StringIO())
+
+
+def _sequencer_modes(ck: Path) -> set[str]:
+    """The time mode Spark recorded for each Sequencer of the checkpoint (its state: "stream")."""
+    modes = set()
+    for path in ck.glob("*/state/*/_metadata/v2/*"):
+        if path.name.startswith("."):
+            continue
+        for line in path.read_bytes().decode("utf-8", "replace").splitlines():
+            if line.startswith('{"operatorInfo"'):
+                props = json.loads(json.loads(line)["operatorPropertiesJson"])
+                if any(v["stateName"] == "stream" for v in props["stateVariables"]):
+                    modes.add(props["timeMode"])
+    return modes
+
+
+@pytest.mark.parametrize("layout", ["without timers", "earlier, with timers"])
+def test_a_run_resumes_its_sequencers_in_the_mode_they_started(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    graph = compile_text(SCRIPT)
+    files = _files()
+    sources = prepare(tmp_path, {"calls": files[:2]})
+    ck = tmp_path / "ck"
+    with monkeypatch.context() as patch:
+        if layout != "without timers":  # as the earlier layout ran them
+            patch.setattr(inputs, "sequencer_timers", lambda checkpoint: True)
+        _run(spark, tmp_path, sources, ck)
+    # two more files in the same directory: the run goes on from the first two
+    write_files(tmp_path / "in" / "calls", files[2:])
+    _run(spark, tmp_path, sources, ck)
+    ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
+    assert len([d for d in ref.dead if d["stage"] == "late"]) == 3
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
+    assert_same(ref, spk, "per_caller", min_rows=6)
+    assert_same_dead_letters(ref, spk)
+    if layout == "without timers":
+        assert _sequencer_modes(ck) == {"NoTime"}
+        assert (ck / MARK).exists()
+    else:
+        assert _sequencer_modes(ck) == {"EventTime"}
+        assert not (ck / MARK).exists()
