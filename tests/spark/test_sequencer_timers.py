@@ -10,7 +10,6 @@ the windows in event-time order.
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -21,16 +20,15 @@ from spark_helpers import (
     T0,
     assert_same,
     assert_same_dead_letters,
-    collect,
     compile_text,
     iso,
     prepare,
     run_reference,
+    run_spark,
     write_files,
 )
 
 from deployer.spark.run import inputs
-from deployer.spark.run.deployment import SparkDeployment
 
 pytestmark = pytest.mark.spark
 
@@ -59,19 +57,6 @@ def _files() -> list[list[Any]]:
     return files
 
 
-def _run(spark: Any, tmp: Path, sources: dict[str, str], ck: Path) -> None:
-    SparkDeployment(
-        spark,
-        compile_text(SCRIPT),
-        sources,
-        {s: f"file:{tmp / 'spark-out'}" for s in SINKS},
-        str(ck),
-        dead_letter=f"file:{tmp / 'spark-dead'}",
-        until_idle=True,
-        max_files_per_trigger=1,
-    ).run(out=io.StringIO())
-
-
 def _sequencer_modes(ck: Path) -> set[str]:
     """The time mode Spark recorded for each Sequencer of the checkpoint (its state: "stream")."""
     modes = set()
@@ -97,13 +82,12 @@ def test_a_run_resumes_its_sequencers_in_the_mode_they_started(
     with monkeypatch.context() as patch:
         if layout != "without timers":  # as the earlier layout ran them
             patch.setattr(inputs, "sequencer_timers", lambda checkpoint: True)
-        _run(spark, tmp_path, sources, ck)
+        run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
     # two more files in the same directory: the run goes on from the first two
     write_files(tmp_path / "in" / "calls", files[2:])
-    _run(spark, tmp_path, sources, ck)
+    spk = run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
     ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
     assert len([d for d in ref.dead if d["stage"] == "late"]) == 3
-    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
     assert_same(ref, spk, "per_caller", min_rows=6)
     assert_same_dead_letters(ref, spk)
     if layout == "without timers":

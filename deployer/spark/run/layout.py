@@ -58,7 +58,7 @@ def sequencer_timers(checkpoint: Path) -> bool:
     other is marked and runs without."""
     if (checkpoint / _UNTIMED_SEQUENCERS).exists():
         return False
-    if checkpoint.is_dir() and any(d.is_dir() for d in checkpoint.glob("*/state")):
+    if any(d.is_dir() for d in checkpoint.glob("*/state")):
         return True
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / _UNTIMED_SEQUENCERS).touch()
