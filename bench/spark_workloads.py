@@ -114,9 +114,16 @@ def project_job(script: str, stream: str, ordered: bool = False) -> Callable[[Sp
     return build
 
 
+def to_driver(df: DataFrame, batch_id: int) -> int:
+    """A sink's rows to the driver as Arrow, as every sink of `cep run` brings them (a file, the
+    console, a Redis stream: deployer.spark.streams.sinks) before writing them out: what such a
+    writer costs in Spark, the writing itself left out. It returns the rows, as the project's do."""
+    return int(df.toArrow().num_rows)
+
+
 def project_shared(spark: SparkSession, rows: int) -> Job:
     """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark.run.shared), each
-    sink written to noop."""
+    sink's rows brought `to_driver`."""
     from deployer.spark.run.shared import batch_plans, shared_writer, stem
 
     graph = compile_script(MULTI_SINKS).graph
@@ -125,25 +132,30 @@ def project_shared(spark: SparkSession, rows: int) -> Job:
         *[F.col(f.name).alias(col_name(i)) for i, f in enumerate(src.schema)], SEQ
     )
     sinks = ("free", "priced", "marathon")
-    writers: dict[str, Writer] = dict.fromkeys(sinks, noop)
-    write = shared_writer(graph, [src.stream], writers, batch_plans(graph), lambda batch_id, report: None)
+    write = shared_writer(
+        graph,
+        [src.stream],
+        dict.fromkeys(sinks, to_driver),
+        batch_plans(graph),
+        lambda batch_id, report: None,
+    )
     return stem({src.stream: df}, [src.stream]), write
 
 
 def hand_shared(spark: SparkSession, rows: int) -> Job:
     """MULTI_SINKS by hand, in one query: foreachBatch persists the micro-batch, filters and
-    projects it for each sink and writes it to noop."""
+    projects it for each sink and brings its rows `to_driver`."""
     d = F.col("duration")
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
-            noop(batch.where(d < 10).select("idcaller", "ts"), batch_id)
-            noop(
+            to_driver(batch.where(d < 10).select("idcaller", "ts"), batch_id)
+            to_driver(
                 batch.where((d >= 10) & (d < 600)).select("idcaller", (d * 10 + 10).alias("cost"), "ts"),
                 batch_id,
             )
-            noop(batch.where(d >= 600).select("idcaller", "duration", "ts"), batch_id)
+            to_driver(batch.where(d >= 600).select("idcaller", "duration", "ts"), batch_id)
         finally:
             batch.unpersist()
 

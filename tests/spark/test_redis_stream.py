@@ -344,11 +344,14 @@ def test_spark_sink_skips_a_replayed_batch(spark: Any, redis_db: str) -> None:
     def batch(*rows: tuple[int, str]) -> Any:
         return spark.createDataFrame([(c, datetime.fromisoformat(t)) for c, t in rows], schema)
 
-    write(batch((2, "2026-01-01T00:00:02+00:00"), (1, "2026-01-01T00:00:01+00:00")), 0)  # sorted by ts
-    write(batch((5, "2026-01-01T00:00:05+00:00")), 1)
-    write(batch((5, "2026-01-01T00:00:05+00:00")), 1)  # replay of batch 1
-    write(batch((1, "2026-01-01T00:00:01+00:00")), 0)  # an older one
-    write(batch(), 2)
+    written = [
+        write(batch((2, "2026-01-01T00:00:02+00:00"), (1, "2026-01-01T00:00:01+00:00")), 0),  # sorted by ts
+        write(batch((5, "2026-01-01T00:00:05+00:00")), 1),
+        write(batch((5, "2026-01-01T00:00:05+00:00")), 1),  # replay of batch 1
+        write(batch((1, "2026-01-01T00:00:01+00:00")), 0),  # an older one
+        write(batch(), 2),
+    ]
+    assert written == [2, 1, 0, 0, 0]  # the entries each call added: the run's rows out
     assert xrange_data(client, "out") == [
         {"caller": 1, "ts": "2026-01-01T00:00:01Z"},
         {"caller": 2, "ts": "2026-01-01T00:00:02Z"},
@@ -428,19 +431,23 @@ def test_spark_deployment_from_and_to_redis_streams(spark: Any, redis_db: str, t
     for i in (1, 2, 3):  # in order: the stream has no WATERMARK, an earlier event would be late
         client.xadd("calls", call(i, 10 * i, i))
 
-    def deploy() -> None:
-        spark_run.SparkDeployment(
-            spark,
-            GRAPH,
-            sources={"calls": with_stream(redis_db, "calls")},
-            sinks={"long_calls": with_stream(redis_db, "long")},
-            checkpoint=str(tmp_path / "ck"),
-            dead_letter=f"file:{tmp_path / 'dead'}",
-            until_idle=True,
-        ).run()
+    def deploy() -> int:
+        return (
+            spark_run.SparkDeployment(
+                spark,
+                GRAPH,
+                sources={"calls": with_stream(redis_db, "calls")},
+                sinks={"long_calls": with_stream(redis_db, "long")},
+                checkpoint=str(tmp_path / "ck"),
+                dead_letter=f"file:{tmp_path / 'dead'}",
+                until_idle=True,
+            )
+            .run()
+            .rows_out
+        )
 
-    deploy()
+    assert deploy() == 3  # the rows out are the entries the sink added (none counted before)
     assert [d["caller"] for d in xrange_data(client, "long")] == [1, 2, 3]
     client.xadd("calls", call(4, 40, 4))
-    deploy()
+    assert deploy() == 1
     assert [d["caller"] for d in xrange_data(client, "long")] == [1, 2, 3, 4]

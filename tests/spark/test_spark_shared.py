@@ -29,6 +29,8 @@ from spark_helpers import (
 )
 
 from deployer.local.driver import run_local
+from deployer.service.reports import OUT_METRIC
+from deployer.service.spark_runs import ServiceDeployment
 from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.progress import SparkRunStats
@@ -63,11 +65,13 @@ def _inputs() -> dict[str, list[list[dict[str, Any]]]]:
     return files
 
 
-def _run(spark: Any, graph: Any, tmp: Path, sources: dict[str, str]) -> tuple[SparkDeployment, SparkRunStats]:
+def _run(
+    spark: Any, graph: Any, tmp: Path, sources: dict[str, str], kind: type[SparkDeployment] = SparkDeployment
+) -> tuple[SparkDeployment, SparkRunStats]:
     """As `cep run --checkpoint` does it: the manifest checked, then the queries recorded in it."""
     sinks = {s: f"file:{tmp / 'spark-out'}" for s in SINKS}
     guard = CheckpointGuard.open(tmp / "checkpoint", graph, sources, sinks)
-    deployment = SparkDeployment(
+    deployment = kind(
         spark,
         graph,
         sources,
@@ -124,6 +128,39 @@ def test_stateless_sinks_share_one_query_that_reads_each_input_once(spark: Any, 
     assert any(r["stage"] == "Map" for r in spk.dead), "division by zero dead-letters some events"
     assert stats.filtered == sum(ref_stats.filtered.values()) > 0
     assert stats.rows_out == sum(len(spk[s]) for s in SINKS)
+
+
+def test_the_service_reports_the_rows_each_batch_of_the_shared_query_wrote(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`cep serve` shows each deployment's rows out from its queries' progress: the shared query's
+    come from what its sink writers say they wrote (deployer.spark.run.shared), the other sinks'
+    from an observed metric. Both must be the rows in the sink files, batch by batch."""
+    graph = compile_text(SCRIPT)
+    sources = prepare(tmp_path, _inputs())
+    deployment, stats = _run(spark, graph, tmp_path, sources, ServiceDeployment)
+    out = tmp_path / "spark-out"
+    per_batch: dict[int, int] = {}
+    for path in out.iterdir():
+        stream, _, batch = path.stem.partition("-batch-")
+        if stream in SHARED:
+            per_batch[int(batch)] = per_batch.get(int(batch), 0) + _lines_of(path)
+    assert isinstance(deployment, ServiceDeployment)
+    reported: dict[str, dict[int, int]] = {}
+    for q in deployment.queries:
+        for p in deployment.reports(q):
+            rows = ((p.get("observedMetrics") or {}).get(OUT_METRIC) or {}).get("rows")
+            if rows is not None:
+                reported.setdefault(q.name, {})[int(p["batchId"])] = int(rows)
+    shared = reported[f"cep:{SHARED_QUERY}"]
+    assert {b: n for b, n in shared.items() if n} == per_batch and sum(per_batch.values()) >= 20
+    hourly = sum(_lines_of(p) for p in out.glob("hourly-batch-*"))
+    assert sum(reported["cep:sink:hourly"].values()) == hourly >= 10
+    assert stats.rows_out == sum(per_batch.values()) + hourly
+
+
+def _lines_of(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip())
 
 
 def test_a_restart_resumes_the_shared_query_and_refuses_other_shared_sinks(

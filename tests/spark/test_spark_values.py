@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from deployer.connectors.records import json_value
 from deployer.spark.streams.dead_letters import dead_letter_frame, dead_letter_line, decoded
-from deployer.spark.streams.sinks import ordered_values
+from deployer.spark.streams.driver_rows import ordered_values
 from deployer.spark.streams.spool import _letters
 from deployer.spark.translate.columns import double_text as _double_text
 from deployer.spark.translate.expr import like_pattern

@@ -26,7 +26,7 @@ from deployer.spark.translate.graph import ERR, DeadLetter, SparkGraph
 from operators import graph as g
 from operators.analysis import ancestors
 
-Writer = Callable[[DataFrame, int], None]
+Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 
 def numbered(dead_letters: Sequence[DeadLetter]) -> list[tuple[DeadLetter, str]]:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 
-Writer = Callable[[DataFrame, int], None]
+Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 # What Spark takes for an interruption (StreamExecution.IO_EXCEPTION_NAMES), and the SparkException
 # of a job cancelled with its query's job group (its text names the query's run id).

@@ -7,15 +7,12 @@ URIs, entry ids, the reading of an entry and the local engine's reader and write
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import redis
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_type
@@ -49,7 +46,6 @@ from deployer.spark.streams.file_source import parsed_schema
 from deployer.spark.streams.sources import split
 from operators import graph as g
 from operators.datatypes import Schema
-from operators.values import from_micros
 from stores.errors import scrub
 
 # ---- Spark source --------------------------------------------------------------------------------------
@@ -315,37 +311,24 @@ def redis_parsed(spark: SparkSession, uri: str, node: g.Source) -> DataFrame:
 # ---- Spark sink ----------------------------------------------------------------------------------------
 
 
-def _ts_value(us: int | None) -> datetime | str | None:
-    if us is None:
-        return None
-    try:
-        return from_micros(us)
-    except OverflowError:  # beyond year 9999: Spark has it, Python's datetime does not
-        return str(np.datetime_as_string(np.datetime64(us, "us"))) + "Z"
-
-
 def batch_lines(df: DataFrame, names: tuple[str, ...], order: Sequence[str] = ()) -> list[str]:
     """The JSON lines of a batch: its first len(names) columns (positional `_0.._n` or named), sorted
-    by the `order` columns. Timestamps are collected as epoch microseconds: PySpark would hand them
-    over as naive datetimes in the driver's local zone, which would then be printed as UTC."""
-    if order:
-        df = df.orderBy(*[F.col(c) for c in order])
-    fields = df.schema.fields[: len(names)]
-    is_ts = [isinstance(f.dataType, T.TimestampType) for f in fields]
-    cols = [(F.unix_micros(df[i]) if ts else df[i]).alias(f"c{i}") for i, ts in enumerate(is_ts)]
-    return [
-        event_json(names, tuple(_ts_value(v) if ts else v for v, ts in zip(row, is_ts, strict=True)))
-        for row in df.select(*cols).toLocalIterator()
-    ]
+    by the `order` columns, as a file sink writes them (deployer.spark.streams.driver_rows)."""
+    # pandas: not in the fresh process that unpickles this module's DataSource at a query's start
+    from deployer.spark.streams.driver_rows import ordered_values
+
+    return [event_json(names, values) for values in ordered_values(df, len(names), order)]
 
 
-def redis_stream_writer(uri: str, stream_name: str, names: tuple[str, ...], order: Sequence[str] = ()) -> Any:
+def redis_stream_writer(
+    uri: str, stream_name: str, names: tuple[str, ...], order: Sequence[str] = ()
+) -> Callable[[DataFrame, int], int]:
     """foreachBatch: the batch's rows, sorted by `order`, as entries `data` = JSON line, each batch
-    exactly once (see the module docstring)."""
+    exactly once (see the module docstring). It returns the entries it added: none for a replay."""
     target = parse_stream_uri(uri)
     holder: list[redis.Redis] = []
 
-    def write(df: DataFrame, batch_id: int) -> None:
+    def write(df: DataFrame, batch_id: int) -> int:
         if not holder:
             holder.append(target.client())
         client = holder[0]
@@ -364,14 +347,14 @@ def redis_stream_writer(uri: str, stream_name: str, names: tuple[str, ...], orde
                     p.watch(marker)
                     done: Any = p.hget(marker, writer)
                     if done is not None and int(done) >= batch_id:
-                        return  # a replay: this batch already took effect
+                        return 0  # a replay: this batch already took effect
                     p.multi()
                     for line in lines:
                         p.xadd(target.key, {DATA: line})
                     p.hset(marker, writer, str(batch_id))
                     try:
                         p.execute()
-                        return
+                        return len(lines)
                     except redis.WatchError:
                         continue
         except redis.RedisError as e:

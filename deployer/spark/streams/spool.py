@@ -50,7 +50,7 @@ from stores.arrow import column_values
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
 _EVENT = "__event"  # a row's event, as its dead letter carries it
 
-Writer = Callable[[DataFrame, int], None]
+Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 
 class Spool:
