@@ -3,10 +3,12 @@ the failures a sink's or a table's query writes along with its rows (deployer.sp
 
 A failure point after a window, a join or a data store call whose rows a sink or a table writes,
 as they are or through Maps (`queries.written_with`), is written by that query: it runs the frame
-before the split once per micro-batch (`graph.Split.whole`), persists the batch and writes its
-failed rows as dead letters, then its other rows (`along`); the failed rows are counted first, in
-the job that runs the batch into its cache, and their dead letters built only when there are any. A query of its own would compute the
-window, or call the store, a second time.
+before the split once per micro-batch (`graph.Split.whole`), persists the batch, writes its other
+rows and then its failed rows as dead letters (`along`). The failed rows are counted by an
+observation in the writer's job, the one that runs the batch into its cache, and their dead letters
+built only when there are any (a job of their own to count them cost ~50 ms a micro-batch, most of
+it Spark's fixed cost of a job and its planning: the stateless `ON SQL` pipeline of `bench/run
+--only e2e`, ad hoc). A query of its own would compute the window, or call the store, a second time.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
-from deployer.spark.run.shared import batch_plans, stem, unstem
+from deployer.spark.run.shared import batch_plans, observed, stem, unstem
 from deployer.spark.streams.dead_letters import dead_letter_frame
 from deployer.spark.streams.sources import counted, events_of, rejects, released
 from deployer.spark.translate.graph import ERR, DeadLetter, SparkGraph
@@ -62,10 +64,10 @@ def along(
 
     It runs the rows of the window, join or store call the port's rows come from
     (`queries.split_chain`), before their split when they have one (`Split.whole`). Each micro-batch
-    is persisted; its failed rows are written by `dead(query name of the failure point)`, the others
-    go through the Maps of the chain as a batch (their own failures written the same way) and,
-    made the port's rows (and `shape`d: a table's), to `write`. All are written again, whole, if the
-    batch is replayed."""
+    is persisted; its rows that did not fail go through the Maps of the chain as a batch (their own
+    failures written by `dead(query name of the failure point)`) and, made the port's rows (and
+    `shape`d: a table's), to `write`; then its failed rows are written by `dead(...)` too. All are
+    written again, whole, if the batch is replayed."""
     found = split_chain(sg.graph, port)
     assert found is not None, f"no window, join or data store call before {port}"
     base, chain = found
@@ -79,17 +81,17 @@ def along(
     maps = {dl.node: n for dl, n in named if dl.node in assigned and dl.node != base.id}
     writers = {n: dead(n) for n in [*([split[2]] if split else []), *maps.values()]}
     memo: dict[tuple[str, str], Any] = {}
+    # a batch's failed rows: one Column for every batch
+    failed_rows = F.count(F.when(F.col(ERR).isNotNull(), F.lit(1))).alias("rows")
 
     def both(batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
         try:
             rows = batch
+            failures = Observation()
             if split is not None:
-                dl, cut, name = split
-                # the first job: it runs the batch into its cache
-                if batch.where(F.col(ERR).isNotNull()).count():
-                    writers[name](dead_letter_frame(cut.failed(batch), where(dl)), batch_id)
-                rows = cut.kept(batch)
+                # counted in the writer's job, which runs the batch into its cache: no job of its own
+                rows = split[1].kept(batch.observe(failures, failed_rows))
             if chain:
                 over = SparkGraph(
                     sg.graph, {}, sg.handlers, sg.stores_config, ports={base_port: rows}, memo=memo
@@ -99,10 +101,23 @@ def along(
                     if failed.node in maps and failed.frame().count():
                         writers[maps[failed.node]](dead_letter_frame(failed.frame(), where(failed)), batch_id)
             write(rows if shape is None else shape(rows), batch_id)
+            if split is not None:
+                dl, cut, name = split
+                if _failed(failures, batch):
+                    writers[name](dead_letter_frame(cut.failed(batch), where(dl)), batch_id)
         finally:
             batch.unpersist()
 
     return (frame if split is None else split[1].whole), both, set(writers)
+
+
+def _failed(failures: Observation, batch: DataFrame) -> int:
+    """How many rows of `batch` failed: observed while the writer ran the batch, or, when its plan
+    did not run (the optimizer folds a plan that can have no row to nothing), counted, in a job
+    that runs the batch, as it must run (the state of its stateful operators commits the batch)."""
+    seen = observed(failures)
+    n = seen.get("rows") if seen else None
+    return int(n) if n is not None else batch.where(F.col(ERR).isNotNull()).count()
 
 
 def failure_queries(sg: SparkGraph, written: Collection[str]) -> dict[str, DataFrame]:
