@@ -7,6 +7,7 @@ without its failures. (Every differential test with a failing window or join run
 
 from __future__ import annotations
 
+import io
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from spark_helpers import (
 )
 
 from deployer.runner import bind_stores
+from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.queries import plan_queries, store_kinds
 
 pytestmark = pytest.mark.spark
@@ -100,3 +102,57 @@ def test_a_resumed_run_neither_repeats_nor_loses_them(spark: Any, tmp_path: Path
     assert {d.get("node") for d in ref.dead} == {"n3", "n5", "n7"}  # both windows and the join
     assert_same_dead_letters(ref, spk)
     assert _table(url) == _table(f"sqlite:///{tmp_path}/spark.sqlite3") != []
+
+
+# A window whose rows can fail (10 / sum(n)), then a Map after it that can fail too (100 / (s - 4)):
+# the sink's query writes both failure points (`along`), the Map's as one of its chain.
+CHAIN = """
+CREATE STREAMSCHEMA t WITH g integer, n integer, ts timestamp TIMESTAMP BY ts;
+INSERT INTO sums SELECT g, 10 / sum(n) AS q, sum(n) AS s FROM t WINDOW TUPLE SIZE 2 GROUP BY g;
+INSERT INTO inv SELECT g, q, 100 / (s - 4) AS r FROM sums;
+"""
+
+
+def test_a_batch_runs_one_job_and_its_failures_more_only_when_it_has_some(spark: Any, tmp_path: Path) -> None:
+    """The failed rows of both failure points are counted by observations in the writer's job (the
+    one that runs the batch into its cache): a micro-batch without failures runs that job alone, one
+    with failures a job more for each failure point that has some (its dead letters), where a count
+    job per failure point ran in every micro-batch before. The rows and dead letters are the
+    reference executor's."""
+    graph = compile_text(CHAIN)
+    plan = plan_queries(graph, ["inv"], {"t": "file:x"}, store_kinds(None))
+    assert [q.name for q in plan] == ["sink:inv"]  # no failed: query: the sink's writes both
+    # one file a micro-batch, each a window of two events per group: (1, 2) and (3, 4) are fine,
+    # (1, -1) sums to 0 (the window fails), (2, 2) to 4 (the Map fails)
+    sums = [(1, 2), (3, 4), (1, -1), (5, 6), (2, 2), (7, 8), (9, 1)]
+    files = [
+        [
+            {"g": g, "n": n, "ts": iso(T0 + timedelta(seconds=2 * k + j))}
+            for j, n in enumerate(pair)
+            for g in (1, 2)  # in time order: the stream has no WATERMARK
+        ]
+        for k, pair in enumerate(sums)
+    ]
+    sources = prepare(tmp_path / "in", {"t": files})
+    ref = run_reference(graph, tmp_path / "ref", sources, ["inv"])
+    out, dead, ck = tmp_path / "spark-out", tmp_path / "spark-dead", tmp_path / "ck"
+    deployment = SparkDeployment(
+        spark,
+        graph,
+        sources,
+        {"inv": f"file:{out}"},
+        str(ck),
+        dead_letter=f"file:{dead}",
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    deployment.run(out=io.StringIO())
+    spk = collect("spark", out, dead, ["inv"])
+    assert_same(ref, spk, "inv", min_rows=8)
+    assert_same_dead_letters(ref, spk)
+    assert {d["stage"] for d in ref.dead} == {"Aggregate", "Map"}
+    (query,) = [q for q in deployment.queries if q.name == "cep:sink:inv"]
+    batches = len(query.recentProgress)
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))
+    failing = 2  # the batches of (1, -1) and (2, 2): a dead-letter job each
+    assert batches >= len(sums) and len(jobs) <= batches + failing, (len(jobs), batches)

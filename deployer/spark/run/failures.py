@@ -4,9 +4,9 @@ the failures a sink's or a table's query writes along with its rows (deployer.sp
 A failure point after a window, a join or a data store call whose rows a sink or a table writes,
 as they are or through Maps (`queries.written_with`), is written by that query: it runs the frame
 before the split once per micro-batch (`graph.Split.whole`), persists the batch, writes its other
-rows and then its failed rows as dead letters (`along`). The failed rows are counted by an
-observation in the writer's job, the one that runs the batch into its cache, and their dead letters
-built only when there are any (a job of their own to count them cost ~50 ms a micro-batch, most of
+rows and then its failed rows as dead letters (`along`). The failed rows, and those of the Maps
+after the split, are counted by observations in the writer's job, the one that runs the batch into
+its cache, and their dead letters built only when there are any (a job of their own to count them cost ~50 ms a micro-batch, most of
 it Spark's fixed cost of a job and its planning: the stateless `ON SQL` pipeline of `bench/run
 --only e2e`, ad hoc). A query of its own would compute the window, or call the store, a second time.
 """
@@ -92,32 +92,40 @@ def along(
             if split is not None:
                 # counted in the writer's job, which runs the batch into its cache: no job of its own
                 rows = split[1].kept(batch.observe(failures, failed_rows))
+            over = SparkGraph(
+                sg.graph,
+                {},
+                sg.handlers,
+                sg.stores_config,
+                ports={base_port: rows},
+                memo=memo,
+                counts_failures=True,
+            )
             if chain:
-                over = SparkGraph(
-                    sg.graph, {}, sg.handlers, sg.stores_config, ports={base_port: rows}, memo=memo
-                )
                 rows = over.port(port)
-                for failed in over.dead_letters:
-                    if failed.node in maps and failed.frame().count():
-                        writers[maps[failed.node]](dead_letter_frame(failed.frame(), where(failed)), batch_id)
             write(rows if shape is None else shape(rows), batch_id)
+            # then the dead letters, in the order the rows met their failure points
             if split is not None:
                 dl, cut, name = split
-                if _failed(failures, batch):
+                if _failed(failures, lambda: batch.where(F.col(ERR).isNotNull())):
                     writers[name](dead_letter_frame(cut.failed(batch), where(dl)), batch_id)
+            for failed in over.dead_letters:
+                if failed.node in maps and _failed(failed.failures, failed.frame):
+                    writers[maps[failed.node]](dead_letter_frame(failed.frame(), where(failed)), batch_id)
         finally:
             batch.unpersist()
 
     return (frame if split is None else split[1].whole), both, set(writers)
 
 
-def _failed(failures: Observation, batch: DataFrame) -> int:
-    """How many rows of `batch` failed: observed while the writer ran the batch, or, when its plan
-    did not run (the optimizer folds a plan that can have no row to nothing), counted, in a job
-    that runs the batch, as it must run (the state of its stateful operators commits the batch)."""
-    seen = observed(failures)
+def _failed(failures: Observation | None, rows: Callable[[], DataFrame]) -> int:
+    """How many rows failed at a failure point: observed while the writer ran the batch, or, when
+    its plan did not run (the optimizer folds a plan that can have no row to nothing), counted
+    (`rows()`: the failed ones), in a job that runs the batch, as it must run (the state of its
+    stateful operators commits the batch)."""
+    seen = observed(failures) if failures is not None else None
     n = seen.get("rows") if seen else None
-    return int(n) if n is not None else batch.where(F.col(ERR).isNotNull()).count()
+    return int(n) if n is not None else rows().count()
 
 
 def failure_queries(sg: SparkGraph, written: Collection[str]) -> dict[str, DataFrame]:

@@ -62,6 +62,10 @@ class DeadLetter:
     # Written by the tasks of the query that computes its rows (`SparkGraph.spool`), under this
     # label; there is then no `df`.
     spooled: str | None = None
+    # An Observation of its failed rows, made where its rows and its failures split, when the graph
+    # `counts_failures` (a micro-batch's graph in deployer.spark.run.failures.along): the job that
+    # computes the rows counts them, so its dead letters need no job unless there are some.
+    failures: Observation | None = None
 
     def frame(self) -> DataFrame:
         """`df`, which a failure point whose tasks write its dead letters has not."""
@@ -116,6 +120,8 @@ class SparkGraph:
     # spool.Spool, which the deployment passes in: its `labels`, and a call that makes a frame's
     # split so); None: each is a DeadLetter frame for a query to write.
     spool: Any = None
+    # Whether each DeadLetter frame comes with an Observation of its failed rows (`failures`).
+    counts_failures: bool = False
 
     def compiled(self, node: g.Node, what: str, build: Callable[[], _T]) -> _T:
         """`build()`, once per node and `what` when the graph has a `memo`."""
@@ -197,10 +203,19 @@ class SparkGraph:
                 DeadLetter(node.id, node.line, None, node.op, stream, stateless, spooled=label)
             )
             return spooled if then is None else then(spooled)
+        failures = None
+        if self.counts_failures:
+            failures = Observation()
+            counted = self.compiled(
+                node,
+                f"failures:{on_input}",
+                lambda: F.count(F.when(F.col(ERR).isNotNull(), F.lit(1))).alias("rows"),
+            )
+            df = df.observe(failures, counted)
         rows = kept(df)
         split = Split(df, failed, kept) if then is not None and not stateless else None
         self.dead_letters.append(
-            DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split)
+            DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split, failures=failures)
         )
         return rows
 
