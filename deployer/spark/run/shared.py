@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark.handlers import HANDLERS
+from deployer.spark.streams.sinks import SinkWriter
 from deployer.spark.translate.graph import SparkGraph
 from operators import graph as g
 from stores.bindings import StoreBindings
@@ -51,9 +52,6 @@ def unstem(batch: DataFrame, inputs: list[str]) -> dict[str, DataFrame]:
     if len(inputs) == 1:
         return {inputs[0]: batch}
     return {s: batch.where(F.col(_TAG) == k).select(f"{_TAG}{k}.*") for k, s in enumerate(inputs)}
-
-
-SinkWriter = Callable[[DataFrame, int], int]  # foreachBatch that returns the rows it wrote
 
 
 def batch_plans(
@@ -126,8 +124,8 @@ def shared_writer(
 
     The rows out are what the writers say they wrote: a sink's rows come to the driver to be
     written (deployer.spark.streams.sinks), so it knows. An Observation per sink counted them before,
-    at the cost of a DataFrame to analyse and a metric to collect per sink and micro-batch (~13 ms
-    each: bench/run, "micro-batch, 3 sinks of a MultiFilter")."""
+    at the cost of a DataFrame to analyse and a metric to collect per sink and micro-batch (~20 ms a
+    micro-batch for three sinks, in an ad-hoc probe of bench/run's "3 sinks of a MultiFilter")."""
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
