@@ -209,19 +209,48 @@ def run_spark(
 ) -> Outputs:
     out = out or tmp / "spark-out"
     dead = dead or tmp / "spark-dead"
+    run_deployment(
+        spark,
+        graph,
+        tmp,
+        sources,
+        sinks,
+        checkpoint=checkpoint,
+        max_files=max_files,
+        out=out,
+        dead=dead,
+        stores=stores,
+    )
+    return collect("spark", out, dead, sinks)
+
+
+def run_deployment(
+    spark: Any,
+    graph: g.Graph,
+    tmp: Path,
+    sources: Mapping[str, str],
+    sinks: Sequence[str],
+    *,
+    checkpoint: Path | None = None,
+    max_files: int | None = None,
+    out: Path | None = None,
+    dead: Path | None = None,
+    stores: StoreBindings | None = None,
+) -> SparkDeployment:
+    """`run_spark`'s deployment, run until idle, for a test that looks at its queries."""
     deployment = SparkDeployment(
         spark,
         graph,
         sources,
-        {s: f"file:{out}" for s in sinks},
+        {s: f"file:{out or tmp / 'spark-out'}" for s in sinks},
         str(checkpoint or tmp / "checkpoint"),
-        dead_letter=f"file:{dead}",
+        dead_letter=f"file:{dead or tmp / 'spark-dead'}",
         stores=stores,
         until_idle=True,
         max_files_per_trigger=max_files,
     )
     deployment.run(out=io.StringIO())
-    return collect("spark", out, dead, sinks)
+    return deployment
 
 
 def compile_text(script: str, stores: StoreBindings | None = None) -> g.Graph:

@@ -7,7 +7,6 @@ without its failures. (Every differential test with a failing window or join run
 
 from __future__ import annotations
 
-import io
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -22,12 +21,12 @@ from spark_helpers import (
     compile_text,
     iso,
     prepare,
+    run_deployment,
     run_reference,
     run_spark,
 )
 
 from deployer.runner import bind_stores
-from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.queries import plan_queries, store_kinds
 
 pytestmark = pytest.mark.spark
@@ -135,19 +134,8 @@ def test_a_batch_runs_one_job_and_its_failures_more_only_when_it_has_some(spark:
     ]
     sources = prepare(tmp_path / "in", {"t": files})
     ref = run_reference(graph, tmp_path / "ref", sources, ["inv"])
-    out, dead, ck = tmp_path / "spark-out", tmp_path / "spark-dead", tmp_path / "ck"
-    deployment = SparkDeployment(
-        spark,
-        graph,
-        sources,
-        {"inv": f"file:{out}"},
-        str(ck),
-        dead_letter=f"file:{dead}",
-        until_idle=True,
-        max_files_per_trigger=1,
-    )
-    deployment.run(out=io.StringIO())
-    spk = collect("spark", out, dead, ["inv"])
+    deployment = run_deployment(spark, graph, tmp_path, sources, ["inv"], max_files=1)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", ["inv"])
     assert_same(ref, spk, "inv", min_rows=8)
     assert_same_dead_letters(ref, spk)
     assert {d["stage"] for d in ref.dead} == {"Aggregate", "Map"}

@@ -14,6 +14,7 @@ it Spark's fixed cost of a job and its planning: the stateless `ON SQL` pipeline
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
@@ -81,6 +82,10 @@ def along(
     maps = {dl.node: n for dl, n in named if dl.node in assigned and dl.node != base.id}
     writers = {n: dead(n) for n in [*([split[2]] if split else []), *maps.values()]}
     memo: dict[tuple[str, str], Any] = {}
+    # a micro-batch's graph of the chain: Columns compiled once, its failures counted as it runs
+    batch_graph = partial(
+        SparkGraph, sg.graph, {}, sg.handlers, sg.stores_config, memo=memo, counts_failures=True
+    )
     # a batch's failed rows: one Column for every batch
     failed_rows = F.count(F.when(F.col(ERR).isNotNull(), F.lit(1))).alias("rows")
 
@@ -92,24 +97,18 @@ def along(
             if split is not None:
                 # counted in the writer's job, which runs the batch into its cache: no job of its own
                 rows = split[1].kept(batch.observe(failures, failed_rows))
-            over = SparkGraph(
-                sg.graph,
-                {},
-                sg.handlers,
-                sg.stores_config,
-                ports={base_port: rows},
-                memo=memo,
-                counts_failures=True,
-            )
+            chained: list[DeadLetter] = []
             if chain:
+                over = batch_graph(ports={base_port: rows})
                 rows = over.port(port)
+                chained = over.dead_letters
             write(rows if shape is None else shape(rows), batch_id)
             # then the dead letters, in the order the rows met their failure points
             if split is not None:
                 dl, cut, name = split
                 if _failed(failures, lambda: batch.where(F.col(ERR).isNotNull())):
                     writers[name](dead_letter_frame(cut.failed(batch), where(dl)), batch_id)
-            for failed in over.dead_letters:
+            for failed in chained:
                 if failed.node in maps and _failed(failed.failures, failed.frame):
                     writers[maps[failed.node]](dead_letter_frame(failed.frame(), where(failed)), batch_id)
         finally:
