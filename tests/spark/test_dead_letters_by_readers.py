@@ -59,10 +59,12 @@ def _files() -> list[list[Any]]:
     return files
 
 
-def _run(spark: Any, tmp: Path, sources: dict[str, str], ck: Path) -> tuple[list[str], int]:
+def _run(
+    spark: Any, tmp: Path, sources: dict[str, str], ck: Path, script: str = SCRIPT
+) -> tuple[list[str], int, int, str]:
     deployment = SparkDeployment(
         spark,
-        compile_text(SCRIPT),
+        compile_text(script),
         sources,
         {s: f"file:{tmp / 'spark-out'}" for s in SINKS},
         str(ck),
@@ -71,7 +73,8 @@ def _run(spark: Any, tmp: Path, sources: dict[str, str], ck: Path) -> tuple[list
         max_files_per_trigger=1,
     )
     stats = deployment.run(out=io.StringIO())
-    return stats.queries, stats.dead_lettered
+    plan = deployment.queries[0]._jsq.explainInternal(False)  # StreamingQuery.explain, as text
+    return stats.queries, stats.dead_lettered, stats.late, plan
 
 
 def test_the_plan_has_no_dead_letters_query_for_a_source_one_query_reads() -> None:
@@ -113,11 +116,12 @@ def test_the_reading_query_writes_them_once(spark: Any, tmp_path: Path, layout: 
     ck = tmp_path / "ck"
     if layout == "earlier":
         (ck / "dead-letters").mkdir(parents=True)  # the earlier layout's dead-letters query
-    queries, dead = _run(spark, tmp_path, sources, ck)
+    queries, dead, late, plan = _run(spark, tmp_path, sources, ck)
     spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
     assert_same(ref, spk, "per_caller", min_rows=4)
     assert_same_dead_letters(ref, spk)
     assert dead == sum(d["stage"] != "late" for d in ref.dead)
+    assert late == sum(d["stage"] == "late" for d in ref.dead) == 3
     names = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "spark-dead").iterdir()}
     if layout == "earlier":
         assert queries == ["cep:sink:per_caller", "cep:dead-letters"], queries
@@ -129,4 +133,34 @@ def test_the_reading_query_writes_them_once(spark: Any, tmp_path: Path, layout: 
         expected = {"dead-letter-input-calls", "dead-letter-late-calls", f"dead-letter-stateless-{ratio}"}
         assert names == expected, names
         assert (ck / "dead-letters-by-readers").exists()
+        # the Sequencer's rows are unpacked in the Python stage that spools its late events
+        # (deployer.spark.streams.spool.Spool.late), not in one of their own before it
+        assert "unpack_and_spool(" in plan and "unpack(" not in plan, plan
     assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
+
+
+MERGED = """
+CREATE STREAMSCHEMA calls WITH k integer, caller integer, n integer, ts timestamp TIMESTAMP BY ts;
+CREATE STREAMSCHEMA more WITH k integer, caller integer, n integer, ts timestamp TIMESTAMP BY ts;
+INSERT INTO both_ SELECT * FROM calls, more;
+INSERT INTO per_caller SELECT caller, count(*) AS c, sum(n) AS s
+  FROM both_ WINDOW TIME SIZE 10 SECONDS GROUP BY caller;
+"""
+
+
+def test_the_streams_of_a_merge_spool_their_late_events_as_they_are_unpacked(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Streams that pass their Sequencer together (a Union with event time) have their late events
+    spooled as their Sequencer's rows are unpacked too, and counted as the reference counts them."""
+    graph = compile_text(MERGED)
+    sources = prepare(tmp_path, {"calls": _files(), "more": _files()})
+    ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
+    queries, dead, late, plan = _run(spark, tmp_path, sources, tmp_path / "ck", MERGED)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
+    assert_same(ref, spk, "per_caller", min_rows=4)
+    assert_same_dead_letters(ref, spk)
+    assert queries == ["cep:sink:per_caller"], queries
+    assert dead == sum(d["stage"] != "late" for d in ref.dead)
+    assert late == sum(d["stage"] == "late" for d in ref.dead) == 6
+    assert plan.count("unpack_and_spool(") == 2 and "unpack(" not in plan, plan

@@ -75,7 +75,6 @@ from deployer.spark.streams.sequencer import (
     out_schema,
     packer,
     release,
-    unpack,
 )
 from deployer.spark.translate.columns import col_name
 
@@ -213,9 +212,10 @@ def _limit(maxes: list[int], ended: list[bool], delays: list[int]) -> int:
 
 
 def sequenced_jointly(streams: Sequence[Merged]) -> list[DataFrame]:
-    """The streams of one merge through their Sequencers: for each, in order, what `sequenced`
-    gives for a stream alone (its columns but `__end`, plus `__late` and `__late_ts`), released in
-    the merge's order. No watermark: the caller declares it on what is released."""
+    """The streams of one merge through their Sequencers: for each, in order, its Sequencer's own
+    rows, as `sequencer.sequencer_rows` gives them for a stream alone (`sequencer.unpacked_rows`
+    unpacks them: its columns but `__end`, plus `__late` and `__late_ts`), released in the merge's
+    order. No watermark: the caller declares it on what is released."""
     tagged = [s.events.mapInArrow(packer(k), TAGGED) for k, s in enumerate(streams)]
     # One DataFrame for every stage's input: Spark plans it once and reuses its shuffle.
     merged = reduce(DataFrame.union, tagged)
@@ -229,5 +229,5 @@ def sequenced_jointly(streams: Sequence[Merged]) -> list[DataFrame]:
         held = merged.groupBy(F.col(KEY)).transformWithStateInPandas(
             statefulProcessor=processor, outputStructType=PACKED, outputMode="Append", timeMode="None"
         )
-        out.append(held.mapInArrow(unpack, released))
+        out.append(held)
     return out

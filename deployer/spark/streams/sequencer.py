@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 LATE = "__late"  # the reason an event is late; NULL for the events released in order
-LATE_TS = "__late_ts"  # a late event's event time (its event-time column is NULL: see `sequenced`)
+LATE_TS = "__late_ts"  # a late event's event time (its event-time column is NULL: see `marked`)
+LATE_N = "__late_n"  # a count of late events, in a row of its own (spool.Spool.late)
 KEY = "__stream"
 PACKED = T.StructType([T.StructField(KEY, T.LongType()), T.StructField("__events", T.BinaryType())])
 TAG = "__tag"  # which stream of a merge a packed row holds (deployer.spark.streams.merge_sequencer)
@@ -253,7 +254,15 @@ def packer(tag: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Itera
     return pack
 
 
-def sequenced(
+def unpacked_rows(rows: DataFrame, events: DataFrame, ts_index: int) -> DataFrame:
+    """The Sequencer's own `rows` of `events` (`sequencer_rows`: a stream's events `_0.._n`, `__seq`
+    and `__end`, its watermark declared on its event-time column) unpacked: the same columns but
+    `__end`, plus `__late` and `__late_ts`, released in order or marked late. The event-time column
+    keeps the watermark's metadata, so the stateful operators downstream see the stream's watermark."""
+    return rows.mapInArrow(unpack, out_schema(events, col_name(ts_index)))
+
+
+def sequencer_rows(
     events: DataFrame,
     stream: str,
     ts_index: int,
@@ -261,19 +270,18 @@ def sequenced(
     self_merged: bool = False,
     timers: bool = False,
 ) -> DataFrame:
-    """`events` (a stream's events `_0.._n`, `__seq` and `__end`, its watermark declared on its
-    event-time column) through the Sequencer: the same columns but `__end`, plus `__late` and
-    `__late_ts`, released in order or marked late. The event-time column keeps the watermark's
-    metadata, so the stateful operators downstream see the stream's watermark. A stream that meets
-    itself in a merge (`self_merged`, operators.analysis.self_merged_sources) is released strictly
-    below its watermark: a later event at that time has a copy that goes before the released ones'
-    second copies in the merge. `timers`: its operator in Spark's event-time mode, which an earlier
-    layout's checkpoint keeps (deployer.spark.run.layout.sequencer_timers); the Sequencer sets no
-    timer (it releases on its own largest event time), and without the mode Spark loads, lists and
-    commits no timer state in each micro-batch."""
+    """The Sequencer's own output rows (`PACKED`: a micro-batch's released and late events, as
+    `unpacked_rows` unpacks them), for a stage that unpacks them itself (deployer.spark.streams.spool's
+    late events). A stream that meets itself in a merge (`self_merged`,
+    operators.analysis.self_merged_sources) is released strictly below its watermark: a later event
+    at that time has a copy that goes before the released ones' second copies in the merge.
+    `timers`: its operator in Spark's event-time mode, which an earlier layout's checkpoint keeps
+    (deployer.spark.run.layout.sequencer_timers); the Sequencer sets no timer (it releases on its own
+    largest event time), and without the mode Spark loads, lists and commits no timer state in each
+    micro-batch."""
     ts = col_name(ts_index)
     processor = Sequencer(stream, ts, delay_ms * 1000, PACKED.names, inclusive=not self_merged)
-    held = (
+    return (
         events.mapInArrow(packer(), PACKED)
         .groupBy(F.col(KEY))
         .transformWithStateInPandas(
@@ -283,4 +291,3 @@ def sequenced(
             timeMode="EventTime" if timers else "None",
         )
     )
-    return held.mapInArrow(unpack, out_schema(events, ts))

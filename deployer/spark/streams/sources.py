@@ -18,13 +18,14 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from deployer.connectors.files import file_dir
 from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC, RELEASED_METRIC
 from deployer.spark.streams import file_source as files
 from deployer.spark.streams.file_source import END, ORIGIN, RAW, REASON, SEQ
 from deployer.spark.streams.merge_sequencer import PLACEHOLDER, Merged, sequenced_jointly
-from deployer.spark.streams.sequencer import LATE, LATE_TS, sequenced
+from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS, out_schema, sequencer_rows, unpacked_rows
 from deployer.spark.translate.columns import col_name, struct_of
 from operators import graph as g
 
@@ -155,8 +156,8 @@ def sequence(
     per stream the Sequencer's output before it splits (released and late rows: one computation of
     the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged.
     `spool`, if given, writes the late events of the streams among its labels (`late-<stream>`)
-    from the Sequencer's tasks (`spooled_released`). `timers`: a stream alone's Sequencer in Spark's
-    event-time mode, as an earlier layout's checkpoint has it (`sequencer.sequenced`)."""
+    from the tasks that unpack its Sequencer's rows (`_released`). `timers`: a stream alone's Sequencer in Spark's
+    event-time mode, as an earlier layout's checkpoint has it (`sequencer.sequencer_rows`)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
@@ -166,19 +167,17 @@ def sequence(
         index, delay = _event_time(node)
         # declared before the Sequencer: the stream's watermark counts every event it delivers
         timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
-        marked[stream] = (
-            _marked(node, sequenced(timed, node.stream, index, delay, stream in self_merged, timers)),
-            False,
-        )
-        out[stream] = _released(node, marked[stream][0], spool)
+        rows = sequencer_rows(timed, node.stream, index, delay, stream in self_merged, timers)
+        marked[stream] = (_marked(node, unpacked_rows(rows, timed, index)), False)
+        out[stream] = _released(node, rows, timed, marked[stream][0], spool)
     for merge in merges:
         nodes = [streams[s][0] for s in merge]
         merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
-        for s, node, ordered in zip(merge, nodes, sequenced_jointly(merged), strict=True):
-            marked[s] = (_marked(node, ordered), True)
-            events = _released(node, marked[s][0], spool)
-            # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
+        for s, node, rows in zip(merge, nodes, sequenced_jointly(merged), strict=True):
             index, delay = _event_time(node)
+            marked[s] = (_marked(node, unpacked_rows(rows, streams[s][1], index)), True)
+            events = _released(node, rows, streams[s][1], marked[s][0], spool)
+            # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
             events = events.withWatermark(col_name(index), f"{delay} milliseconds")
             # The watermark must see every event the stream releases, as the reference's merge
             # counts every event of its inputs (docs/language.md, "Merges"). Spark's optimizer pushes
@@ -216,14 +215,22 @@ def released(node: g.Source, marked: DataFrame, merged: bool) -> tuple[DataFrame
     return released_events(node, marked, merged), late
 
 
-def _released(node: g.Source, marked: DataFrame, spool: Any) -> DataFrame:
-    """`released_events` (not yet placed), the late events written by the tasks if `spool` has the
-    stream's label."""
+def _released(node: g.Source, rows: DataFrame, timed: DataFrame, marked: DataFrame, spool: Any) -> DataFrame:
+    """`released_events` of a stream (not yet placed), from its Sequencer's own `rows` (`timed`: its
+    events before it) or its output (`marked`); when `spool` has the stream's label, its late events
+    are written by the tasks that unpack `rows` (deployer.spark.streams.spool.Spool.late), which
+    count them too."""
     label = f"late-{node.stream}"
     if spool is None or label not in spool.labels:
         return released_events(node, marked, merged=False)
+    ts, _ = _event_time(node)
     where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
-    return spool(label, marked, LATE, _late_event(node), where).select(*_values(node), SEQ)
+    released = T.StructType(
+        [f for f in out_schema(timed, col_name(ts)).fields if f.name not in (LATE, LATE_TS)]
+    )
+    events = spool.late(label, rows, released, col_name(ts), where)
+    counted = events.observe(f"{LATE_METRIC}{node.stream}", F.sum(F.col(LATE_N)).alias("rows"))
+    return counted.filter(F.col(LATE_N).isNull()).select(*_values(node), SEQ)
 
 
 def _late_event(node: g.Source) -> Column:

@@ -45,6 +45,7 @@ from deployer.spark.streams.dead_letters import (
     write_dead_letters,
     write_lines,
 )
+from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS
 from stores.arrow import column_values
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
@@ -81,6 +82,24 @@ class Spool:
         return df.withColumn(_EVENT, payload).mapInArrow(
             _spooler(str(self.root / label), err, [f.name for f in fields], fixed, per_row),
             T.StructType(fields),
+        )
+
+    def late(
+        self, label: str, rows: DataFrame, released: T.StructType, ts: str, fixed: dict[str, Any]
+    ) -> DataFrame:
+        """The events a stream's Sequencer releases, from its own rows (`rows`:
+        sequencer.sequencer_rows): `released`'s columns, of which `ts` is the event time, and its
+        late events written into the spool under `label` with `fixed` (stage, stream, node, line),
+        as `__call__` writes them. Unpacked and spooled in one Python stage where `unpack` and
+        `__call__` took two, each a Python worker per task that the micro-batch waits for in turn.
+
+        A task that found late events adds a row with their number in `LATE_N`; it is NULL in the
+        events' rows, and the caller counts the late events from it and drops that row. The
+        events' columns are all nullable here (that row has NULL in each)."""
+        fields = [T.StructField(f.name, f.dataType, True, f.metadata) for f in released.fields]
+        return rows.mapInArrow(
+            _late_spooler(str(self.root / label), released.names, ts, fixed),
+            T.StructType([*fields, T.StructField(LATE_N, T.LongType())]),
         )
 
     def writer(
@@ -122,20 +141,81 @@ def _spooler(
     directory: str, err: str, names: list[str], fixed: dict[str, Any], per_row: list[str]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ctx = TaskContext.get()
-        batch_id = (ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None) or "none"
-        part = ctx.partitionId() if ctx is not None else 0
+        batch_id, part = _task()
         for k, batch in enumerate(batches):
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
-                lines = _letters(batch.filter(failed), err, fixed, per_row)
-                name = _file_name(batch, failed, lines, part, k)
-                # One task's lines, whole or not at all: a task attempt run again rewrites its file.
-                write_lines(Path(directory) / batch_id / name, lines)
+                _spool(Path(directory) / batch_id, batch, failed, err, fixed, per_row, part, k)
                 batch = batch.filter(pc.invert(failed))
             yield batch.select(names)
 
     return run
+
+
+def _late_spooler(
+    directory: str, released: list[str], ts: str, fixed: dict[str, Any]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`Spool.late`'s function: each packed row's events (sequencer.unpack), the late ones spooled
+    as `__call__`'s are (their event, its event time from `LATE_TS`: sources._late_event), the
+    others passed on, and a count row after a blob that had late ones."""
+    values = [n for n in released if n != _ORDER]
+
+    def unpack_and_spool(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batch_id, part = _task()
+        k = 0
+        for packed_rows in batches:
+            for blob in packed_rows.column("__events").to_pylist():
+                table = pa.ipc.open_stream(blob).read_all().combine_chunks()
+                for batch in table.to_batches():
+                    late = pc.is_valid(batch.column(LATE))
+                    n = int(pc.sum(late.cast(pa.int64())).as_py() or 0)
+                    events = batch.select(released)
+                    if n:
+                        given = [batch.column(LATE_TS if v == ts else v) for v in values]
+                        event = pa.StructArray.from_arrays(given, names=values)
+                        _spool(
+                            Path(directory) / batch_id,
+                            batch.append_column(_EVENT, event),
+                            late,
+                            LATE,
+                            fixed,
+                            [],
+                            part,
+                            k,
+                        )
+                        events = events.filter(pc.invert(late))
+                    yield events.append_column(LATE_N, pa.nulls(events.num_rows, pa.int64()))
+                    if n:
+                        counted = [pa.nulls(1, f.type) for f in events.schema]
+                        yield pa.RecordBatch.from_arrays(
+                            [*counted, pa.array([n], pa.int64())], [*released, LATE_N]
+                        )
+                    k += 1
+
+    return unpack_and_spool  # its name shows in the query plan
+
+
+def _task() -> tuple[str, int]:
+    """The micro-batch and partition of the task that runs this (outside a task: "none", 0)."""
+    ctx = TaskContext.get()
+    batch_id = (ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None) or "none"
+    return batch_id, ctx.partitionId() if ctx is not None else 0
+
+
+def _spool(
+    folder: Path,
+    batch: pa.RecordBatch,
+    failed: pa.Array,
+    err: str,
+    fixed: dict[str, Any],
+    per_row: list[str],
+    part: int,
+    k: int,
+) -> None:
+    """The dead letters of `batch`'s `failed` rows into the spool's `folder` of a micro-batch."""
+    lines = _letters(batch.filter(failed), err, fixed, per_row)
+    # One task's lines, whole or not at all: a task attempt run again rewrites its file.
+    write_lines(folder / _file_name(batch, failed, lines, part, k), lines)
 
 
 def _letters(failed: pa.RecordBatch, err: str, fixed: dict[str, Any], per_row: list[str]) -> list[str]:
