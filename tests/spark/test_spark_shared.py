@@ -10,19 +10,23 @@ shared sinks differ from the script's is refused.
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from spark_helpers import (
+    T0,
     assert_same,
     assert_same_dead_letters,
     at,
     cdrs,
     collect,
     compile_text,
+    iso,
     prepare,
     read_jsonl,
+    run_deployment,
     run_reference,
     split_by_time,
     write_files,
@@ -256,3 +260,42 @@ def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
         assert shared.dead_letters == [] and "Map" in {d.stage for d in own.dead_letters}
         assert sum(len(rows) for rows in got.values()) > 20
     assert sizes[0] > 0 and sizes[1] == sizes[0]
+
+
+DROPPING = """
+CREATE STREAMSCHEMA calls WITH k integer, n integer, ts timestamp TIMESTAMP BY ts;
+INSERT INTO big SELECT k, n, ts FROM calls WHERE n > 100;
+INSERT INTO neg SELECT k, ts FROM calls WHERE n < 0;
+"""
+
+
+def test_a_batch_whose_events_every_where_drops_runs_no_job_of_its_own(spark: Any, tmp_path: Path) -> None:
+    """The shared query runs a batch that no sink's plan ran (a Sequencer's state must commit it);
+    a Filter's count of the events it dropped says that a plan ran over the batch, so a batch whose
+    events every WHERE drops runs its sinks' jobs and no count of its own. Rows and the filtered
+    count are the reference's."""
+    graph = compile_text(DROPPING)
+    assert shared_sinks(graph, ["big", "neg"]) == ["big", "neg"]
+    files = [
+        [
+            {
+                "k": 4 * f + i,
+                "n": (150 if i == 0 else -5 if i == 1 else i) if f % 2 == 0 else 10 * i,
+                "ts": iso(T0 + timedelta(seconds=4 * f + i)),
+            }
+            for i in range(4)
+        ]
+        for f in range(6)
+    ]  # the events of the odd files: every WHERE drops them
+    sources = prepare(tmp_path, {"calls": files})
+    ref = run_reference(graph, tmp_path / "ref", sources, ["big", "neg"])
+    deployment = run_deployment(spark, graph, tmp_path, sources, ["big", "neg"], max_files=1)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", ["big", "neg"])
+    assert_same(ref, spk, "big", min_rows=3, ordered=True)
+    assert_same(ref, spk, "neg", min_rows=3, ordered=True)
+    (query,) = deployment.queries
+    batches = len({p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0})
+    assert batches >= 6, batches
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))
+    # one job per sink and batch: before, each of the three dropped batches ran a count job more
+    assert len(jobs) <= 2 * batches, (len(jobs), batches)

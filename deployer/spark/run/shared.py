@@ -133,13 +133,16 @@ def shared_writer(
             sg = plan(unstem(batch, inputs))
             sg.observations = {}  # the Filters count in Observations: batch DataFrames report no progress
             out = sum(writer(sg.port(graph.streams[stream]), batch_id) for stream, writer in writers.items())
-            if not out:
-                # No sink wrote a row, so perhaps no sink's plan ran (the optimizer folds a plan that
-                # can have no row to nothing): the batch must run all the same, or a Sequencer's
-                # state in it would not commit the batch (Spark fails the query:
-                # STATE_STORE_COMMIT_VALIDATION_FAILED) and the events it holds would not move on.
-                batch.count()
             dropped = {node: observed(obs) for node, obs in sg.observations.items()}
+            if not out and not any(dropped.values()):
+                # No sink wrote a row and no Filter counted what it dropped, so perhaps no sink's
+                # plan ran (the optimizer folds a plan that can have no row to nothing): the batch
+                # must run all the same, or a Sequencer's state in it would not commit the batch
+                # (Spark fails the query: STATE_STORE_COMMIT_VALIDATION_FAILED) and the events it
+                # holds would not move on. A Filter's count says a job ran its plan over the batch,
+                # which then ran whole into its cache: a batch whose events every WHERE drops needs
+                # no job of its own (an empty count, `{}`, is no such proof: see `observed`).
+                batch.count()
             report(
                 batch_id,
                 Report({node: int(m.get("rows") or 0) for node, m in dropped.items() if m is not None}, out),
