@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from cpl.compiler import compile_script
 from deployer.local.driver import run_local
@@ -194,34 +194,29 @@ def run_reference(
     return collect("reference", out, dead, sinks)
 
 
+class RunOptions(TypedDict, total=False):
+    """`run_spark`'s and `run_deployment`'s options: the checkpoint (default tmp/checkpoint), files
+    per micro-batch, the sinks' and dead letters' directories (tmp/spark-out, tmp/spark-dead), stores."""
+
+    checkpoint: Path | None
+    max_files: int | None
+    out: Path | None
+    dead: Path | None
+    stores: StoreBindings | None
+
+
 def run_spark(
     spark: Any,
     graph: g.Graph,
     tmp: Path,
     sources: Mapping[str, str],
     sinks: Sequence[str],
-    *,
-    checkpoint: Path | None = None,
-    max_files: int | None = None,
-    out: Path | None = None,
-    dead: Path | None = None,
-    stores: StoreBindings | None = None,
+    **options: Unpack[RunOptions],
 ) -> Outputs:
-    out = out or tmp / "spark-out"
-    dead = dead or tmp / "spark-dead"
-    run_deployment(
-        spark,
-        graph,
-        tmp,
-        sources,
-        sinks,
-        checkpoint=checkpoint,
-        max_files=max_files,
-        out=out,
-        dead=dead,
-        stores=stores,
+    run_deployment(spark, graph, tmp, sources, sinks, **options)
+    return collect(
+        "spark", options.get("out") or tmp / "spark-out", options.get("dead") or tmp / "spark-dead", sinks
     )
-    return collect("spark", out, dead, sinks)
 
 
 def run_deployment(
@@ -230,24 +225,19 @@ def run_deployment(
     tmp: Path,
     sources: Mapping[str, str],
     sinks: Sequence[str],
-    *,
-    checkpoint: Path | None = None,
-    max_files: int | None = None,
-    out: Path | None = None,
-    dead: Path | None = None,
-    stores: StoreBindings | None = None,
+    **options: Unpack[RunOptions],
 ) -> SparkDeployment:
     """`run_spark`'s deployment, run until idle, for a test that looks at its queries."""
     deployment = SparkDeployment(
         spark,
         graph,
         sources,
-        {s: f"file:{out or tmp / 'spark-out'}" for s in sinks},
-        str(checkpoint or tmp / "checkpoint"),
-        dead_letter=f"file:{dead or tmp / 'spark-dead'}",
-        stores=stores,
+        {s: f"file:{options.get('out') or tmp / 'spark-out'}" for s in sinks},
+        str(options.get("checkpoint") or tmp / "checkpoint"),
+        dead_letter=f"file:{options.get('dead') or tmp / 'spark-dead'}",
+        stores=options.get("stores"),
         until_idle=True,
-        max_files_per_trigger=max_files,
+        max_files_per_trigger=options.get("max_files"),
     )
     deployment.run(out=io.StringIO())
     return deployment

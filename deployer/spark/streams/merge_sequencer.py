@@ -211,11 +211,12 @@ def _limit(maxes: list[int], ended: list[bool], delays: list[int]) -> int:
     return min(m - d for m, d in live)
 
 
-def sequenced_jointly(streams: Sequence[Merged]) -> list[DataFrame]:
+def sequenced_jointly(streams: Sequence[Merged]) -> list[tuple[DataFrame, T.StructType]]:
     """The streams of one merge through their Sequencers: for each, in order, its Sequencer's own
-    rows, as `sequencer.sequencer_rows` gives them for a stream alone (`sequencer.unpacked_rows`
-    unpacks them: its columns but `__end`, plus `__late` and `__late_ts`), released in the merge's
-    order. No watermark: the caller declares it on what is released."""
+    rows, as `sequencer.sequencer_rows` gives them for a stream alone, and what they release
+    (`sequencer.out_schema`: its columns but `__end`, plus `__late` and `__late_ts`, which
+    `sequencer.unpacked_rows` unpacks them into), released in the merge's order. No watermark: the
+    caller declares it on what is released."""
     tagged = [s.events.mapInArrow(packer(k), TAGGED) for k, s in enumerate(streams)]
     # One DataFrame for every stage's input: Spark plans it once and reuses its shuffle.
     merged = reduce(DataFrame.union, tagged)
@@ -229,5 +230,5 @@ def sequenced_jointly(streams: Sequence[Merged]) -> list[DataFrame]:
         held = merged.groupBy(F.col(KEY)).transformWithStateInPandas(
             statefulProcessor=processor, outputStructType=PACKED, outputMode="Append", timeMode="None"
         )
-        out.append(held)
+        out.append((held, released))
     return out

@@ -254,12 +254,12 @@ def packer(tag: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Itera
     return pack
 
 
-def unpacked_rows(rows: DataFrame, events: DataFrame, ts_index: int) -> DataFrame:
-    """The Sequencer's own `rows` of `events` (`sequencer_rows`: a stream's events `_0.._n`, `__seq`
-    and `__end`, its watermark declared on its event-time column) unpacked: the same columns but
-    `__end`, plus `__late` and `__late_ts`, released in order or marked late. The event-time column
-    keeps the watermark's metadata, so the stateful operators downstream see the stream's watermark."""
-    return rows.mapInArrow(unpack, out_schema(events, col_name(ts_index)))
+def unpacked_rows(rows: DataFrame, released: T.StructType) -> DataFrame:
+    """The Sequencer's own `rows` (`sequencer_rows`) unpacked into `released`, the `out_schema` of
+    its events: their columns but `__end`, plus `__late` and `__late_ts`, released in order or
+    marked late. The event-time column keeps the watermark's metadata, so the stateful operators
+    downstream see the stream's watermark."""
+    return rows.mapInArrow(unpack, released)
 
 
 def sequencer_rows(

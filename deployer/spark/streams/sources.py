@@ -168,15 +168,16 @@ def sequence(
         # declared before the Sequencer: the stream's watermark counts every event it delivers
         timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
         rows = sequencer_rows(timed, node.stream, index, delay, stream in self_merged, timers)
-        marked[stream] = (_marked(node, unpacked_rows(rows, timed, index)), False)
-        out[stream] = _released(node, rows, timed, marked[stream][0], spool)
+        released = out_schema(timed, col_name(index))
+        marked[stream] = (_marked(node, unpacked_rows(rows, released)), False)
+        out[stream] = _released(node, rows, released, marked[stream][0], spool)
     for merge in merges:
         nodes = [streams[s][0] for s in merge]
         merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
-        for s, node, rows in zip(merge, nodes, sequenced_jointly(merged), strict=True):
+        for s, node, (rows, released) in zip(merge, nodes, sequenced_jointly(merged), strict=True):
             index, delay = _event_time(node)
-            marked[s] = (_marked(node, unpacked_rows(rows, streams[s][1], index)), True)
-            events = _released(node, rows, streams[s][1], marked[s][0], spool)
+            marked[s] = (_marked(node, unpacked_rows(rows, released)), True)
+            events = _released(node, rows, released, marked[s][0], spool)
             # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
             events = events.withWatermark(col_name(index), f"{delay} milliseconds")
             # The watermark must see every event the stream releases, as the reference's merge
@@ -215,20 +216,20 @@ def released(node: g.Source, marked: DataFrame, merged: bool) -> tuple[DataFrame
     return released_events(node, marked, merged), late
 
 
-def _released(node: g.Source, rows: DataFrame, timed: DataFrame, marked: DataFrame, spool: Any) -> DataFrame:
-    """`released_events` of a stream (not yet placed), from its Sequencer's own `rows` (`timed`: its
-    events before it) or its output (`marked`); when `spool` has the stream's label, its late events
-    are written by the tasks that unpack `rows` (deployer.spark.streams.spool.Spool.late), which
-    count them too."""
+def _released(
+    node: g.Source, rows: DataFrame, released: T.StructType, marked: DataFrame, spool: Any
+) -> DataFrame:
+    """`released_events` of a stream (not yet placed), from its Sequencer's own `rows` (`released`:
+    what they unpack into) or its output (`marked`); when `spool` has the stream's label, its late
+    events are written by the tasks that unpack `rows` (deployer.spark.streams.spool.Spool.late),
+    which count them too."""
     label = f"late-{node.stream}"
     if spool is None or label not in spool.labels:
         return released_events(node, marked, merged=False)
     ts, _ = _event_time(node)
     where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
-    released = T.StructType(
-        [f for f in out_schema(timed, col_name(ts)).fields if f.name not in (LATE, LATE_TS)]
-    )
-    events = spool.late(label, rows, released, col_name(ts), where)
+    events_only = T.StructType([f for f in released.fields if f.name not in (LATE, LATE_TS)])
+    events = spool.late(label, rows, events_only, col_name(ts), where)
     counted = events.observe(f"{LATE_METRIC}{node.stream}", F.sum(F.col(LATE_N)).alias("rows"))
     return counted.filter(F.col(LATE_N).isNull()).select(*_values(node), SEQ)
 
