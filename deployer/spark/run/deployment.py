@@ -53,13 +53,12 @@ from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
-from deployer.spark.streams.sinks import SinkWriter, sink_writer
+from deployer.spark.streams.sinks import SinkWriter, Writer, sink_writer
 from deployer.spark.streams.spool import Spool
 from deployer.spark.translate.graph import SparkGraph, filters_counted
 from operators import graph as g
 from stores.bindings import StoreBindings
 
-Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 _PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 _START_LOCK = threading.Lock()  # a query takes the session's settings as it starts: one at a time

@@ -24,12 +24,11 @@ from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
 from deployer.spark.run.shared import batch_plans, observed, stem, unstem
 from deployer.spark.streams.dead_letters import dead_letter_frame
+from deployer.spark.streams.sinks import Writer
 from deployer.spark.streams.sources import counted, events_of, rejects, released
 from deployer.spark.translate.graph import ERR, DeadLetter, SparkGraph
 from operators import graph as g
 from operators.analysis import ancestors
-
-Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 
 def numbered(dead_letters: Sequence[DeadLetter]) -> list[tuple[DeadLetter, str]]:

@@ -17,12 +17,10 @@ being stopped, and the run's error message is taken from it (deployer.spark.run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 
-Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
+from deployer.spark.streams.sinks import Writer
 
 # What Spark takes for an interruption (StreamExecution.IO_EXCEPTION_NAMES), and the SparkException
 # of a job cancelled with its query's job group (its text names the query's run id).

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark.handlers import HANDLERS
-from deployer.spark.streams.sinks import SinkWriter
+from deployer.spark.streams.sinks import SinkWriter, Writer
 from deployer.spark.translate.graph import SparkGraph
 from operators import graph as g
 from stores.bindings import StoreBindings
@@ -97,9 +97,6 @@ def observed(obs: Any) -> dict[str, Any] | None:
         # `toPyRow` assertion that failed the whole query). Nothing was observed: nothing counted.
         return {}
     return dict(obs.get)
-
-
-Writer = Callable[[DataFrame, int], None]
 
 
 @dataclass(frozen=True)

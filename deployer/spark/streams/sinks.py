@@ -29,6 +29,7 @@ from stores.urls import redact_text
 
 Counter = Callable[[int], None]
 SinkWriter = Callable[[DataFrame, int], int]  # foreachBatch that returns the rows it wrote
+Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 
 def file_batch_writer(directory: Path, stream: str, names: tuple[str, ...], order: list[str]) -> SinkWriter:

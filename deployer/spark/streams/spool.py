@@ -30,7 +30,7 @@ import hashlib
 import shutil
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,10 +48,11 @@ from deployer.spark.streams.dead_letters import (
 from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS
 from stores.arrow import column_values
 
+if TYPE_CHECKING:  # not at run time: a task that spools imports this module, and no sink
+    from deployer.spark.streams.sinks import Writer
+
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
 _EVENT = "__event"  # a row's event, as its dead letter carries it
-
-Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 
 class Spool:
