@@ -11,7 +11,7 @@ output and error hold only its own lines (`OWN_LINES`): no stack trace, no log l
 (`ERROR`, `WARN`), no `StackOverflowError` from a stopped query, no `BrokenPipeError` of a Python
 worker. On Spark, the log file it names is in the checkpoint and holds Spark's log and what its
 Python workers print (the Sequencer's state processor, transformWithStateInPandas, prints as it
-starts).
+starts: the stream has a WATERMARK, so it passes one).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ OWN_LINES = re.compile(
 )
 
 SCRIPT = """
-CREATE STREAMSCHEMA pay WITH id integer, amount integer, ts timestamp TIMESTAMP BY ts;
+CREATE STREAMSCHEMA pay WITH id integer, amount integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;
 CREATE DATASTORE crm TYPE postgresql;
 CREATE SQLQUERY owner_of ON crm AS 'SELECT name FROM owners WHERE id = ?' RETURNS (name varchar(20));
 CREATE SQLQUERY charge ON crm AS 'UPDATE balances SET amount = amount - ? WHERE id = ?';

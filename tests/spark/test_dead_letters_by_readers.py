@@ -133,9 +133,10 @@ def test_the_reading_query_writes_them_once(spark: Any, tmp_path: Path, layout: 
         expected = {"dead-letter-input-calls", "dead-letter-late-calls", f"dead-letter-stateless-{ratio}"}
         assert names == expected, names
         assert (ck / "dead-letters-by-readers").exists()
-        # the Sequencer's rows are unpacked in the Python stage that spools its late events
-        # (deployer.spark.streams.spool.Spool.late), not in one of their own before it
-        assert "unpack_and_spool(" in plan and "unpack(" not in plan, plan
+        # a stream alone with WATERMARK 0 passes no Sequencer: its file source marks its late events
+        # (deployer.spark.streams.file_source), the task that reads them spools them
+        assert "TransformWithState" not in plan and "unpack" not in plan, plan
+        assert (ck / "late-events-marked-by-sources").exists()
     assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
 
 

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.run.checkpoint import arrival_log, trigger_start
-from deployer.spark.run.layout import sequencer_timers
+from deployer.spark.run.layout import late_marked_by_sources, sequencer_timers
 from deployer.spark.run.queries import sequenced_merges
 from deployer.spark.streams.redis_source import redis_parsed
 from deployer.spark.streams.sources import (
@@ -65,6 +65,8 @@ def read_inputs(
     frames: dict[str, DataFrame] = {}
     parsed: dict[str, DataFrame] = {}
     timed: dict[str, tuple[g.Source, DataFrame]] = {}
+    merges = sequenced_merges(graph, uris)
+    in_source = _marked_by_source(graph, uris, merges) if late_marked_by_sources(checkpoint) else set()
     for src in graph.sources():
         uri = uris[src.stream]
         if uri.startswith("generator:"):
@@ -77,7 +79,9 @@ def read_inputs(
             parsed[src.stream] = redis_parsed(spark, uri, src)
         else:
             log = arrival_log(checkpoint, src.stream)
-            parsed[src.stream] = file_parsed(spark, uri, src, log, max_files_per_trigger)
+            parsed[src.stream] = file_parsed(
+                spark, uri, src, log, max_files_per_trigger, sequenced=src.stream in in_source
+            )
         if spool is not None and f"input-{src.stream}" in spool.labels:
             good = spooled_events(counted(parsed[src.stream], src), src, spool)
         else:  # its rejects: the dead-letters query's
@@ -86,12 +90,32 @@ def read_inputs(
             frames[src.stream] = good
         else:
             timed[src.stream] = (src, good)
-    merges = sequenced_merges(graph, uris)
     marked: dict[str, tuple[DataFrame, bool]] = {}
     timers = sequencer_timers(checkpoint)
-    for stream, events in sequence(timed, merges, self_merged_sources(graph), marked, spool, timers).items():
+    self_merged = self_merged_sources(graph)
+    for stream, events in sequence(timed, merges, self_merged, marked, spool, timers, in_source).items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
+
+
+def _marked_by_source(graph: g.Graph, uris: Mapping[str, str], merges: list[tuple[str, ...]]) -> set[str]:
+    """The streams whose file source marks their late events and which pass no Sequencer
+    (deployer.spark.streams.file_source): with event time and WATERMARK 0, alone (in no merge that
+    is sequenced together, not meeting themselves in one: those are released strictly below their
+    watermark, so they hold events back)."""
+    together = {s for merge in merges for s in merge} | set(self_merged_sources(graph))
+    return {
+        src.stream
+        for src in graph.sources()
+        if src.event_time is not None
+        and not src.watermark_ms
+        and src.stream not in together
+        and _is_file(uris[src.stream])
+    }
+
+
+def _is_file(uri: str) -> bool:
+    return not (uri.startswith("generator:") or uri == SCHEME or is_redis_stream_uri(uri))
 
 
 def stream_named(graph: g.Graph, name: str) -> str:

@@ -1,13 +1,14 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Three changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Four changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, now written by
 the one query that reads the source or computes the operator, where there is one
-(deployer.spark.run.queries._by_readers); and a stream's Sequencer kept Spark's event-time timers,
-which it never set (`sequencer_timers`).
+(deployer.spark.run.queries._by_readers); a stream's Sequencer kept Spark's event-time timers,
+which it never set (`sequencer_timers`); and a stream alone with WATERMARK 0 passed a Sequencer,
+where its file source now marks its late events (`late_marked_by_sources`).
 """
 
 from __future__ import annotations
@@ -63,3 +64,24 @@ def sequencer_timers(checkpoint: Path) -> bool:
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / _UNTIMED_SEQUENCERS).touch()
     return False
+
+
+# Written into a checkpoint whose file sources mark the late events of their streams alone with
+# WATERMARK 0, which pass no Sequencer.
+_MARKED_BY_SOURCES = "late-events-marked-by-sources"
+
+
+def late_marked_by_sources(checkpoint: Path) -> bool:
+    """Whether the file sources of a run on `checkpoint` mark the late events of their streams alone
+    with WATERMARK 0 (deployer.spark.streams.file_source), which then pass no Sequencer. An earlier
+    run's queries had a Sequencer's state there, which Spark finds by the stateful operator's place
+    in the plan: without it, the operators after would each read the state of the one before. So a
+    checkpoint that has some query's state and not this layout's mark keeps the Sequencers; any
+    other is marked and runs without."""
+    if (checkpoint / _MARKED_BY_SOURCES).exists():
+        return True
+    if any(d.is_dir() for d in checkpoint.glob("*/state")):
+        return False
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / _MARKED_BY_SOURCES).touch()
+    return True

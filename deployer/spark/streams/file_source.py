@@ -23,12 +23,20 @@ two-stream join lost pairs that way). Here:
   events it was holding, as the local engine does at the end of its input. The end offset says it
   (`{"files": n, "end": true}`), so a source with nothing to read still ends; a later run on the
   same checkpoint goes on from there if new files arrived.
+- A stream alone with WATERMARK 0 (`options`' `sequenced`) has its late events marked here, as
+  its Sequencer would mark them (deployer.spark.streams.lateness), and passes no Sequencer: such a
+  stream holds no event back, and its one state, its largest event time so far, is in its offsets
+  (`{"files": n, "latest": µs}`: the driver reads a micro-batch's files for it when it plans the
+  batch, so that the batch's tasks start from the one before, and a replayed batch from the same).
+  A micro-batch of it is one partition (its events in arrival order, as the Sequencer's one key
+  gave them) and has no end-of-input row (nothing is held to be released at the end).
 """
 
 from __future__ import annotations
 
 import base64
 import fcntl
+import json
 import os
 import pickle
 from collections.abc import Iterator, Sequence
@@ -49,7 +57,8 @@ from pyspark.sql.streaming.datasource import (
 
 from deployer.connectors.files import list_files, read_file
 from deployer.connectors.records import converted
-from deployer.spark.translate.columns import struct_of
+from deployer.spark.streams.lateness import LATE, LATE_TS, NONE, latest_after, marked
+from deployer.spark.translate.columns import col_name, struct_of
 from operators.datatypes import Schema
 
 NAME = "cep_files"
@@ -61,18 +70,26 @@ END = "__end"
 FILES_PER_PARTITION = 16  # consecutive files one task reads, when a micro-batch has many
 
 
-def parsed_schema(schema: Schema) -> T.StructType:
+def parsed_schema(schema: Schema, ts_index: int | None = None) -> T.StructType:
     """The rows of the source: the event's fields (`_0`, `_1`, ...), its arrival position, and, for a
     record that was rejected, the reason, its text and where it came from; `__end` marks the
-    end-of-input row."""
+    end-of-input row. A stream whose late events are marked here (`ts_index`: its event time's
+    field) has `LATE` and `LATE_TS` too, as the Sequencer's output has (deployer.spark.streams.lateness)."""
+    fields = struct_of(schema).fields
+    late = (
+        []
+        if ts_index is None
+        else [T.StructField(LATE, T.StringType()), T.StructField(LATE_TS, fields[ts_index].dataType)]
+    )
     return T.StructType(
         [
-            *struct_of(schema).fields,
+            *fields,
             T.StructField(SEQ, T.StringType()),
             T.StructField(REASON, T.StringType()),
             T.StructField(RAW, T.StringType()),
             T.StructField(ORIGIN, T.StringType()),
             T.StructField(END, T.BooleanType()),
+            *late,
         ]
     )
 
@@ -105,8 +122,16 @@ class ArrivalLog:
             return []
 
 
-def options(directory: Path, shown: str, log: Path, schema: Schema, max_files: int | None) -> dict[str, str]:
-    """The data source's options (strings, as Spark passes them)."""
+def options(
+    directory: Path,
+    shown: str,
+    log: Path,
+    schema: Schema,
+    max_files: int | None,
+    sequenced: tuple[int, str] | None = None,
+) -> dict[str, str]:
+    """The data source's options (strings, as Spark passes them). `sequenced`: the position of the
+    stream's event-time field and its name, for a stream whose late events are marked here."""
     opts = {
         "path": str(directory.resolve()),
         "shown": shown,
@@ -115,6 +140,8 @@ def options(directory: Path, shown: str, log: Path, schema: Schema, max_files: i
     }
     if max_files:
         opts["maxfilespertrigger"] = str(max_files)  # Spark hands options over lower-cased
+    if sequenced is not None:
+        opts["sequenced"] = json.dumps({"ts": sequenced[0], "stream": sequenced[1]})
     return opts
 
 
@@ -126,7 +153,8 @@ class FileStreamDataSource(DataSource):
         return NAME
 
     def schema(self) -> T.StructType:
-        return parsed_schema(_schema(self.options))
+        sequenced = _sequenced(self.options)
+        return parsed_schema(_schema(self.options), None if sequenced is None else sequenced[0])
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         return FileStreamReader(dict(self.options))
@@ -138,6 +166,14 @@ def _schema(options: Any) -> Schema:
     return schema
 
 
+def _sequenced(options: Any) -> tuple[int, str] | None:
+    """`options`' `sequenced`: (the event time's position, the stream), or None."""
+    if "sequenced" not in options:
+        return None
+    given = json.loads(options["sequenced"])
+    return int(given["ts"]), str(given["stream"])
+
+
 @dataclass
 class _Files(InputPartition):
     """Consecutive files of the log: their names and the log position of the first; `end` adds the
@@ -146,6 +182,7 @@ class _Files(InputPartition):
     first: int
     names: list[str]
     end: bool = False
+    latest: int | None = None  # a sequenced stream's largest event time before them (None: none)
 
 
 class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -155,6 +192,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.log = ArrivalLog(Path(opts["log"]))
         self.max_files = int(opts["maxfilespertrigger"]) if "maxfilespertrigger" in opts else None
         self.target: int | None = None  # Trigger.AvailableNow: the files there when the query started
+        self.sequenced = _sequenced(opts)
 
     def initialOffset(self) -> dict:
         return {"files": 0}
@@ -173,14 +211,36 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxFiles):
             end = min(known, start["files"] + limit.max_files)
         if self.target is not None and end >= self.target:
-            return {"files": self.target, "end": True}
-        return {"files": max(end, start["files"])}
+            return self._with_latest(start, {"files": self.target, "end": True})
+        if end <= start["files"]:
+            return start  # nothing new: no batch
+        return self._with_latest(start, {"files": end})
+
+    def _with_latest(self, start: dict, end: dict) -> dict:
+        """`end`, for a sequenced stream with its largest event time after the files up to it."""
+        if self.sequenced is None or (end["files"] == start["files"] and end.get("end") == start.get("end")):
+            return end if self.sequenced is None else start
+        latest = self._latest(start)
+        for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
+            latest = latest_after(self._rows(position, name), col_name(self.sequenced[0]), REASON, latest)
+        return {**end, "latest": None if latest == NONE else latest}
+
+    def _latest(self, offset: dict) -> int:
+        """A sequenced stream's largest event time before `offset`'s files; an offset without it
+        (none is written so, but cheap to be sure of) by reading its files again."""
+        if "latest" in offset:
+            return NONE if offset["latest"] is None else int(offset["latest"])
+        latest = self._with_latest({"files": 0, "latest": None}, {"files": offset["files"]}).get("latest")
+        return NONE if latest is None else int(latest)
 
     def reportLatestOffset(self) -> dict | None:
         return {"files": len(self.log.names())}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         names = self.log.names()[start["files"] : end["files"]]
+        if self.sequenced is not None:  # one partition, from the batch before's largest event time
+            latest = self._latest(start)
+            return [_Files(start["files"], names, latest=None if latest == NONE else latest)] if names else []
         parts = [
             _Files(start["files"] + i, names[i : i + FILES_PER_PARTITION])
             for i in range(0, len(names), FILES_PER_PARTITION)
@@ -194,11 +254,29 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         schema = _schema(self.options)
         arrow = arrow_schema(schema)
         shown = Path(self.options["shown"])
+        if self.sequenced is not None:
+            yield from self._marked(partition)
+            return
         for k, name in enumerate(partition.names):
             position = partition.first + k
             yield records_batch(read_file(self.directory / name, shown / name), position, schema, arrow)
         if partition.end:
             yield end_batch(arrow)
+
+    def _marked(self, partition: _Files) -> Iterator[pa.RecordBatch]:
+        """A sequenced stream's files, their late events marked (deployer.spark.streams.lateness)."""
+        assert self.sequenced is not None
+        ts, stream = col_name(self.sequenced[0]), self.sequenced[1]
+        latest = NONE if partition.latest is None else partition.latest
+        for k, name in enumerate(partition.names):
+            rows, latest = marked(self._rows(partition.first + k, name), ts, REASON, latest, stream)
+            yield rows
+
+    def _rows(self, position: int, name: str) -> pa.RecordBatch:
+        """The rows of the file at `position` of the log, named `name`."""
+        schema = _schema(self.options)
+        shown = Path(self.options["shown"]) / name
+        return records_batch(read_file(self.directory / name, shown), position, schema, arrow_schema(schema))
 
     def commit(self, end: dict) -> None:
         pass  # the files are not ours to move or delete

@@ -5,7 +5,9 @@ The language (docs/language.md, "Semantics of the stateful operators") judges an
 its stream's watermark *on arrival*: the largest event time of the stream's earlier events less
 WATERMARK. Spark only knows a watermark per micro-batch, so what it drops depends on where the
 batches are cut. So every stream with event time passes through this stage first, a stateful
-operator with one key per stream (its state: the largest event time so far, and the events held):
+operator with one key per stream (its state: the largest event time so far, and the events held),
+but a stream alone with WATERMARK 0 read from files, which holds nothing back: its file source
+marks its late events itself (deployer.spark.streams.lateness says why):
 
 - each micro-batch's events, in arrival order (`__seq`), are compared with the largest event time
   before each of them: an event behind it by more than WATERMARK is late, and leaves here marked with
@@ -44,30 +46,19 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 
 from deployer.spark.streams.arrow_batches import coalesced, packed, unpacked
 from deployer.spark.streams.file_source import END, SEQ
+from deployer.spark.streams.lateness import LATE, LATE_TS, NONE, lateness, micros
 from deployer.spark.translate.columns import col_name
-from operators.values import format_timestamp_iso, from_micros
 
 if TYPE_CHECKING:
     import pandas as pd
 
-LATE = "__late"  # the reason an event is late; NULL for the events released in order
-LATE_TS = "__late_ts"  # a late event's event time (its event-time column is NULL: see `marked`)
 LATE_N = "__late_n"  # a count of late events, in a row of its own (spool.Spool.late)
 KEY = "__stream"
 PACKED = T.StructType([T.StructField(KEY, T.LongType()), T.StructField("__events", T.BinaryType())])
 TAG = "__tag"  # which stream of a merge a packed row holds (deployer.spark.streams.merge_sequencer)
 TAGGED = T.StructType([*PACKED.fields, T.StructField(TAG, T.LongType())])
 PACK_ROWS = 100_000
-NONE = np.iinfo(np.int64).min  # no event time seen yet; as a release limit: release nothing
 ALL = np.iinfo(np.int64).max  # as a release limit: release everything
-
-
-def late_reason(ts: int, watermark: int, stream: str) -> str:
-    """The reason a late event is dead-lettered, as the reference executor words it."""
-    return (
-        f"late: event time {format_timestamp_iso(from_micros(ts))} is behind the watermark "
-        f"{format_timestamp_iso(from_micros(watermark))} of stream '{stream}'"
-    )
 
 
 class Sequencer(StatefulProcessor):
@@ -120,21 +111,6 @@ class Sequencer(StatefulProcessor):
 
     def close(self) -> None:
         pass
-
-
-def lateness(
-    events: pa.Table, ts_column: str, latest: int, delay: int, stream: str
-) -> tuple[np.ndarray, list[str], int]:
-    """Which of a stream's `events` (in arrival order) are late, the reason of each late one, and the
-    stream's largest event time after them; `latest` is the largest before them (NONE: none yet).
-    An event is late when it is behind the largest event time before it by more than `delay`."""
-    ts = micros(events, ts_column)
-    before = np.concatenate([[latest], np.maximum.accumulate(np.maximum(ts, latest))[:-1]])[: len(ts)]
-    late = (before != NONE) & (ts < np.where(before == NONE, ts, before) - delay)
-    reasons = [
-        late_reason(int(t), int(b) - delay, stream) for t, b in zip(ts[late], before[late], strict=True)
-    ]
-    return late, reasons, max(latest, int(ts.max())) if len(ts) else latest
 
 
 def joined(held: pa.Table | None, on_time: pa.Table) -> pa.Table:
@@ -208,10 +184,6 @@ def _in_order(table: pa.Table) -> bool:
     if len(seqs) < 2:
         return True
     return bool(pc.all(pc.less_equal(seqs.slice(0, len(seqs) - 1), seqs.slice(1))).as_py())
-
-
-def micros(table: pa.Table, column: str) -> np.ndarray:
-    return np.asarray(table.column(column).cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def blob(table: pa.Table) -> bytes:

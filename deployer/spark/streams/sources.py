@@ -46,9 +46,16 @@ def file_source(
 
 
 def file_parsed(
-    spark: SparkSession, uri: str, node: g.Source, log: Path, max_files: int | None = None
+    spark: SparkSession,
+    uri: str,
+    node: g.Source,
+    log: Path,
+    max_files: int | None = None,
+    sequenced: bool = False,
 ) -> DataFrame:
-    """A directory of event files → its parsed rows (`file_source.parsed_schema`), for `split`."""
+    """A directory of event files → its parsed rows (`file_source.parsed_schema`), for `split`;
+    `sequenced`: its late events marked by the source, for a stream alone with WATERMARK 0
+    (`sequence`'s `in_source`)."""
     directory = file_dir(uri)
     if directory is None:
         raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
@@ -56,7 +63,8 @@ def file_parsed(
         raise SourceError(f"source directory {directory} does not exist")
     spark.dataSource.register(files.FileStreamDataSource)
     reader = spark.readStream.format(files.NAME)
-    for key, value in files.options(directory, str(directory), log, node.schema, max_files).items():
+    marks = (_event_time(node)[0], node.stream) if sequenced else None
+    for key, value in files.options(directory, str(directory), log, node.schema, max_files, marks).items():
         reader = reader.option(key, value)
     return reader.load()
 
@@ -86,7 +94,24 @@ def events_of(parsed: DataFrame, node: g.Source) -> DataFrame:
     if node.event_time is None:
         return parsed.filter(~rejected & ~is_end).select(*values, SEQ)
     ts = F.col(col_name(node.schema.position(node.event_time)))
+    if _marked_by_source(parsed):  # its late events (their event time moved) go on to `sequence`
+        return parsed.filter(~rejected & (ts.isNotNull() | F.col(LATE).isNotNull())).select(
+            *values, SEQ, LATE, LATE_TS
+        )
     return parsed.filter(~rejected & (ts.isNotNull() | is_end)).select(*values, SEQ, END)
+
+
+def _marked_by_source(parsed: DataFrame) -> bool:
+    """Whether a source's parsed rows have their late events marked (`file_parsed`'s `sequenced`)."""
+    return LATE in parsed.columns
+
+
+def _untimed(parsed: DataFrame, node: g.Source, rejected: Column, is_end: Column) -> Column:
+    """The rows of events without event time (dead letters of stage `Source`); not a late event
+    whose source marked it, which has its event time in `LATE_TS`."""
+    assert node.event_time is not None
+    untimed = ~rejected & ~is_end & F.col(col_name(node.schema.position(node.event_time))).isNull()
+    return untimed & F.col(LATE).isNull() if _marked_by_source(parsed) else untimed
 
 
 def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
@@ -102,8 +127,7 @@ def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
     )
     if node.event_time is None:
         return bad
-    ts = F.col(col_name(node.schema.position(node.event_time)))
-    untimed = parsed.filter(~rejected & ~is_end & ts.isNull()).select(
+    untimed = parsed.filter(_untimed(parsed, node, rejected, is_end)).select(
         *_dead_event(node, f"event time field '{node.event_time}' is NULL", F.struct(*values))
     )
     # one filter of the rows, not two: a micro-batch's rows are read once for both
@@ -119,7 +143,7 @@ def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
     reason = F.when(rejected, F.col(REASON))
     untimed = F.lit(False)
     if node.event_time is not None:
-        untimed = ~rejected & ~is_end & F.col(col_name(node.schema.position(node.event_time))).isNull()
+        untimed = _untimed(parsed, node, rejected, is_end)
         reason = reason.when(untimed, F.lit(f"event time field '{node.event_time}' is NULL"))
     marked = parsed.withColumns(
         {
@@ -147,6 +171,7 @@ def sequence(
     marked: dict[str, tuple[DataFrame, bool]] | None = None,
     spool: Any = None,
     timers: bool = False,
+    in_source: Set[str] = frozenset(),
 ) -> dict[str, DataFrame]:
     """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
     per stream, its events in order (its late events are split off per micro-batch by the
@@ -157,16 +182,22 @@ def sequence(
     the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged.
     `spool`, if given, writes the late events of the streams among its labels (`late-<stream>`)
     from the tasks that unpack its Sequencer's rows (`_released`). `timers`: a stream alone's Sequencer in Spark's
-    event-time mode, as an earlier layout's checkpoint has it (`sequencer.sequencer_rows`)."""
+    event-time mode, as an earlier layout's checkpoint has it (`sequencer.sequencer_rows`).
+    `in_source`: streams alone with WATERMARK 0 whose file source marked their late events
+    (`file_parsed`'s `sequenced`), which pass no Sequencer (`_marked_in_source`)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
     for stream, (node, timed) in streams.items():
         if stream in together:
             continue
+        if stream in in_source:
+            marked[stream] = (_marked(node, _watermarked(node, timed)), False)
+            out[stream] = _marked_in_source(node, marked[stream][0], spool)
+            continue
         index, delay = _event_time(node)
         # declared before the Sequencer: the stream's watermark counts every event it delivers
-        timed = timed.withWatermark(col_name(index), f"{delay} milliseconds")
+        timed = _watermarked(node, timed)
         rows = sequencer_rows(timed, node.stream, index, delay, stream in self_merged, timers)
         released = out_schema(timed, col_name(index))
         marked[stream] = (_marked(node, unpacked_rows(rows, released)), False)
@@ -193,6 +224,23 @@ def sequence(
             events = events.observe(f"{RELEASED_METRIC}{node.stream}", F.count(F.lit(1)).alias("rows"))
             out[s] = _placed(node, events)
     return out
+
+
+def _watermarked(node: g.Source, events: DataFrame) -> DataFrame:
+    """`events` with the stream's watermark declared on its event time (its WATERMARK)."""
+    index, delay = _event_time(node)
+    return events.withWatermark(col_name(index), f"{delay} milliseconds")
+
+
+def _marked_in_source(node: g.Source, marked: DataFrame, spool: Any) -> DataFrame:
+    """The events of a stream whose source marked its late events (`marked`: with their watermark,
+    which counts every event of the stream, as before a Sequencer); when `spool` has the stream's
+    label, its late events are written by the tasks that read them (deployer.spark.streams.spool)."""
+    label = f"late-{node.stream}"
+    if spool is None or label not in spool.labels:
+        return released_events(node, marked, merged=False)
+    where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
+    return spool(label, marked, LATE, _late_event(node), where).select(*_values(node), SEQ)
 
 
 def _event_time(node: g.Source) -> tuple[int, int]:

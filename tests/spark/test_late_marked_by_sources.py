@@ -1,0 +1,108 @@
+"""A stream alone with WATERMARK 0 read from files passes no Sequencer: its file source marks its late
+events (deployer.spark.streams.file_source, deployer.spark.streams.lateness) and carries the stream's
+largest event time in its offsets. A checkpoint of the earlier layout, whose queries kept such a
+stream's Sequencer in their state, resumes with it (deployer.spark.run.layout.late_marked_by_sources):
+Spark finds an operator's state by its place in the plan.
+
+Both ways, a run that resumes half-way through the input writes what the reference executor writes
+over the whole input: the first event after the restart is late only against the events before it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import (
+    T0,
+    assert_same,
+    assert_same_dead_letters,
+    compile_text,
+    iso,
+    prepare,
+    run_reference,
+    run_spark,
+    write_files,
+)
+
+from deployer.spark.run import inputs
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+CREATE STREAMSCHEMA calls WITH caller integer, n integer, ts timestamp TIMESTAMP BY ts;
+INSERT INTO per_caller SELECT caller, count(*) AS c, sum(n) AS s
+  FROM calls WINDOW TIME SIZE 10 SECONDS GROUP BY caller;
+"""
+SINKS = ["per_caller"]
+MARK = "late-events-marked-by-sources"
+
+
+def _files() -> list[list[Any]]:
+    """Four files of calls, in order within each but one; from the second on, the first call is
+    behind the file before's last (late against the earlier files alone), and the last is behind
+    its own file's."""
+    files: list[list[Any]] = []
+    for f in range(4):
+        rows: list[Any] = [
+            {"caller": i % 3, "n": 10 * f + i, "ts": iso(T0 + timedelta(seconds=15 * f + s))}
+            for i, s in enumerate([0, 1, 3, 4, 6, 9, 12])
+        ]
+        if f:
+            rows.insert(0, {"caller": 1, "n": 500 + f, "ts": iso(T0 + timedelta(seconds=15 * f - 5))})
+            rows.append({"caller": 2, "n": 900 + f, "ts": iso(T0 + timedelta(seconds=15 * f + 2))})
+        files.append(rows)
+    return files
+
+
+def _has_sequencer_state(ck: Path) -> bool:
+    """Whether some operator of the checkpoint is a Sequencer (its state variable: "stream")."""
+    for path in ck.glob("*/state/*/_metadata/v2/*"):
+        for line in path.read_bytes().decode("utf-8", "replace").splitlines():
+            if line.startswith('{"operatorInfo"'):
+                props = json.loads(json.loads(line)["operatorPropertiesJson"])
+                if any(v["stateName"] == "stream" for v in props["stateVariables"]):
+                    return True
+    return False
+
+
+def _source_offsets(ck: Path) -> list[dict[str, Any]]:
+    """The file source's offsets the checkpoint's queries logged, batch after batch."""
+    out = []
+    for path in sorted(ck.glob("*/offsets/[0-9]*"), key=lambda p: int(p.name)):
+        out += [json.loads(line) for line in path.read_text().splitlines()[2:] if '"files"' in line]
+    return out
+
+
+@pytest.mark.parametrize("layout", ["marked by sources", "earlier, with a Sequencer"])
+def test_a_run_resumes_in_the_layout_it_started(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    graph = compile_text(SCRIPT)
+    files = _files()
+    sources = prepare(tmp_path, {"calls": files[:2]})
+    ck = tmp_path / "ck"
+    with monkeypatch.context() as patch:
+        if layout != "marked by sources":  # as the earlier layout ran it
+            patch.setattr(inputs, "late_marked_by_sources", lambda checkpoint: False)
+        run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
+    # two more files in the same directory: the run goes on from the first two
+    write_files(tmp_path / "in" / "calls", files[2:])
+    spk = run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
+    ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
+    late = [d for d in ref.dead if d["stage"] == "late"]
+    assert len(late) == 6 and {d["event"][1] for d in late} >= {502, 503}, late
+    assert_same(ref, spk, "per_caller", min_rows=6)
+    assert_same_dead_letters(ref, spk)
+    if layout == "marked by sources":
+        assert not _has_sequencer_state(ck)
+        assert (ck / MARK).exists()
+        # the stream's largest event time so far, batch after batch: what the restart went on from
+        latest = [o["latest"] for o in _source_offsets(ck)]
+        assert len(latest) >= 4 and latest == sorted(latest) and latest[0] is not None, latest
+    else:
+        assert _has_sequencer_state(ck)
+        assert not (ck / MARK).exists()
