@@ -243,6 +243,48 @@ def run_deployment(
     return deployment
 
 
+def run_resumed(
+    spark: Any,
+    graph: g.Graph,
+    tmp: Path,
+    stream: str,
+    files: Files,
+    sinks: Sequence[str],
+    earlier: Mapping[str, Any],
+    monkeypatch: Any,
+) -> tuple[Outputs, Outputs, Path]:
+    """A run over the first half of `files` (into checkpoint tmp/ck, one file a micro-batch, with
+    the attributes `earlier` of deployer.spark.run.inputs set as an earlier layout had them), then
+    the rest written into the same directory and the run resumed: (the reference executor's outputs
+    over all of them, Spark's, the checkpoint)."""
+    from deployer.spark.run import inputs
+
+    half = len(files) // 2
+    sources = prepare(tmp, {stream: files[:half]})
+    ck = tmp / "ck"
+    with monkeypatch.context() as patch:
+        for name, value in earlier.items():
+            patch.setattr(inputs, name, value)
+        run_spark(spark, graph, tmp, sources, sinks, checkpoint=ck, max_files=1)
+    write_files(tmp / "in" / stream, files[half:])
+    spk = run_spark(spark, graph, tmp, sources, sinks, checkpoint=ck, max_files=1)
+    return run_reference(graph, tmp / "ref", sources, sinks), spk, ck
+
+
+def sequencer_modes(ck: Path) -> set[str]:
+    """The time mode Spark recorded for each Sequencer of the checkpoint (its state: "stream")."""
+    modes = set()
+    for path in ck.glob("*/state/*/_metadata/v2/*"):
+        if path.name.startswith("."):
+            continue
+        for line in path.read_bytes().decode("utf-8", "replace").splitlines():
+            if line.startswith('{"operatorInfo"'):
+                props = json.loads(json.loads(line)["operatorPropertiesJson"])
+                if any(v["stateName"] == "stream" for v in props["stateVariables"]):
+                    modes.add(props["timeMode"])
+    return modes
+
+
 def compile_text(script: str, stores: StoreBindings | None = None) -> g.Graph:
     """The script's graph; with `stores`, compiled as `cep run` compiles it: its SELECTs' result
     types described by those stores (cpl.describe)."""

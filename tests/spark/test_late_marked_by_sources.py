@@ -22,13 +22,9 @@ from spark_helpers import (
     assert_same_dead_letters,
     compile_text,
     iso,
-    prepare,
-    run_reference,
-    run_spark,
-    write_files,
+    run_resumed,
+    sequencer_modes,
 )
-
-from deployer.spark.run import inputs
 
 pytestmark = pytest.mark.spark
 
@@ -58,17 +54,6 @@ def _files() -> list[list[Any]]:
     return files
 
 
-def _has_sequencer_state(ck: Path) -> bool:
-    """Whether some operator of the checkpoint is a Sequencer (its state variable: "stream")."""
-    for path in ck.glob("*/state/*/_metadata/v2/*"):
-        for line in path.read_bytes().decode("utf-8", "replace").splitlines():
-            if line.startswith('{"operatorInfo"'):
-                props = json.loads(json.loads(line)["operatorPropertiesJson"])
-                if any(v["stateName"] == "stream" for v in props["stateVariables"]):
-                    return True
-    return False
-
-
 def _source_offsets(ck: Path) -> list[dict[str, Any]]:
     """The file source's offsets the checkpoint's queries logged, batch after batch."""
     out = []
@@ -81,28 +66,20 @@ def _source_offsets(ck: Path) -> list[dict[str, Any]]:
 def test_a_run_resumes_in_the_layout_it_started(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    graph = compile_text(SCRIPT)
-    files = _files()
-    sources = prepare(tmp_path, {"calls": files[:2]})
-    ck = tmp_path / "ck"
-    with monkeypatch.context() as patch:
-        if layout != "marked by sources":  # as the earlier layout ran it
-            patch.setattr(inputs, "late_marked_by_sources", lambda checkpoint: False)
-        run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
-    # two more files in the same directory: the run goes on from the first two
-    write_files(tmp_path / "in" / "calls", files[2:])
-    spk = run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
-    ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
+    earlier = {} if layout == "marked by sources" else {"late_marked_by_sources": lambda checkpoint: False}
+    ref, spk, ck = run_resumed(
+        spark, compile_text(SCRIPT), tmp_path, "calls", _files(), SINKS, earlier, monkeypatch
+    )
     late = [d for d in ref.dead if d["stage"] == "late"]
     assert len(late) == 6 and {d["event"][1] for d in late} >= {502, 503}, late
     assert_same(ref, spk, "per_caller", min_rows=6)
     assert_same_dead_letters(ref, spk)
     if layout == "marked by sources":
-        assert not _has_sequencer_state(ck)
+        assert sequencer_modes(ck) == set()
         assert (ck / MARK).exists()
         # the stream's largest event time so far, batch after batch: what the restart went on from
         latest = [o["latest"] for o in _source_offsets(ck)]
         assert len(latest) >= 4 and latest == sorted(latest) and latest[0] is not None, latest
     else:
-        assert _has_sequencer_state(ck)
+        assert sequencer_modes(ck) == {"NoTime"}
         assert not (ck / MARK).exists()

@@ -10,7 +10,6 @@ the windows in event-time order.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,9 @@ from spark_helpers import (
     assert_same_dead_letters,
     compile_text,
     iso,
-    prepare,
-    run_reference,
-    run_spark,
-    write_files,
+    run_resumed,
+    sequencer_modes,
 )
-
-from deployer.spark.run import inputs
 
 pytestmark = pytest.mark.spark
 
@@ -57,42 +52,20 @@ def _files() -> list[list[Any]]:
     return files
 
 
-def _sequencer_modes(ck: Path) -> set[str]:
-    """The time mode Spark recorded for each Sequencer of the checkpoint (its state: "stream")."""
-    modes = set()
-    for path in ck.glob("*/state/*/_metadata/v2/*"):
-        if path.name.startswith("."):
-            continue
-        for line in path.read_bytes().decode("utf-8", "replace").splitlines():
-            if line.startswith('{"operatorInfo"'):
-                props = json.loads(json.loads(line)["operatorPropertiesJson"])
-                if any(v["stateName"] == "stream" for v in props["stateVariables"]):
-                    modes.add(props["timeMode"])
-    return modes
-
-
 @pytest.mark.parametrize("layout", ["without timers", "earlier, with timers"])
 def test_a_run_resumes_its_sequencers_in_the_mode_they_started(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    graph = compile_text(SCRIPT)
-    files = _files()
-    sources = prepare(tmp_path, {"calls": files[:2]})
-    ck = tmp_path / "ck"
-    with monkeypatch.context() as patch:
-        if layout != "without timers":  # as the earlier layout ran them
-            patch.setattr(inputs, "sequencer_timers", lambda checkpoint: True)
-        run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
-    # two more files in the same directory: the run goes on from the first two
-    write_files(tmp_path / "in" / "calls", files[2:])
-    spk = run_spark(spark, graph, tmp_path, sources, SINKS, checkpoint=ck, max_files=1)
-    ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
+    earlier = {} if layout == "without timers" else {"sequencer_timers": lambda checkpoint: True}
+    ref, spk, ck = run_resumed(
+        spark, compile_text(SCRIPT), tmp_path, "calls", _files(), SINKS, earlier, monkeypatch
+    )
     assert len([d for d in ref.dead if d["stage"] == "late"]) == 3
     assert_same(ref, spk, "per_caller", min_rows=6)
     assert_same_dead_letters(ref, spk)
     if layout == "without timers":
-        assert _sequencer_modes(ck) == {"NoTime"}
+        assert sequencer_modes(ck) == {"NoTime"}
         assert (ck / MARK).exists()
     else:
-        assert _sequencer_modes(ck) == {"EventTime"}
+        assert sequencer_modes(ck) == {"EventTime"}
         assert not (ck / MARK).exists()

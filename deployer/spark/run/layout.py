@@ -57,13 +57,7 @@ def sequencer_timers(checkpoint: Path) -> bool:
     plan); but Spark records an operator's time mode in its state and refuses to resume it in
     another. So a checkpoint that has some query's state and not this layout's mark keeps them; any
     other is marked and runs without."""
-    if (checkpoint / _UNTIMED_SEQUENCERS).exists():
-        return False
-    if any(d.is_dir() for d in checkpoint.glob("*/state")):
-        return True
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    (checkpoint / _UNTIMED_SEQUENCERS).touch()
-    return False
+    return not _stateful_layout(checkpoint, _UNTIMED_SEQUENCERS)
 
 
 # Written into a checkpoint whose file sources mark the late events of their streams alone with
@@ -78,10 +72,17 @@ def late_marked_by_sources(checkpoint: Path) -> bool:
     in the plan: without it, the operators after would each read the state of the one before. So a
     checkpoint that has some query's state and not this layout's mark keeps the Sequencers; any
     other is marked and runs without."""
-    if (checkpoint / _MARKED_BY_SOURCES).exists():
+    return _stateful_layout(checkpoint, _MARKED_BY_SOURCES)
+
+
+def _stateful_layout(checkpoint: Path, mark: str) -> bool:
+    """Whether a run on `checkpoint` takes the layout of its stateful operators that `mark` marks:
+    yes if the checkpoint has the mark; no if it has some query's state without it (an earlier
+    layout's, which Spark resumes only as it was written); otherwise yes, and the mark is written."""
+    if (checkpoint / mark).exists():
         return True
     if any(d.is_dir() for d in checkpoint.glob("*/state")):
         return False
     checkpoint.mkdir(parents=True, exist_ok=True)
-    (checkpoint / _MARKED_BY_SOURCES).touch()
+    (checkpoint / mark).touch()
     return True
