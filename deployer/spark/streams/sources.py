@@ -136,7 +136,9 @@ def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
 
 def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
     """`events_of`, with `rejects` written by the tasks that find them (deployer.spark.streams.spool,
-    failure point `input-<stream>`): the rows of one query that alone reads the source."""
+    failure point `input-<stream>`): the rows of one query that alone reads the source. The late
+    events that a source marks (`file_parsed`'s `sequenced`) are written in the same pass
+    (`late-<stream>`) and passed on, to be counted after the stream's watermark (`sequence`)."""
     is_end = F.coalesce(F.col(END), F.lit(False))
     rejected = F.col(REASON).isNotNull()
     values = _values(node)
@@ -157,7 +159,12 @@ def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
         }
     )
     payload = F.when(untimed, F.struct(*values))
-    kept = spool(f"input-{node.stream}", marked, _ERR, payload, {"stream": node.stream})
+    late = f"late-{node.stream}"
+    passed = None
+    if _marked_by_source(parsed) and late in spool.labels:  # its late events, in the same pass
+        where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
+        passed = (late, LATE, _late_event(node), where)
+    kept = spool(f"input-{node.stream}", marked, _ERR, payload, {"stream": node.stream}, passed)
     return events_of(kept, node)
 
 
@@ -184,16 +191,18 @@ def sequence(
     from the tasks that unpack its Sequencer's rows (`_released`). `timers`: a stream alone's Sequencer in Spark's
     event-time mode, as an earlier layout's checkpoint has it (`sequencer.sequencer_rows`).
     `in_source`: streams alone with WATERMARK 0 whose file source marked their late events
-    (`file_parsed`'s `sequenced`), which pass no Sequencer (`_marked_in_source`)."""
+    (`file_parsed`'s `sequenced`), which pass no Sequencer: their late events are counted after
+    their watermark and dropped there (when `spool` has their label, its spool of the source's
+    rejected records wrote them: `spooled_events`)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
     for stream, (node, timed) in streams.items():
         if stream in together:
             continue
-        if stream in in_source:
+        if stream in in_source:  # its late events marked by its source, and spooled with its rejects
             marked[stream] = (_marked(node, _watermarked(node, timed)), False)
-            out[stream] = _marked_in_source(node, marked[stream][0], spool)
+            out[stream] = released_events(node, marked[stream][0], merged=False)
             continue
         index, delay = _event_time(node)
         # declared before the Sequencer: the stream's watermark counts every event it delivers
@@ -230,17 +239,6 @@ def _watermarked(node: g.Source, events: DataFrame) -> DataFrame:
     """`events` with the stream's watermark declared on its event time (its WATERMARK)."""
     index, delay = _event_time(node)
     return events.withWatermark(col_name(index), f"{delay} milliseconds")
-
-
-def _marked_in_source(node: g.Source, marked: DataFrame, spool: Any) -> DataFrame:
-    """The events of a stream whose source marked its late events (`marked`: with their watermark,
-    which counts every event of the stream, as before a Sequencer); when `spool` has the stream's
-    label, its late events are written by the tasks that read them (deployer.spark.streams.spool)."""
-    label = f"late-{node.stream}"
-    if spool is None or label not in spool.labels:
-        return released_events(node, marked, merged=False)
-    where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
-    return spool(label, marked, LATE, _late_event(node), where).select(*_values(node), SEQ)
 
 
 def _event_time(node: g.Source) -> tuple[int, int]:

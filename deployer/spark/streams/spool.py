@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # not at run time: a task that spools imports this module, an
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
 _EVENT = "__event"  # a row's event, as its dead letter carries it
+_PASSED_EVENT = "__passed_event"  # the same, for `Spool.__call__`'s `passed` failure point
 
 
 class Spool:
@@ -64,13 +65,22 @@ class Spool:
         self.labels = frozenset(labels)
 
     def __call__(
-        self, label: str, df: DataFrame, err: str, payload: Column, fixed: dict[str, Any]
+        self,
+        label: str,
+        df: DataFrame,
+        err: str,
+        payload: Column,
+        fixed: dict[str, Any],
+        passed: tuple[str, str, Column, dict[str, Any]] | None = None,
     ) -> DataFrame:
         """The rows of `df` whose column `err` is NULL, without it; the others, as dead letters of
         `payload` (the failed event: a struct of its values, or already encoded) with the reason in
         `err` and `fixed` (stage, node, line), are written into the spool by the task. A column of
         `df` named as a key of a dead letter (`DEAD_KEYS`) gives that key per row, where not NULL,
-        and is not passed on.
+        and is not passed on. `passed`: (label, err, payload, fixed) of a second failure point in
+        the same pass, whose rows are written as dead letters of its own and passed on all the
+        same (a stream's late events, marked by its source: the plan counts them after the
+        stream's watermark, and drops them there).
 
         The task builds each dead letter from the failed row's values (`_letters`), as the driver
         builds the others from a `dead_letter_frame` (the same values: both go through Python's
@@ -79,9 +89,13 @@ class Spool:
         schema = df.schema  # once: each look at it is a round trip to the JVM
         per_row = [n for n in schema.names if n in DEAD_KEYS]
         fields = [f for f in schema.fields if f.name != err and f.name not in per_row]
+        also = None
+        if passed is not None:
+            df = df.withColumn(_PASSED_EVENT, passed[2])
+            also = (str(self.root / passed[0]), passed[1], passed[3])
         # the fields keep their metadata: the event-time column's tells Spark where the watermark is
         return df.withColumn(_EVENT, payload).mapInArrow(
-            _spooler(str(self.root / label), err, [f.name for f in fields], fixed, per_row),
+            _spooler(str(self.root / label), err, [f.name for f in fields], fixed, per_row, also),
             T.StructType(fields),
         )
 
@@ -139,11 +153,25 @@ class Spool:
 
 
 def _spooler(
-    directory: str, err: str, names: list[str], fixed: dict[str, Any], per_row: list[str]
+    directory: str,
+    err: str,
+    names: list[str],
+    fixed: dict[str, Any],
+    per_row: list[str],
+    passed: tuple[str, str, dict[str, Any]] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`Spool.__call__`'s function; `passed`: the second failure point's directory, reason column
+    and fixed keys (its event in `_PASSED_EVENT`), whose rows are spooled and passed on."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batch_id, part = _task()
         for k, batch in enumerate(batches):
+            if passed is not None:
+                also = pc.is_valid(batch.column(passed[1]))
+                if pc.any(also).as_py():
+                    at = batch.schema.get_field_index(_EVENT)
+                    given = batch.set_column(at, _EVENT, batch.column(_PASSED_EVENT))
+                    _spool(Path(passed[0]) / batch_id, given, also, passed[1], passed[2], [], part, k)
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
                 _spool(Path(directory) / batch_id, batch, failed, err, fixed, per_row, part, k)
