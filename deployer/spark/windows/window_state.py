@@ -16,7 +16,7 @@ without event time. Across micro-batches, a later batch's events come after an e
 Every stream with event time passes the Sequencer first (deployer.spark.streams.sequencer), which releases
 its events in event-time order, micro-batch after micro-batch, holding back those the stream's
 watermark has not passed, as the reference does (a stream alone with WATERMARK 0 read from files
-holds nothing back: its source drops its late events, and the others come in arrival order, which
+holds nothing back: its source marks its late events, and the others come in arrival order, which
 is then event-time order: deployer.spark.streams.lateness): so a window over one stream, however out of order
 its input and wherever the micro-batches cut it, takes its events in the reference's order. The
 streams that meet in a merge (a Union) pass it together (deployer.spark.streams.merge_sequencer): their
