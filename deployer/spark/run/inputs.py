@@ -66,7 +66,9 @@ def read_inputs(
     parsed: dict[str, DataFrame] = {}
     timed: dict[str, tuple[g.Source, DataFrame]] = {}
     merges = sequenced_merges(graph, uris)
-    in_source = _marked_by_source(graph, uris, merges) if late_marked_by_sources(checkpoint) else set()
+    self_merged = self_merged_sources(graph)
+    alone = _alone(graph, merges, self_merged) if late_marked_by_sources(checkpoint) else set()
+    in_source: set[str] = set()  # those of `alone` read from files
     for src in graph.sources():
         uri = uris[src.stream]
         if uri.startswith("generator:"):
@@ -79,6 +81,8 @@ def read_inputs(
             parsed[src.stream] = redis_parsed(spark, uri, src)
         else:
             log = arrival_log(checkpoint, src.stream)
+            if src.stream in alone:
+                in_source.add(src.stream)
             parsed[src.stream] = file_parsed(
                 spark, uri, src, log, max_files_per_trigger, sequenced=src.stream in in_source
             )
@@ -92,30 +96,22 @@ def read_inputs(
             timed[src.stream] = (src, good)
     marked: dict[str, tuple[DataFrame, bool]] = {}
     timers = sequencer_timers(checkpoint)
-    self_merged = self_merged_sources(graph)
     for stream, events in sequence(timed, merges, self_merged, marked, spool, timers, in_source).items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
 
 
-def _marked_by_source(graph: g.Graph, uris: Mapping[str, str], merges: list[tuple[str, ...]]) -> set[str]:
-    """The streams whose file source marks their late events and which pass no Sequencer
-    (deployer.spark.streams.file_source): with event time and WATERMARK 0, alone (in no merge that
-    is sequenced together, not meeting themselves in one: those are released strictly below their
-    watermark, so they hold events back)."""
-    together = {s for merge in merges for s in merge} | set(self_merged_sources(graph))
+def _alone(graph: g.Graph, merges: list[tuple[str, ...]], self_merged: set[str]) -> set[str]:
+    """The streams that, read from files, have their late events marked by their source and pass no
+    Sequencer (deployer.spark.streams.file_source): with event time and WATERMARK 0, alone (in no
+    merge that is sequenced together, not meeting themselves in one: those are released strictly
+    below their watermark, so they hold events back)."""
+    together = {s for merge in merges for s in merge} | self_merged
     return {
         src.stream
         for src in graph.sources()
-        if src.event_time is not None
-        and not src.watermark_ms
-        and src.stream not in together
-        and _is_file(uris[src.stream])
+        if src.event_time is not None and not src.watermark_ms and src.stream not in together
     }
-
-
-def _is_file(uri: str) -> bool:
-    return not (uri.startswith("generator:") or uri == SCHEME or is_redis_stream_uri(uri))
 
 
 def stream_named(graph: g.Graph, name: str) -> str:

@@ -182,7 +182,7 @@ class _Files(InputPartition):
     first: int
     names: list[str]
     end: bool = False
-    latest: int | None = None  # a sequenced stream's largest event time before them (None: none)
+    latest: int = NONE  # a sequenced stream's largest event time before them
 
 
 class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -193,6 +193,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_files = int(opts["maxfilespertrigger"]) if "maxfilespertrigger" in opts else None
         self.target: int | None = None  # Trigger.AvailableNow: the files there when the query started
         self.sequenced = _sequenced(opts)
+        self._made: tuple[Schema, pa.Schema] | None = None  # `_schemas`
 
     def initialOffset(self) -> dict:
         return {"files": 0}
@@ -218,8 +219,8 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _with_latest(self, start: dict, end: dict) -> dict:
         """`end`, for a sequenced stream with its largest event time after the files up to it."""
-        if self.sequenced is None or (end["files"] == start["files"] and end.get("end") == start.get("end")):
-            return end if self.sequenced is None else start
+        if self.sequenced is None:
+            return end
         latest = self._latest(start)
         for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
             latest = latest_after(self._rows(position, name), col_name(self.sequenced[0]), REASON, latest)
@@ -239,8 +240,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         names = self.log.names()[start["files"] : end["files"]]
         if self.sequenced is not None:  # one partition, from the batch before's largest event time
-            latest = self._latest(start)
-            return [_Files(start["files"], names, latest=None if latest == NONE else latest)] if names else []
+            return [_Files(start["files"], names, latest=self._latest(start))] if names else []
         parts = [
             _Files(start["files"] + i, names[i : i + FILES_PER_PARTITION])
             for i in range(0, len(names), FILES_PER_PARTITION)
@@ -251,32 +251,35 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Files)
-        schema = _schema(self.options)
-        arrow = arrow_schema(schema)
-        shown = Path(self.options["shown"])
         if self.sequenced is not None:
             yield from self._marked(partition)
             return
         for k, name in enumerate(partition.names):
-            position = partition.first + k
-            yield records_batch(read_file(self.directory / name, shown / name), position, schema, arrow)
+            yield self._rows(partition.first + k, name)
         if partition.end:
-            yield end_batch(arrow)
+            yield end_batch(self._schemas()[1])
 
     def _marked(self, partition: _Files) -> Iterator[pa.RecordBatch]:
         """A sequenced stream's files, their late events marked (deployer.spark.streams.lateness)."""
         assert self.sequenced is not None
         ts, stream = col_name(self.sequenced[0]), self.sequenced[1]
-        latest = NONE if partition.latest is None else partition.latest
+        latest = partition.latest
         for k, name in enumerate(partition.names):
             rows, latest = marked(self._rows(partition.first + k, name), ts, REASON, latest, stream)
             yield rows
 
     def _rows(self, position: int, name: str) -> pa.RecordBatch:
         """The rows of the file at `position` of the log, named `name`."""
-        schema = _schema(self.options)
+        schema, arrow = self._schemas()
         shown = Path(self.options["shown"]) / name
-        return records_batch(read_file(self.directory / name, shown), position, schema, arrow_schema(schema))
+        return records_batch(read_file(self.directory / name, shown), position, schema, arrow)
+
+    def _schemas(self) -> tuple[Schema, pa.Schema]:
+        """The stream's schema and its rows' Arrow schema (`arrow_schema`), made once per reader."""
+        if self._made is None:
+            schema = _schema(self.options)
+            self._made = (schema, arrow_schema(schema))
+        return self._made
 
     def commit(self, end: dict) -> None:
         pass  # the files are not ours to move or delete
