@@ -10,9 +10,8 @@ ones. What each function answers:
   sequencer released them, through row-by-row operators only;
 - `out_of_time_order`: the pattern with PARTITION BY or the join whose rows reach a port out of
   time order on Spark, if any; `partition_keyed`: whether a field is a pattern's partition key;
-- `merged_sources`: which source streams with event time meet in a merge (a Union), and
-  `merge_upstream`: whether a node's input comes through one; `self_merged_sources`: the streams a
-  merge reads through two of its inputs;
+- `merged_sources`: which source streams with event time meet in a merge (a Union);
+  `self_merged_sources`: the streams a merge reads through two of its inputs;
 - `can_fail`: whether evaluating an expression may fail for some event (its event is then
   dead-lettered, so every field of it must be kept);
 - `unfit_results`: which result fields of a ReadSQL may receive a value that does not fit them,
@@ -210,14 +209,6 @@ def self_merged_sources(graph: g.Graph) -> set[str]:
             out |= met & seen & timed
             seen |= met
     return out
-
-
-def merge_upstream(graph: g.Graph, node: g.Node) -> bool:
-    """Whether the input of `node` comes through a Union with event time by per-event operators: its
-    events then come from several inputs, which an engine must take in their merged order."""
-    return any(
-        isinstance(n, g.Union) and n.event_time is not None for n in _per_event_upstream(graph, node.inputs)
-    )
 
 
 # ---- expressions that may fail -----------------------------------------------------------------

@@ -2,7 +2,8 @@
 shapes that have split the engines before — NULLs, equal timestamps, events out of order within
 and beyond the WATERMARK (late), events exactly on window boundaries, a tail of events that a
 WHERE is likely to drop, malformed records — split over several files so that Spark's
-micro-batches cut the input at different points.
+micro-batches cut the input at different points, or spread over more files than one task of a
+file source reads, so that Spark reads a micro-batch in several partitions side by side.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from fuzz_exprs import Draw
 from hypothesis import strategies as st
+
+from deployer.spark.streams.file_source import FILES_PER_PARTITION
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -116,8 +119,18 @@ def records(
     return lines
 
 
-def split(draw: Draw, lines: list[str]) -> list[list[str]]:
-    """The lines cut into 1 to 4 files (a file may be empty), in order."""
+# Files a source's input is spread over when they must fill several partitions of one micro-batch.
+MANY_FILES = 2 * FILES_PER_PARTITION + 1
+
+
+def split(draw: Draw, lines: list[str], many: bool = False) -> list[list[str]]:
+    """The lines cut into 1 to 4 files (a file may be empty), in order; `many`: spread evenly over
+    MANY_FILES files, most of them empty, so that a micro-batch of them is three partitions."""
+    if many:
+        out: list[list[str]] = [[] for _ in range(MANY_FILES)]
+        for i, line in enumerate(lines):
+            out[i * MANY_FILES // len(lines)].append(line)
+        return out
     if not lines:
         return [[]]
     cuts = sorted(draw(st.lists(st.integers(0, len(lines)), max_size=3)))

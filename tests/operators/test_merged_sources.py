@@ -1,13 +1,12 @@
-"""Which streams meet in a merge (operators.analysis.merged_sources, merge_upstream), worked out on
-compiled scripts without Spark: Spark sequences such streams together (deployer/spark/
-merge_sequencer.py), and takes a merge's events in one partition before a store effect."""
+"""Which streams meet in a merge (operators.analysis.merged_sources), worked out on compiled
+scripts without Spark: Spark sequences such streams together (deployer/spark/
+merge_sequencer.py)."""
 
 from __future__ import annotations
 
 from cpl.compiler import compile_script
 from deployer.spark.run.queries import sequenced_merges
-from operators import graph as g
-from operators.analysis import merge_upstream, merged_sources, self_merged_sources
+from operators.analysis import merged_sources, self_merged_sources
 
 HEAD = """
 CREATE STREAMSCHEMA a WITH k integer, ts timestamp TIMESTAMP BY ts;
@@ -54,15 +53,6 @@ def test_a_merge_without_event_time_or_after_a_window_merges_nothing() -> None:
         )
         == []
     )
-
-
-def test_store_effects_downstream_of_a_merge() -> None:
-    graph = compile_script(
-        HEAD + "INSERT INTO m SELECT * FROM a, b; INSERT INTO x SELECT k, ts FROM m ON SQL note, r, k;"
-        "INSERT INTO y SELECT k, ts FROM c ON SQL note, r, k;"
-    ).graph
-    updates = [n for n in graph.nodes if isinstance(n, g.UpdateSQL)]
-    assert [merge_upstream(graph, n) for n in updates] == [True, False]
 
 
 def test_a_generator_stream_passes_no_sequencer() -> None:

@@ -51,7 +51,7 @@ from deployer.spark.translate.columns import carried, col_name, spark_type, stru
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph
 from operators import graph as g
-from operators.analysis import merge_upstream, vouched_results
+from operators.analysis import vouched_results
 from operators.results import TypeChanged, Vouched, result_columns
 from stores import ledger
 from stores.api import ReadColumns
@@ -249,22 +249,21 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     ts = sg.event_time_index(node.inputs[0])
     order = ([(col_name(ts), "ascending")] if ts is not None else []) + [(SEQ, "ascending")]
     fault = faults.after_update_hook(query.name)  # None unless a fault test sets it
-    # Over a merge, a micro-batch's events come in the partitions of the merge's inputs (Spark
-    # sorts no streaming DataFrame): one partition, sorted whole, runs them in the merged order.
-    merged = ts is not None and merge_upstream(sg.graph, node)
-    if merged:
-        df = df.repartition(1)
+    # A micro-batch's events come in several partitions (a file source's groups of files, a merge's
+    # inputs), which run side by side, and Spark sorts no streaming DataFrame: one partition, sorted
+    # whole, runs the statements in event order, whatever the partitions and the tasks' timing.
+    df = df.repartition(1)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Column-wise: only the parameters and the event ids pass through Python; the events'
         # own columns are reordered with Arrow `take`.
         stores = worker_stores(config)
         event_cols = [col_name(i) for i in range(width)]
-        for batch in coalesced(batches, sys.maxsize) if merged else batches:
+        for batch in coalesced(batches, sys.maxsize):
             if batch.num_rows == 0:
                 continue
-            # statements in event order: event time, then arrival (the Sequencers release the events
-            # so, micro-batch after micro-batch; a sort keeps it within the batch)
+            # statements in event order: event time, then arrival (the sources and Sequencers give
+            # the events so, micro-batch after micro-batch; a sort keeps it within the batch)
             events = batch.take(pc.sort_indices(batch, sort_keys=order))
             columns = [_pylist(events.column(f"__p{i}")) for i in range(n_args)]
             params = list(zip(*columns, strict=True)) if columns else [()] * events.num_rows

@@ -28,8 +28,10 @@ two-stream join lost pairs that way). Here:
   stream holds no event back, and its one state, its largest event time so far, is in its offsets
   (`{"files": n, "latest": µs}`: the driver reads a micro-batch's files for it when it plans the
   batch, so that the batch's tasks start from the one before, and a replayed batch from the same).
-  A micro-batch of it is one partition (its events in arrival order, as the Sequencer's one key
-  gave them) and has no end-of-input row (nothing is held to be released at the end).
+  Its micro-batch is split into partitions of consecutive files as any other's, each starting from
+  the largest event time before its first file, which the driver noted as it read them
+  (`_after`), or, for a batch replayed after a restart, reads again. It has no end-of-input row
+  (nothing is held to be released at the end).
 """
 
 from __future__ import annotations
@@ -194,6 +196,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: int | None = None  # Trigger.AvailableNow: the files there when the query started
         self.sequenced = _sequenced(opts)
         self._made: tuple[Schema, pa.Schema] | None = None  # `_schemas`
+        # A sequenced stream's largest event time after each file of the log up to a planned batch's
+        # end, by position: noted by `_with_latest`, read by `partitions`, dropped by `commit`.
+        self._after: dict[int, int] = {}
 
     def initialOffset(self) -> dict:
         return {"files": 0}
@@ -224,6 +229,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._latest(start)
         for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
             latest = latest_after(self._rows(position, name), col_name(self.sequenced[0]), REASON, latest)
+            self._after[position] = latest
         return {**end, "latest": None if latest == NONE else latest}
 
     def _latest(self, offset: dict) -> int:
@@ -234,17 +240,37 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._with_latest({"files": 0, "latest": None}, {"files": offset["files"]}).get("latest")
         return NONE if latest is None else int(latest)
 
+    def _latests_before(self, start: dict, names: list[str], firsts: range) -> list[int]:
+        """A sequenced stream's largest event time before each of the files at `firsts` of a
+        micro-batch's `names` (from `start`): as `_with_latest` noted it when it planned the batch,
+        or (a batch replayed after a restart, whose offsets were not planned by this reader) by
+        reading the batch's files up to its last partition's again."""
+        assert self.sequenced is not None
+        first, latest = start["files"], self._latest(start)
+        out = []
+        for i in firsts:
+            if i and first + i - 1 in self._after:
+                latest = self._after[first + i - 1]
+            elif i:
+                for k in range(i - FILES_PER_PARTITION, i):
+                    rows = self._rows(first + k, names[k])
+                    latest = latest_after(rows, col_name(self.sequenced[0]), REASON, latest)
+            out.append(latest)
+        return out
+
     def reportLatestOffset(self) -> dict | None:
         return {"files": len(self.log.names())}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         names = self.log.names()[start["files"] : end["files"]]
-        if self.sequenced is not None:  # one partition, from the batch before's largest event time
-            return [_Files(start["files"], names, latest=self._latest(start))] if names else []
-        parts = [
-            _Files(start["files"] + i, names[i : i + FILES_PER_PARTITION])
-            for i in range(0, len(names), FILES_PER_PARTITION)
-        ]
+        firsts = range(0, len(names), FILES_PER_PARTITION)
+        if self.sequenced is not None:  # each from the largest event time before its first file
+            latests = self._latests_before(start, names, firsts)
+            return [
+                _Files(start["files"] + i, names[i : i + FILES_PER_PARTITION], latest=latest)
+                for i, latest in zip(firsts, latests, strict=True)
+            ]
+        parts = [_Files(start["files"] + i, names[i : i + FILES_PER_PARTITION]) for i in firsts]
         if end.get("end") and end != start:
             parts.append(_Files(end["files"], [], end=True))
         return parts
@@ -282,7 +308,8 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._made
 
     def commit(self, end: dict) -> None:
-        pass  # the files are not ours to move or delete
+        # The files are not ours to move or delete; what the driver noted of them is no longer needed.
+        self._after = {p: latest for p, latest in self._after.items() if p >= end["files"]}
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
