@@ -252,7 +252,11 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     # A micro-batch's events come in several partitions (a file source's groups of files, a merge's
     # inputs), which run side by side, and Spark sorts no streaming DataFrame: one partition, sorted
     # whole, runs the statements in event order, whatever the partitions and the tasks' timing.
-    df = df.repartition(1)
+    # All the rows in one of two partitions (one hash), not Spark's single partition: with one state
+    # partition, every stateful operator after a single partition runs in its task, and Spark 4.1's
+    # RocksDB store then refuses the second (a TIME window's aggregation leaves the store it read in
+    # the task, StateStoreThreadLocalTracker, which the next operator's state is taken for).
+    df = df.repartition(2, F.lit(0))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # Column-wise: only the parameters and the event ids pass through Python; the events'
