@@ -123,14 +123,8 @@ def records(
 MANY_FILES = 2 * FILES_PER_PARTITION + 1
 
 
-def split(draw: Draw, lines: list[str], many: bool = False) -> list[list[str]]:
-    """The lines cut into 1 to 4 files (a file may be empty), in order; `many`: spread evenly over
-    MANY_FILES files, most of them empty, so that a micro-batch of them is three partitions."""
-    if many:
-        out: list[list[str]] = [[] for _ in range(MANY_FILES)]
-        for i, line in enumerate(lines):
-            out[i * MANY_FILES // len(lines)].append(line)
-        return out
+def split(draw: Draw, lines: list[str]) -> list[list[str]]:
+    """The lines cut into 1 to 4 files (a file may be empty), in order."""
     if not lines:
         return [[]]
     cuts = sorted(draw(st.lists(st.integers(0, len(lines)), max_size=3)))
@@ -138,4 +132,16 @@ def split(draw: Draw, lines: list[str], many: bool = False) -> list[list[str]]:
     for c in [*cuts, len(lines)]:
         out.append(lines[start:c])
         start = c
+    return out
+
+
+def spread(files: list[list[str]]) -> list[list[str]]:
+    """A source's files' lines spread evenly over MANY_FILES files, in order, most of them empty, so
+    that a micro-batch of them is three partitions (a source with no file keeps none)."""
+    lines = [line for f in files for line in f]
+    if not files:
+        return files
+    out: list[list[str]] = [[] for _ in range(MANY_FILES)]
+    for i, line in enumerate(lines):
+        out[i * MANY_FILES // len(lines)].append(line)
     return out

@@ -21,7 +21,7 @@ from fuzz_aims import aim, needs_store
 from fuzz_case import Case, StoreTable
 from fuzz_coverage import Row
 from fuzz_exprs import Draw, Field, at, category, expr, failing
-from fuzz_inputs import records, split
+from fuzz_inputs import records, split, spread
 from fuzz_queries import STORE_TABLES
 from fuzz_statements import STATEMENTS
 from fuzz_triggers import declare_triggers, first_read
@@ -222,10 +222,12 @@ def stream_of(
     return Stream(name, fields, event_time, source, order, kind)
 
 
-def _input(draw: Draw, s: Stream, aimed: bool = False, many: bool = False) -> list[list[str]]:
+SPREAD = 0  # `max_files`' draw for a case whose inputs are spread (fuzz_inputs.spread)
+
+
+def _input(draw: Draw, s: Stream, aimed: bool = False) -> list[list[str]]:
     """A source's files. One stream in ten delivers no event at all: no file, empty files, or only
-    records it must reject (a merge must not wait for it at the end; a join gets no pair). `many`:
-    its events spread over more files than one partition of a micro-batch holds (fuzz_inputs.split)."""
+    records it must reject (a merge must not wait for it at the end; a join gets no pair)."""
     if not aimed and draw(st.integers(0, 9)) == 0:
         form = draw(st.integers(0, 2))
         if form == 0:
@@ -235,7 +237,7 @@ def _input(draw: Draw, s: Stream, aimed: bool = False, many: bool = False) -> li
         return [["{not json"], ['{"k": "abc"}']]
     # a case aimed at a failure path has more events, so that one reaches it in the state it needs
     return split(
-        draw, records(draw, s.fields, s.event_time, draw(st.integers(1, 30 if aimed else 14)), aimed), many
+        draw, records(draw, s.fields, s.event_time, draw(st.integers(1, 30 if aimed else 14)), aimed)
     )
 
 
@@ -272,10 +274,7 @@ def cases(
         kind = draw(st.sampled_from(sorted(STATEMENTS)))
         if not STATEMENTS[kind](b):
             STATEMENTS["map"](b)
-    # One case in eight reads its files in one micro-batch of several partitions, which Spark's tasks
-    # run side by side (an UpdateSQL ran its statements in the order the tasks reached the store).
-    many = draw(st.integers(0, 7)) == 0
-    inputs = {s.name: _input(draw, s, aimed, many) for s in b.streams.values() if s.source}
+    inputs = {s.name: _input(draw, s, aimed) for s in b.streams.values() if s.source}
     # Every stream no statement reads, and some of the others: each sink is a streaming query on
     # Spark (stateless ones share one), the largest cost of a case.
     read = b.read
@@ -283,6 +282,13 @@ def cases(
         s.name for s in b.streams.values() if not s.source and (s.name not in read or draw(st.booleans()))
     ]
     ordered = {s.name: s.order for s in b.streams.values() if not s.source and s.order is not None}
+    # Files per micro-batch; or all in one, spread over more files than two partitions hold, which
+    # Spark's tasks run side by side (an UpdateSQL ran its statements in the order the tasks reached
+    # the store). One draw, as before that form: tests count on their seeds' luck.
+    max_files = draw(st.sampled_from([None, 1, 2, SPREAD]))
+    if max_files == SPREAD:
+        inputs = {name: spread(files) for name, files in inputs.items()}
+        max_files = None
     return Case(
         script=b.script(),
         inputs=inputs,
@@ -290,7 +296,7 @@ def cases(
         store=store,
         tables=list(b.tables.values()),
         compare_tables=list(b.written),
-        max_files=None if many else draw(st.sampled_from([None, 1, 2])),
+        max_files=max_files,
         ordered=ordered,
         mtimes=draw(st.sampled_from(["increasing", "equal", "reversed"])),
         partitions=draw(st.sampled_from([1, 2])),
