@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import sqlite3
 import textwrap
 import time
 from collections import Counter
@@ -165,6 +166,23 @@ def prepare(tmp: Path, inputs: Mapping[str, Files]) -> dict[str, str]:
         write_files(d, files)
         uris[stream] = f"file:{d}"
     return uris
+
+
+def sqlite_store(path: Path, script: str) -> str:
+    """A SQLite file at `path` made by `script` (its tables and rows); its URL for a data store."""
+    db = sqlite3.connect(path)
+    db.executescript(script)
+    db.close()
+    return f"sqlite:///{path}"
+
+
+def sqlite_rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    """The rows of `query` in the SQLite file of `url` (`sqlite_store`'s)."""
+    db = sqlite3.connect(url[len("sqlite:///") :])
+    try:
+        return db.execute(query).fetchall()
+    finally:
+        db.close()
 
 
 def run_reference(

@@ -13,7 +13,6 @@ first in FROM, goes first).
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ from spark_helpers import (
     run_both,
     run_reference,
     run_spark,
+    sqlite_rows,
+    sqlite_store,
 )
 
 from deployer.runner import bind_stores
@@ -124,22 +125,17 @@ INSERT INTO TABLE latest SELECT k, v, ts FROM merged;
 
 
 def _store(path: Path) -> str:
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE top (k integer PRIMARY KEY, hi integer, trail text)")
-    db.executemany("INSERT INTO top VALUES (?, 0, '')", [(k,) for k in range(3)])
-    db.commit()
-    db.close()
-    return f"sqlite:///{path}"
+    return sqlite_store(
+        path,
+        "CREATE TABLE top (k integer PRIMARY KEY, hi integer, trail text);"
+        "INSERT INTO top VALUES (0, 0, ''), (1, 0, ''), (2, 0, '');",
+    )
 
 
 def _tables(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The rows of `top` (the UpdateSQL's) and of `latest` (the table's: each key's last event)."""
-    db = sqlite3.connect(url[len("sqlite:///") :])
-    try:
-        top = db.execute("SELECT k, hi, trail FROM top ORDER BY k").fetchall()
-        return top, db.execute("SELECT k, v FROM latest ORDER BY k").fetchall()
-    finally:
-        db.close()
+    top = sqlite_rows(url, "SELECT k, hi, trail FROM top ORDER BY k")
+    return top, sqlite_rows(url, "SELECT k, v FROM latest ORDER BY k")
 
 
 @pytest.mark.parametrize("max_files", [None, 1])

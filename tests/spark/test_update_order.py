@@ -11,7 +11,6 @@ with event time, once its source split it too, in every run.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,8 @@ from spark_helpers import (
     prepare,
     run_reference,
     run_spark,
+    sqlite_rows,
+    sqlite_store,
 )
 
 from deployer.runner import bind_stores
@@ -43,20 +44,14 @@ FILES = 2 * FILES_PER_PARTITION + 8  # one micro-batch, three partitions
 
 
 def _store(path: Path) -> str:
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE trail (k integer PRIMARY KEY, seen text)")
-    db.executemany("INSERT INTO trail VALUES (?, '')", [(k,) for k in range(2)])
-    db.commit()
-    db.close()
-    return f"sqlite:///{path}"
+    return sqlite_store(
+        path,
+        "CREATE TABLE trail (k integer PRIMARY KEY, seen text); INSERT INTO trail VALUES (0, ''), (1, '');",
+    )
 
 
-def _trail(url: str) -> list[tuple[int, str]]:
-    db = sqlite3.connect(url[len("sqlite:///") :])
-    try:
-        return db.execute("SELECT k, seen FROM trail ORDER BY k").fetchall()
-    finally:
-        db.close()
+def _trail(url: str) -> list[tuple[Any, ...]]:
+    return sqlite_rows(url, "SELECT k, seen FROM trail ORDER BY k")
 
 
 def _files(timed: bool) -> list[list[dict[str, Any]]]:

@@ -228,8 +228,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return end
         latest = self._latest(start)
         for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
-            latest = latest_after(self._rows(position, name), col_name(self.sequenced[0]), REASON, latest)
-            self._after[position] = latest
+            latest = self._after[position] = self._latest_after(position, name, latest)
         return {**end, "latest": None if latest == NONE else latest}
 
     def _latest(self, offset: dict) -> int:
@@ -245,7 +244,6 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         micro-batch's `names` (from `start`): as `_with_latest` noted it when it planned the batch,
         or (a batch replayed after a restart, whose offsets were not planned by this reader) by
         reading the batch's files up to its last partition's again."""
-        assert self.sequenced is not None
         first, latest = start["files"], self._latest(start)
         out = []
         for i in firsts:
@@ -253,10 +251,14 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 latest = self._after[first + i - 1]
             elif i:
                 for k in range(i - FILES_PER_PARTITION, i):
-                    rows = self._rows(first + k, names[k])
-                    latest = latest_after(rows, col_name(self.sequenced[0]), REASON, latest)
+                    latest = self._latest_after(first + k, names[k], latest)
             out.append(latest)
         return out
+
+    def _latest_after(self, position: int, name: str, latest: int) -> int:
+        """A sequenced stream's largest event time after the file at `position`, `latest` before it."""
+        assert self.sequenced is not None
+        return latest_after(self._rows(position, name), col_name(self.sequenced[0]), REASON, latest)
 
     def reportLatestOffset(self) -> dict | None:
         return {"files": len(self.log.names())}
