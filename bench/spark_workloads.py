@@ -19,6 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from cpl.compiler import compile_script
 from deployer.spark.handlers import spark_graph
+from deployer.spark.run.inputs import declares_watermarks
 from deployer.spark.run.interrupt import interruptible
 from deployer.spark.translate.columns import col_name
 from deployer.spark.translate.graph import SEQ, named
@@ -96,15 +97,17 @@ def project_job(script: str, stream: str, ordered: bool = False) -> Callable[[Sp
     writes the rows by (`__seq`), which `cep run` always computes (deployer.spark.streams.sinks),
     and which a plan without it leaves out (a window's then skips finding each group's first event)."""
     graph = compile_script(script).graph
+    watermarks = declares_watermarks(graph)
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         sources = {}
         for k, s in enumerate(graph.sources()):
             df = generator(spark, rows, offset=k)
             df = df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ)
-            if s.event_time is not None:
-                # where `cep run` declares it (deployer.spark.streams.sources): the generated events are in
-                # order, so they pass no Sequencer, as a generator: source's do not
+            if s.event_time is not None and watermarks:
+                # where and when `cep run` declares it (deployer.spark.streams.sources, only for a script
+                # with state: deployer.spark.run.inputs.declares_watermarks): the generated events are
+                # in order, so they pass no Sequencer, as a generator: source's do not
                 ts = col_name(s.schema.position(s.event_time))
                 df = df.withWatermark(ts, f"{s.watermark_ms or 0} milliseconds")
             sources[s.stream] = df

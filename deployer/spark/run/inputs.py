@@ -34,6 +34,7 @@ from deployer.triggers import clock
 from deployer.triggers.ticks import SCHEME
 from operators import graph as g
 from operators.analysis import self_merged_sources
+from operators.output_node import OutputRate
 
 
 @dataclass
@@ -69,10 +70,13 @@ def read_inputs(
     self_merged = self_merged_sources(graph)
     alone = _alone(graph, merges, self_merged) if late_marked_by_sources(checkpoint) else set()
     in_source: set[str] = set()  # those of `alone` read from files
+    # an earlier layout's Sequencers (`timers`) are in Spark's event-time mode, which needs one
+    timers = sequencer_timers(checkpoint)
+    watermarks = declares_watermarks(graph) or timers
     for src in graph.sources():
         uri = uris[src.stream]
         if uri.startswith("generator:"):
-            frames[src.stream] = generator_source(spark, uri, src)
+            frames[src.stream] = generator_source(spark, uri, src, watermarks)
             continue
         if uri == SCHEME:
             start = trigger_start(checkpoint, src.stream)
@@ -95,10 +99,21 @@ def read_inputs(
         else:
             timed[src.stream] = (src, good)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    timers = sequencer_timers(checkpoint)
-    for stream, events in sequence(timed, merges, self_merged, marked, spool, timers, in_source).items():
+    sequenced = sequence(timed, merges, self_merged, marked, spool, timers, in_source, watermarks)
+    for stream, events in sequenced.items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
+
+
+def declares_watermarks(graph: g.Graph) -> bool:
+    """Whether the deployment declares Spark's watermark on its streams with event time: only an
+    operator with state of its own reads it (Spark's aggregation and join, a pattern's or an OUTPUT
+    limit's event-time timers, the event time a processor gives its output), so a script of
+    stateless operators and data store calls declares none. Lateness does not depend on it: the
+    Sequencers decide it from their own state, a file source from its offsets. Spark's watermark is
+    a plan node of its own, which ends the stage's generated code and notes every row's event time:
+    a stateless plan ran about a quarter slower with it (bench/run's stateless rows)."""
+    return any(isinstance(n, g.Aggregate | g.Join | g.Pattern | OutputRate) for n in graph.nodes)
 
 
 def _alone(graph: g.Graph, merges: list[tuple[str, ...]], self_merged: set[str]) -> set[str]:

@@ -33,7 +33,8 @@ event any of them releases later, and a Union downstream (which sorts each micro
 then input and arrival) takes them in the reference's merged order. A query that reads one of the
 streams alone sees the same events, later.
 
-Spark's watermark is declared after this stage, on what it releases (deployer.spark.streams.sources): a
+Spark's watermark (when the script declares one: deployer.spark.run.inputs.declares_watermarks) is
+declared after this stage, on what it releases (deployer.spark.streams.sources): a
 query that reads one of the streams alone must see that stream's watermark, not the merge's (its
 TIME windows fire at the end as far as that stream's watermark goes), and a watermark declared
 before the stage would be in every query that reads any stream of the merge. Declared after, it is

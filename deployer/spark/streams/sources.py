@@ -179,6 +179,7 @@ def sequence(
     spool: Any = None,
     timers: bool = False,
     in_source: Set[str] = frozenset(),
+    watermarks: bool = True,
 ) -> dict[str, DataFrame]:
     """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
     per stream, its events in order (its late events are split off per micro-batch by the
@@ -193,7 +194,8 @@ def sequence(
     `in_source`: streams alone with WATERMARK 0 whose file source marked their late events
     (`file_parsed`'s `sequenced`), which pass no Sequencer: their late events are counted after
     their watermark and dropped there (when `spool` has their label, its spool of the source's
-    rejected records wrote them: `spooled_events`)."""
+    rejected records wrote them: `spooled_events`). `watermarks`: Spark's watermark declared on each
+    stream (deployer.spark.run.inputs.declares_watermarks)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
@@ -201,12 +203,12 @@ def sequence(
         if stream in together:
             continue
         if stream in in_source:  # its late events marked by its source, and spooled with its rejects
-            marked[stream] = (_marked(node, _watermarked(node, timed)), False)
+            marked[stream] = (_marked(node, _watermarked(node, timed, watermarks)), False)
             out[stream] = released_events(node, marked[stream][0], merged=False)
             continue
         index, delay = _event_time(node)
         # declared before the Sequencer: the stream's watermark counts every event it delivers
-        timed = _watermarked(node, timed)
+        timed = _watermarked(node, timed, watermarks)
         rows = sequencer_rows(timed, node.stream, index, delay, stream in self_merged, timers)
         released = out_schema(timed, col_name(index))
         marked[stream] = (_marked(node, unpacked_rows(rows, released)), False)
@@ -219,7 +221,8 @@ def sequence(
             marked[s] = (_marked(node, unpacked_rows(rows, released)), True)
             events = _released(node, rows, released, marked[s][0], spool)
             # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
-            events = events.withWatermark(col_name(index), f"{delay} milliseconds")
+            if watermarks:
+                events = events.withWatermark(col_name(index), f"{delay} milliseconds")
             # The watermark must see every event the stream releases, as the reference's merge
             # counts every event of its inputs (docs/language.md, "Merges"). Spark's optimizer pushes
             # a filter that does not read the event-time column below a watermark
@@ -235,8 +238,11 @@ def sequence(
     return out
 
 
-def _watermarked(node: g.Source, events: DataFrame) -> DataFrame:
-    """`events` with the stream's watermark declared on its event time (its WATERMARK)."""
+def _watermarked(node: g.Source, events: DataFrame, declared: bool = True) -> DataFrame:
+    """`events` with the stream's watermark declared on its event time (its WATERMARK), if
+    `declared`."""
+    if not declared:
+        return events
     index, delay = _event_time(node)
     return events.withWatermark(col_name(index), f"{delay} milliseconds")
 
@@ -319,11 +325,12 @@ def _dead_event(
     ]
 
 
-def generator_source(spark: SparkSession, uri: str, node: g.Source) -> DataFrame:
+def generator_source(spark: SparkSession, uri: str, node: g.Source, watermark: bool = True) -> DataFrame:
     """`generator:ROWS_PER_SECOND` — synthetic CDR-like events from Spark's rate source, for benchmarks.
 
     Integer fields cycle through value modulo small primes, timestamps follow the rate source's own
-    clock, strings are the value's text: enough to exercise filters, maps and aggregates.
+    clock, strings are the value's text: enough to exercise filters, maps and aggregates. With
+    `watermark`, the stream's watermark is declared on its event time.
     """
     rate = uri.partition(":")[2] or "1000000"
     df = spark.readStream.format("rate").option("rowsPerSecond", int(rate)).load()
@@ -345,7 +352,7 @@ def generator_source(spark: SparkSession, uri: str, node: g.Source) -> DataFrame
             c = v.cast("string")
         cols.append(c.cast(struct_of(schema).fields[i].dataType).alias(col_name(i)))
     out = df.select(*cols, F.format_string("%020d", F.col("value")).alias(SEQ))
-    if node.event_time is None:
+    if node.event_time is None or not watermark:
         return out
     # In order by construction (the rate source's clock): its watermark, without a Sequencer.
     return out.withWatermark(
