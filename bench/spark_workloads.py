@@ -125,9 +125,12 @@ def to_driver(df: DataFrame, batch_id: int) -> int:
 
 
 def project_shared(spark: SparkSession, rows: int) -> Job:
-    """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark.run.shared), each
-    sink's rows brought `to_driver`."""
+    """MULTI_SINKS as `cep run` writes it: the shared query's writer (deployer.spark.run.shared), the
+    sinks' rows brought to the driver as its sinks bring them, in `cep run`'s order, the writing
+    itself left out."""
     from deployer.spark.run.shared import batch_plans, shared_writer, stem
+    from deployer.spark.streams.driver_rows import DriverSink
+    from deployer.spark.streams.sinks import sink_order
 
     graph = compile_script(MULTI_SINKS).graph
     src = graph.sources()[0]
@@ -138,7 +141,10 @@ def project_shared(spark: SparkSession, rows: int) -> Job:
     write = shared_writer(
         graph,
         [src.stream],
-        dict.fromkeys(sinks, to_driver),
+        {
+            s: DriverSink(len(graph.stream_schema(s)), tuple(sink_order(graph, s)), lambda rows, b: len(rows))
+            for s in sinks
+        },
         batch_plans(graph),
         lambda batch_id, report: None,
     )

@@ -25,9 +25,6 @@ PACKAGES = ("cpl", "operators", "stores", "deployer", "migrations")
 LAZY = {
     ("deployer.connectors.redis_stream", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
     ("deployer.spark.streams.redis_source", "stores.urls"): "SQLAlchemy, for Spark's Python workers",
-    ("deployer.spark.streams.redis_source", "deployer.spark.streams.driver_rows"): (
-        "pandas, for the process that unpickles the Redis source at a query's start"
-    ),
     ("deployer.cli.service", "deployer.service.daemon"): "Spark, pandas and the engine, for `cep serve` only",
     ("deployer.runner", "stores.sql.describe"): "psycopg and SQLAlchemy, for a script that asks a store",
     ("deployer.spark.engine", "deployer.spark.run.deployment"): "imported while the run's JVM starts",

@@ -31,7 +31,8 @@ from deployer.connectors.redis_stream import (
 )
 from deployer.local import driver as local_engine
 from deployer.spark.run import deployment as spark_run
-from deployer.spark.streams.redis_source import redis_stream_source, redis_stream_writer
+from deployer.spark.streams.redis_sink import redis_stream_writer
+from deployer.spark.streams.redis_source import redis_stream_source
 from deployer.spark.streams.sources import sequence
 from stores.errors import StoreConfigError
 

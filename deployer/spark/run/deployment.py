@@ -53,7 +53,8 @@ from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
-from deployer.spark.streams.sinks import SinkWriter, Writer, sink_writer
+from deployer.spark.streams.driver_rows import DriverSink
+from deployer.spark.streams.sinks import Writer, sink_writer
 from deployer.spark.streams.spool import Spool
 from deployer.spark.translate.graph import SparkGraph, filters_counted
 from operators import graph as g
@@ -179,7 +180,7 @@ class SparkDeployment:
         self._gates.append(gate)
         return gate
 
-    def _sink_writer(self, stream: str, uri: str) -> SinkWriter:
+    def _sink_writer(self, stream: str, uri: str) -> DriverSink:
         consoles = sum(1 for u in self.sinks.values() if u == "console")
         return sink_writer(self.graph, stream, uri, consoles > 1, self._count("out"))
 

@@ -22,16 +22,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark.handlers import HANDLERS
-from deployer.spark.streams.sinks import SinkWriter, Writer
+from deployer.spark.streams.driver_rows import DriverSink
+from deployer.spark.streams.sinks import Writer
 from deployer.spark.translate.graph import SparkGraph
 from operators import graph as g
 from stores.bindings import StoreBindings
 
 _TAG = "__input"  # which source an event of the shared stream came from, with several sources
+_SINK = "__sink"  # which sink a row of a batch collected for all of them is for
 
 
 def stem(frames: Mapping[str, DataFrame], inputs: list[str]) -> DataFrame:
@@ -108,10 +112,35 @@ class Report:
     out: int
 
 
+def collected_together(
+    sg: SparkGraph, graph: g.Graph, sinks: Mapping[str, DriverSink]
+) -> tuple[DataFrame, list[list[str]]]:
+    """What every sink of `sinks` collects of the batch, in one DataFrame, and each sink's column
+    names: sink k's columns renamed `__s<k>_<i>` beside the tag `__sink` = k (the other sinks'
+    columns NULL), so that one job brings them all to the driver where three sinks ran three jobs
+    (`apart` splits them again)."""
+    out: DataFrame | None = None
+    names: list[list[str]] = []
+    for k, (stream, sink) in enumerate(sinks.items()):
+        mine = sink.collected(sg.port(graph.streams[stream]))
+        names.append(mine.columns)
+        cols = [F.col(c).alias(f"__s{k}_{i}") for i, c in enumerate(mine.columns)]
+        tagged = mine.select(F.lit(k).alias(_SINK), *cols)
+        out = tagged if out is None else out.unionByName(tagged, allowMissingColumns=True)
+    assert out is not None
+    return out, names
+
+
+def apart(table: pa.Table, k: int, columns: list[str]) -> pa.Table:
+    """Sink k's rows of a `collected_together` batch, under its own column names."""
+    mine = table.filter(pc.equal(table.column(_SINK), k))
+    return mine.select([f"__s{k}_{i}" for i in range(len(columns))]).rename_columns(columns)
+
+
 def shared_writer(
     graph: g.Graph,
     inputs: list[str],
-    writers: Mapping[str, SinkWriter],
+    writers: Mapping[str, DriverSink],
     plan: Callable[[dict[str, DataFrame]], SparkGraph],
     report: Callable[[int, Report], None],
 ) -> Writer:
@@ -119,17 +148,22 @@ def shared_writer(
     its writer, the same as a query of its own would use) from it, then `report` the batch. `plan`
     makes the batch's SparkGraph from the source events.
 
-    The rows out are what the writers say they wrote: a sink's rows come to the driver to be
-    written (deployer.spark.streams.sinks), so it knows. An Observation per sink counted them before,
-    at the cost of a DataFrame to analyse and a metric to collect per sink and micro-batch (~20 ms a
-    micro-batch for three sinks, in an ad-hoc probe of bench/run's "3 sinks of a MultiFilter")."""
+    The sinks' rows come to the driver in one job (`collected_together`): each job costs a
+    micro-batch tens of milliseconds of scheduling whatever its rows (bench/run's "3 sinks of a
+    MultiFilter"). The rows out are what the writers say they wrote. An Observation per sink counted
+    them before, at the cost of a DataFrame to analyse and a metric to collect per sink and
+    micro-batch."""
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
             sg = plan(unstem(batch, inputs))
             sg.observations = {}  # the Filters count in Observations: batch DataFrames report no progress
-            out = sum(writer(sg.port(graph.streams[stream]), batch_id) for stream, writer in writers.items())
+            together, names = collected_together(sg, graph, writers)
+            table = together.toArrow()
+            out = sum(
+                sink.write(apart(table, k, names[k]), batch_id) for k, sink in enumerate(writers.values())
+            )
             dropped = {node: observed(obs) for node, obs in sg.observations.items()}
             if not out and not any(dropped.values()):
                 # No sink wrote a row and no Filter counted what it dropped, so perhaps no sink's

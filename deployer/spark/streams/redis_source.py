@@ -1,4 +1,4 @@
-"""Redis Streams on Spark: a Python data source whose offsets are entry ids, and an exactly-once sink.
+"""Redis Streams on Spark: a Python data source whose offsets are entry ids (the sink: redis_sink.py).
 
 URIs, entry ids, the reading of an entry and the local engine's reader and writer are engine-neutral
 (deployer.connectors.redis_stream, whose docstring describes both engines' behaviour).
@@ -7,7 +7,7 @@ URIs, entry ids, the reading of an entry and the local engine's reader and write
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -22,12 +22,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from deployer.connectors.records import convert_record, event_json
+from deployer.connectors.records import convert_record
 from deployer.connectors.redis_stream import (
-    DATA,
     DEFAULT_MAX_RECORDS,
     PAGE,
-    WATCH_RETRIES,
     RedisStreamError,
     StreamURI,
     connect,
@@ -35,7 +33,6 @@ from deployer.connectors.redis_stream import (
     format_id,
     id_ranges,
     last_id,
-    marker_key,
     next_id,
     parse_id,
     parse_stream_uri,
@@ -306,62 +303,3 @@ def redis_parsed(spark: SparkSession, uri: str, node: g.Source) -> DataFrame:
         reader = reader.option(k, v)
     out = parsed_schema(node.schema)
     return reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, out), out)
-
-
-# ---- Spark sink ----------------------------------------------------------------------------------------
-
-
-def batch_lines(df: DataFrame, names: tuple[str, ...], order: Sequence[str] = ()) -> list[str]:
-    """The JSON lines of a batch: its first len(names) columns (positional `_0.._n` or named), sorted
-    by the `order` columns, as a file sink writes them (deployer.spark.streams.driver_rows)."""
-    # pandas: not in the fresh process that unpickles this module's DataSource at a query's start
-    from deployer.spark.streams.driver_rows import ordered_values
-
-    return [event_json(names, values) for values in ordered_values(df, len(names), order)]
-
-
-def redis_stream_writer(
-    uri: str, stream_name: str, names: tuple[str, ...], order: Sequence[str] = ()
-) -> Callable[[DataFrame, int], int]:
-    """foreachBatch: the batch's rows, sorted by `order`, as entries `data` = JSON line, each batch
-    exactly once (see the module docstring). It returns the entries it added: none for a replay."""
-    target = parse_stream_uri(uri)
-    holder: list[redis.Redis] = []
-
-    def write(df: DataFrame, batch_id: int) -> int:
-        if not holder:
-            holder.append(target.client())
-        client = holder[0]
-        query = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        writer = f"{stream_name}@{query}" if query else stream_name
-        marker = marker_key(target.key)
-        # Computed even for a replay that writes nothing: Spark (4.3) fails a batch whose stateful
-        # operators did not run and commit their state, and a writer that does not look at its
-        # DataFrame runs none of them.
-        lines = batch_lines(df, names, order)
-        try:
-            # WATCH: any writer of this stream recording a batch meanwhile (the hash is shared) aborts
-            # EXEC; then look again, the other one may have been a zombie run of this very batch.
-            for _ in range(WATCH_RETRIES):
-                with client.pipeline(transaction=True) as p:
-                    p.watch(marker)
-                    done: Any = p.hget(marker, writer)
-                    if done is not None and int(done) >= batch_id:
-                        return 0  # a replay: this batch already took effect
-                    p.multi()
-                    for line in lines:
-                        p.xadd(target.key, {DATA: line})
-                    p.hset(marker, writer, str(batch_id))
-                    try:
-                        p.execute()
-                        return len(lines)
-                    except redis.WatchError:
-                        continue
-        except redis.RedisError as e:
-            raise target.error(e, f"writing batch {batch_id} of '{stream_name}'") from None
-        raise RedisStreamError(
-            f"{target}: batch {batch_id} of '{stream_name}' not written: the marker {marker} kept "
-            f"changing during {WATCH_RETRIES} attempts"
-        )
-
-    return write

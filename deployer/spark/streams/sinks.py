@@ -20,79 +20,72 @@ from pyspark.sql import DataFrame
 from deployer.connectors.files import file_dir
 from deployer.connectors.records import event_json
 from deployer.connectors.redis_stream import is_redis_stream_uri
-from deployer.spark.streams.driver_rows import ordered_values
-from deployer.spark.streams.redis_source import redis_stream_writer
+from deployer.spark.streams.driver_rows import DriverSink, Rows
+from deployer.spark.streams.redis_sink import redis_stream_writer
 from deployer.spark.translate.columns import col_name
 from deployer.spark.translate.graph import SEQ
 from operators import graph as g
 from stores.urls import redact_text
 
 Counter = Callable[[int], None]
-SinkWriter = Callable[[DataFrame, int], int]  # foreachBatch that returns the rows it wrote
 Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 
-def file_batch_writer(directory: Path, stream: str, names: tuple[str, ...], order: list[str]) -> SinkWriter:
-    """foreachBatch: one JSON-lines file per micro-batch, replaced atomically on replay.
+def file_batch_writer(directory: Path, stream: str, names: tuple[str, ...], order: list[str]) -> DriverSink:
+    """One JSON-lines file per micro-batch, replaced atomically on replay.
 
     The batch arrives with positional columns and is sorted by `order` (event time, then arrival)."""
     directory.mkdir(parents=True, exist_ok=True)
 
-    def write(df: DataFrame, batch_id: int) -> int:
+    def emit(rows: Rows, batch_id: int) -> int:
+        if not rows:
+            return 0
         target = directory / f"{stream}-batch-{batch_id:08d}.jsonl"
         tmp = directory / f".{target.name}.tmp"
-        count = 0
         with tmp.open("w", encoding="utf-8") as f:
-            for values in ordered_values(df, len(names), order):
+            for values in rows:
                 f.write(event_json(names, values) + "\n")
-                count += 1
-        if count:
-            os.replace(tmp, target)
-        else:
-            tmp.unlink()
-        return count
+        os.replace(tmp, target)
+        return len(rows)
 
-    return write
+    return DriverSink(len(names), tuple(order), emit)
 
 
-def console_batch_writer(stream: str, names: tuple[str, ...], tag: bool, order: list[str]) -> SinkWriter:
-    def write(df: DataFrame, batch_id: int) -> int:
-        count = 0
-        for values in ordered_values(df, len(names), order):
+def console_batch_writer(stream: str, names: tuple[str, ...], tag: bool, order: list[str]) -> DriverSink:
+    def emit(rows: Rows, batch_id: int) -> int:
+        for values in rows:
             line = event_json(names, values)
             if tag:
                 line = json.dumps({"$stream": stream}, ensure_ascii=False)[:-1] + ", " + line[1:]
             sys.stdout.write(line + "\n")
-            count += 1
         sys.stdout.flush()
-        return count
+        return len(rows)
 
-    return write
+    return DriverSink(len(names), tuple(order), emit)
 
 
 def sink_writer(
     graph: g.Graph, stream: str, uri: str, tagged: bool, counted: Counter | None = None
-) -> SinkWriter:
-    """The foreachBatch writer of a sink: a file directory, the console (`tagged`: say the stream, as
-    several sinks write there), or a Redis stream. Each batch is written in the reference executor's
-    order: event time, then arrival. The writer returns the rows it wrote, and tells `counted`."""
+) -> DriverSink:
+    """The writer of a sink: a file directory, the console (`tagged`: say the stream, as several
+    sinks write there), or a Redis stream. Each batch is written in the reference executor's order:
+    event time, then arrival. The writer returns the rows it wrote, and tells `counted`."""
     write = _writer(graph, stream, uri, tagged)
-    if counted is None:
-        return write
-
-    def counting(df: DataFrame, batch_id: int) -> int:
-        n = write(df, batch_id)
-        counted(n)
-        return n
-
-    return counting
+    return write if counted is None else write.counting(counted)
 
 
-def _writer(graph: g.Graph, stream: str, uri: str, tagged: bool) -> SinkWriter:
+def sink_order(graph: g.Graph, stream: str) -> list[str]:
+    """The columns a sink's batch is sorted by: the reference executor's order, event time (if the
+    stream has one), then arrival."""
     schema = graph.stream_schema(stream)
     producer = graph.node(graph.streams[stream].node)
     ts = schema.position(producer.event_time) if producer.event_time is not None else None
-    order = ([col_name(ts)] if ts is not None else []) + [SEQ]
+    return ([col_name(ts)] if ts is not None else []) + [SEQ]
+
+
+def _writer(graph: g.Graph, stream: str, uri: str, tagged: bool) -> DriverSink:
+    schema = graph.stream_schema(stream)
+    order = sink_order(graph, stream)
     if uri == "console":
         return console_batch_writer(stream, schema.names, tagged, order)
     if is_redis_stream_uri(uri):
