@@ -19,8 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from cpl.compiler import compile_script
 from deployer.spark.handlers import spark_graph
-from deployer.spark.run.inputs import declares_watermarks
 from deployer.spark.run.interrupt import interruptible
+from deployer.spark.run.watermarks import declares_watermarks
 from deployer.spark.translate.columns import col_name
 from deployer.spark.translate.graph import SEQ, named
 
@@ -106,7 +106,7 @@ def project_job(script: str, stream: str, ordered: bool = False) -> Callable[[Sp
             df = df.select(*[F.col(f.name).alias(col_name(i)) for i, f in enumerate(s.schema)], SEQ)
             if s.event_time is not None and watermarks:
                 # where and when `cep run` declares it (deployer.spark.streams.sources, only for a script
-                # with state: deployer.spark.run.inputs.declares_watermarks): the generated events are
+                # with state: deployer.spark.run.watermarks.declares_watermarks): the generated events are
                 # in order, so they pass no Sequencer, as a generator: source's do not
                 ts = col_name(s.schema.position(s.event_time))
                 df = df.withWatermark(ts, f"{s.watermark_ms or 0} milliseconds")

@@ -20,12 +20,14 @@ All read the same generator and write to the `noop` sink.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -39,6 +41,9 @@ from operators.graph import DataStore
 from stores.bindings import StoreBindings
 from stores.sql.describe import bindings_describer
 from stores.urls import parse_store_url
+
+# Spark's Python workers cannot import bench/'s modules: what they run travels by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 READSQL = """
 CREATE STREAMSCHEMA cdr1 WITH idcaller integer, idreceiver integer, duration integer, ts timestamp;
@@ -209,6 +214,14 @@ def naive_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
     return build
 
 
+def _charged(ids: list[Any], durations: list[Any]) -> pa.RecordBatch:
+    """A hand-written UpdateSQL's output rows: each event charged once (rows of `CHARGED`)."""
+    return pa.RecordBatch.from_pydict(
+        {"idcaller": ids, "duration": durations, "n": [1] * len(ids)},
+        schema=pa.schema([("idcaller", pa.int32()), ("duration", pa.int32()), ("n", pa.int64())]),
+    )
+
+
 def ordered_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
     """`batched_updatesql` that keeps the events' order, as the project's UpdateSQL does
     (docs/language.md): the micro-batch in one partition, sorted by arrival (`__seq`), its UPDATEs
@@ -226,10 +239,7 @@ def ordered_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
         durations = whole.column("duration").to_pylist()
         with psycopg.connect(url) as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(_UPDATE, list(zip(durations, ids, strict=True)), returning=False)
-        yield pa.RecordBatch.from_pydict(
-            {"idcaller": ids, "duration": durations, "n": [1] * len(ids)},
-            schema=pa.schema([("idcaller", pa.int32()), ("duration", pa.int32()), ("n", pa.int64())]),
-        )
+        yield _charged(ids, durations)
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         ordered = _cdr(spark, rows).select("idcaller", "duration", SEQ).repartition(1)
@@ -251,10 +261,7 @@ def batched_updatesql(url: str) -> Callable[[SparkSession, int], DataFrame]:
                 durations = b.column("duration").to_pylist()
                 with conn.transaction(), conn.cursor() as cur:
                     cur.executemany(_UPDATE, list(zip(durations, ids, strict=True)), returning=False)
-                yield pa.RecordBatch.from_pydict(
-                    {"idcaller": ids, "duration": durations, "n": [1] * len(ids)},
-                    schema=pa.schema([("idcaller", pa.int32()), ("duration", pa.int32()), ("n", pa.int64())]),
-                )
+                yield _charged(ids, durations)
 
     def build(spark: SparkSession, rows: int) -> DataFrame:
         return _cdr(spark, rows).select("idcaller", "duration").mapInArrow(per_partition, CHARGED)

@@ -1,5 +1,5 @@
 """Spark's watermark is declared only by a deployment whose script has an operator that reads it (a
-window, join, pattern or OUTPUT limit: deployer.spark.run.inputs.declares_watermarks). A script of
+window, join, pattern or OUTPUT limit: deployer.spark.run.watermarks.declares_watermarks). A script of
 stateless operators declares none on its streams with event time, whichever way they are sequenced
 (a merge's Sequencer, a stream's own, or its file source for WATERMARK 0), and writes what the
 reference executor writes, late events included: lateness is decided by the Sequencers and the
@@ -25,7 +25,7 @@ from spark_helpers import (
     run_resumed,
 )
 
-from deployer.spark.run.inputs import declares_watermarks
+from deployer.spark.run.watermarks import declares_watermarks
 
 pytestmark = pytest.mark.spark
 

@@ -44,7 +44,6 @@ from deployer.spark.run.queries import (
     SHARED_QUERY,
     Query,
     plan_queries,
-    runs_empty_batches,
     shared_inputs,
     store_kinds,
 )
@@ -52,6 +51,7 @@ from deployer.spark.run.reclaim import stop_idle_monitors
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
+from deployer.spark.run.watermarks import runs_empty_batches
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer, sink_writer

@@ -19,6 +19,7 @@ from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.run.checkpoint import arrival_log, trigger_start
 from deployer.spark.run.layout import late_marked_by_sources, sequencer_timers
 from deployer.spark.run.queries import sequenced_merges
+from deployer.spark.run.watermarks import declares_watermarks
 from deployer.spark.streams.redis_source import redis_parsed
 from deployer.spark.streams.sources import (
     SourceError,
@@ -34,7 +35,6 @@ from deployer.triggers import clock
 from deployer.triggers.ticks import SCHEME
 from operators import graph as g
 from operators.analysis import self_merged_sources
-from operators.output_node import OutputRate
 
 
 @dataclass
@@ -103,17 +103,6 @@ def read_inputs(
     for stream, events in sequenced.items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
-
-
-def declares_watermarks(graph: g.Graph) -> bool:
-    """Whether the deployment declares Spark's watermark on its streams with event time: only an
-    operator with state of its own reads it (Spark's aggregation and join, a pattern's or an OUTPUT
-    limit's event-time timers, the event time a processor gives its output), so a script of
-    stateless operators and data store calls declares none. Lateness does not depend on it: the
-    Sequencers decide it from their own state, a file source from its offsets. Spark's watermark is
-    a plan node of its own, which ends the stage's generated code and notes every row's event time:
-    a stateless plan ran about a quarter slower with it (bench/run's stateless rows)."""
-    return any(isinstance(n, g.Aggregate | g.Join | g.Pattern | OutputRate) for n in graph.nodes)
 
 
 def _alone(graph: g.Graph, merges: list[tuple[str, ...]], self_merged: set[str]) -> set[str]:

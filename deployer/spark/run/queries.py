@@ -390,24 +390,3 @@ def _query(graph: g.Graph, name: str, writes: tuple[str, ...], ends: list[str]) 
 def describe(graph: g.Graph, queries: list[Query]) -> str:
     """A stable text dump, one query per line (golden tests, `cep explain --queries`)."""
     return "".join(q.describe(graph) + "\n" for q in queries)
-
-
-def fired_by_watermark(node: g.Node) -> bool:
-    """Whether Spark's own watermark drives the operator: it emits (a TIME window's rows) or evicts
-    (a join's state) in the micro-batch after the one that advanced the watermark. The other stateful
-    operators (the Sequencers, TUPLE and BATCH windows) act on the events of a batch alone and
-    register no timers (a window that holds an OUTPUT limit registers the limit's: the OutputRate
-    node's, which says so here); nor does an OUTPUT limit by count."""
-    if isinstance(node, g.Pattern):
-        return True  # its deadlines (absences, WITHIN) are event-time timers
-    if isinstance(node, g.OutputRate):
-        return node.every_ms is not None  # its ticks are event-time timers
-    return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
-
-
-def runs_empty_batches(graph: g.Graph, query: Query | None) -> bool:
-    """Whether `query` runs Spark's micro-batches without data: only an operator Spark's watermark
-    fires needs them (`fired_by_watermark`); elsewhere such a batch did nothing but cost a second or
-    more (planning, state stores, the checkpoint's logs) after the last one of every query that
-    declares a watermark. Unknown queries (None) keep them."""
-    return query is None or any(fired_by_watermark(graph.node(n)) for n in query.stateful)

@@ -33,7 +33,7 @@ event any of them releases later, and a Union downstream (which sorts each micro
 then input and arrival) takes them in the reference's merged order. A query that reads one of the
 streams alone sees the same events, later.
 
-Spark's watermark (when the script declares one: deployer.spark.run.inputs.declares_watermarks) is
+Spark's watermark (when the script declares one: deployer.spark.run.watermarks.declares_watermarks) is
 declared after this stage, on what it releases (deployer.spark.streams.sources): a
 query that reads one of the streams alone must see that stream's watermark, not the merge's (its
 TIME windows fire at the end as far as that stream's watermark goes), and a watermark declared

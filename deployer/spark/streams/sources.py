@@ -195,7 +195,7 @@ def sequence(
     (`file_parsed`'s `sequenced`), which pass no Sequencer: their late events are counted after
     their watermark and dropped there (when `spool` has their label, its spool of the source's
     rejected records wrote them: `spooled_events`). `watermarks`: Spark's watermark declared on each
-    stream (deployer.spark.run.inputs.declares_watermarks)."""
+    stream (deployer.spark.run.watermarks.declares_watermarks)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
@@ -352,9 +352,7 @@ def generator_source(spark: SparkSession, uri: str, node: g.Source, watermark: b
             c = v.cast("string")
         cols.append(c.cast(struct_of(schema).fields[i].dataType).alias(col_name(i)))
     out = df.select(*cols, F.format_string("%020d", F.col("value")).alias(SEQ))
-    if node.event_time is None or not watermark:
+    if node.event_time is None:
         return out
     # In order by construction (the rate source's clock): its watermark, without a Sequencer.
-    return out.withWatermark(
-        col_name(schema.position(node.event_time)), f"{node.watermark_ms or 0} milliseconds"
-    )
+    return _watermarked(node, out, watermark)
