@@ -98,7 +98,7 @@ class SparkDeployment:
         self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
         kept = earlier_layout(self.checkpoint)
         self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept)
-        self.spool = Spool(self.checkpoint / "spool", [s for q in self.plan for s in q.spooled])
+        self.spool = Spool(self.checkpoint / "spool", {q.name: q.spooled for q in self.plan if q.spooled})
         inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool)
         self.inputs = inputs
         self.sg = SparkGraph(graph, inputs.frames, HANDLERS, stores, timed_sources=set(inputs.parsed))
@@ -127,9 +127,7 @@ class SparkDeployment:
     # ---- starting the queries ------------------------------------------------------------------
 
     def _start(self, df: DataFrame, name: str, writer: Writer) -> None:
-        planned = next((q for q in self.plan if q.name == name), None)
-        if planned is not None and planned.spooled:  # its tasks write dead letters too
-            writer = self.spool.writer(writer, planned.spooled, self.dead_dir, self._count("dead"))
+        writer = self.spool.writer(writer, name, self.dead_dir, self._count("dead"))  # its tasks' too
         self._pending.append((df, name, writer))
         self._launch()
 
@@ -143,6 +141,7 @@ class SparkDeployment:
             w = w.option("checkpointLocation", str(self.checkpoint / query_dir(name)))
             w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
             drop_interrupted_log_writes(self.checkpoint / query_dir(name))
+            self.spool.clear(name)  # what an earlier start of the query left
             self.queries.append(self._started(w, name))
             if self.on_started is not None:
                 self.on_started(name)

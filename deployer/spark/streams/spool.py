@@ -13,9 +13,9 @@ task and Arrow batch:
 (named by what it holds: `_file_name`)
 
 The batch id is the task's `streaming.sql.batchId` local property, which Spark sets on every job of
-a micro-batch. The query's foreachBatch, in the driver, empties the batch's spool directory before
-its writer runs the batch, then gathers the files in order once it has and writes them where every
-dead letter goes (`dead_letters.write_dead_letters`: a file per failure point and batch, replaced
+a micro-batch. The query's spool directories are emptied as it starts (`Spool.clear`), and its
+foreachBatch, in the driver, gathers a batch's files in order once its writer has run the batch
+and writes them where every dead letter goes (`dead_letters.write_dead_letters`: a file per failure point and batch, replaced
 whole, or the console), counting them. A batch that fails or is cut short anywhere on the way is not
 committed, and its replay does all of it again: exactly once, as the query of its own was. Every
 writer computes its batch (a replay a sink finds already written included: their stateful
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,12 +57,14 @@ _PASSED_EVENT = "__passed_event"  # the same, for `Spool.__call__`'s `passed` fa
 
 
 class Spool:
-    """Where the failure points in `labels` (`failed:<label>` once: `n6`, `n6-2`) spool their dead
-    letters; the translation's hook (`SparkGraph.spool`) and the driver's gatherer."""
+    """Where the failure points of `by_query` (query name -> its labels, `failed:<label>` once:
+    `n6`, `n6-2`; one query spools each) spool their dead letters; the translation's hook
+    (`SparkGraph.spool`) and the driver's gatherer."""
 
-    def __init__(self, root: Path, labels: Collection[str]):
+    def __init__(self, root: Path, by_query: Mapping[str, Collection[str]]):
         self.root = root
-        self.labels = frozenset(labels)
+        self.by_query = {name: sorted(labels) for name, labels in by_query.items()}
+        self.labels = frozenset(label for labels in by_query.values() for label in labels)
 
     def __call__(
         self,
@@ -118,16 +120,16 @@ class Spool:
         )
 
     def writer(
-        self, write: Writer, labels: Collection[str], directory: Path | None, counted: Callable[[int], None]
+        self, write: Writer, query: str, directory: Path | None, counted: Callable[[int], None]
     ) -> Writer:
-        """`write`, a query's foreachBatch, made to write the dead letters its tasks spool for the
-        failure points `labels` (into `directory`, None: the console), telling `counted` how many
-        (late events aside, as `dead_letters.dead_letter_writer` does)."""
-        labels = sorted(labels)
+        """`write`, a query's foreachBatch, made to write the dead letters its tasks spool (into
+        `directory`, None: the console), telling `counted` how many (late events aside, as
+        `dead_letters.dead_letter_writer` does); `write` itself for a query that spools none."""
+        labels = self.by_query.get(query, [])
+        if not labels:
+            return write
 
         def run(df: DataFrame, batch_id: int) -> None:
-            for label in labels:  # what an earlier attempt of this batch left
-                shutil.rmtree(self._batch_dir(label, batch_id), ignore_errors=True)
             write(df, batch_id)
             for label in labels:
                 lines = self._gathered(label, batch_id)
@@ -137,6 +139,16 @@ class Spool:
                 shutil.rmtree(self._batch_dir(label, batch_id), ignore_errors=True)
 
         return run
+
+    def clear(self, query: str) -> None:
+        """Remove what an earlier start of `query` left of the dead letters it spools (it stopped before
+        gathering a batch, which the new start replays whole): called as the query starts, as one
+        query spools each label. Not as each batch begins: Spark may run a micro-batch's first
+        stages, spooling included, before it calls the foreachBatch (the UpdateSQL query's shuffle
+        did, and its rejected records were lost: fuzzer seed 99004). Within one start of a query a
+        batch is tried once, and a task tried again rewrites its own file."""
+        for label in self.by_query.get(query, []):
+            shutil.rmtree(self.root / label, ignore_errors=True)
 
     def _batch_dir(self, label: str, batch_id: int) -> Path:
         return self.root / label / str(batch_id)
