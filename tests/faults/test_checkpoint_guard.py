@@ -187,7 +187,7 @@ def test_damaged_foreign_or_incompatible_checkpoints_are_refused_good_ones_resum
     manifest = run.checkpoint / MANIFEST
     assert manifest.is_file()
     started = sorted(p.name for p in run.checkpoint.iterdir() if p.is_dir())
-    assert started == ["dead-letters", "inputs", "sink_hourly", "table_call_log"]
+    assert started == ["inputs", "sink_hourly", "table_call_log"]
     priced_first = len(run.state()["table"])
     assert priced_first > 0 and sink_rows(run.out)
 

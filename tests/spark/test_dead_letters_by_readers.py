@@ -29,7 +29,7 @@ from spark_helpers import (
 )
 
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.run.queries import plan_queries, store_kinds
+from deployer.spark.run.queries import SINGLE_READERS, plan_queries, store_kinds
 
 pytestmark = pytest.mark.spark
 
@@ -60,13 +60,13 @@ def _files() -> list[list[Any]]:
 
 
 def _run(
-    spark: Any, tmp: Path, sources: dict[str, str], ck: Path, script: str = SCRIPT
+    spark: Any, tmp: Path, sources: dict[str, str], ck: Path, script: str = SCRIPT, sinks: list[str] = SINKS
 ) -> tuple[list[str], int, int, str]:
     deployment = SparkDeployment(
         spark,
         compile_text(script),
         sources,
-        {s: f"file:{tmp / 'spark-out'}" for s in SINKS},
+        {s: f"file:{tmp / 'spark-out'}" for s in sinks},
         str(ck),
         dead_letter=f"file:{tmp / 'spark-dead'}",
         until_idle=True,
@@ -86,10 +86,15 @@ def test_the_plan_has_no_dead_letters_query_for_a_source_one_query_reads() -> No
     earlier = plan_queries(graph, SINKS, {"calls": "file:x"}, store_kinds(None), kept={"dead-letters"})
     assert [q.name for q in earlier] == ["sink:per_caller", "dead-letters"]
     assert not earlier[0].spooled
-    # two queries read the source: the dead-letters query writes its rejects, as before
+    # two queries read the source and compute the Map: the first writes their dead letters
     both = plan_queries(graph, [*SINKS, "ratio"], {"calls": "file:x"}, store_kinds(None))
-    assert [q.name for q in both] == ["sink:per_caller", "sink:ratio", "dead-letters"]
-    assert not any(q.spooled for q in both)
+    assert [q.name for q in both] == ["sink:per_caller", "sink:ratio"]
+    assert [q.spooled for q in both] == [("input-calls", "late-calls", f"stateless-{ratio}"), ()]
+    # a checkpoint whose dead-letters query wrote those two queries compute keeps it
+    between = plan_queries(graph, [*SINKS, "ratio"], {"calls": "file:x"}, store_kinds(None), [SINGLE_READERS])
+    assert [q.name for q in between] == ["sink:per_caller", "sink:ratio", "dead-letters"]
+    assert not any(q.spooled for q in between)
+    assert plan_queries(graph, SINKS, {"calls": "file:x"}, store_kinds(None), [SINGLE_READERS]) == plan
 
 
 def test_a_source_one_query_computes_twice_keeps_the_dead_letters_query() -> None:
@@ -139,6 +144,45 @@ def test_the_reading_query_writes_them_once(spark: Any, tmp_path: Path, layout: 
         assert "TransformWithState" not in plan and "unpack" not in plan, plan
         assert plan.count("MapInArrow") == 2, plan
         assert (ck / "late-events-marked-by-sources").exists()
+    assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
+
+
+@pytest.mark.parametrize("layout", ["by one reader", "between"])
+def test_the_first_of_two_readers_writes_them_once(
+    spark: Any, tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two queries read the source and compute the Map: the first writes their dead letters, the
+    other's tasks pass the same stages and write none; a checkpoint whose dead-letters query wrote
+    them (the layout between: marked by readers, not by one reader) resumes with it. One query at a
+    time: the second's tasks run after the first has gathered its spool, where what they wrote
+    would stay (and the same batches of both, side by side, would write the same files)."""
+    monkeypatch.setenv("CEP_MAX_QUERIES", "1")
+    graph = compile_text(SCRIPT)
+    sinks = [*SINKS, "ratio"]
+    sources = prepare(tmp_path, {"calls": _files()})
+    ref = run_reference(graph, tmp_path / "ref", sources, sinks)
+    ck = tmp_path / "ck"
+    if layout == "between":
+        (ck / "dead-letters").mkdir(parents=True)
+        (ck / "dead-letters-by-readers").touch()
+    queries, dead, late, _ = _run(spark, tmp_path, sources, ck, sinks=sinks)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", sinks)
+    assert_same(ref, spk, "per_caller", min_rows=4)
+    assert_same(ref, spk, "ratio", min_rows=20)
+    assert_same_dead_letters(ref, spk)  # each once: a Counter of them
+    assert dead == sum(d["stage"] != "late" for d in ref.dead)
+    assert late == sum(d["stage"] == "late" for d in ref.dead) == 3
+    names = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "spark-dead").iterdir()}
+    if layout == "between":
+        assert queries == ["cep:sink:per_caller", "cep:sink:ratio", "cep:dead-letters"], queries
+        assert names == {"dead-letter-stateless"}, names
+        assert not (ck / "dead-letters-by-one-reader").exists()
+    else:
+        assert queries == ["cep:sink:per_caller", "cep:sink:ratio"], queries
+        ratio = graph.streams["ratio"].node
+        expected = {"dead-letter-input-calls", "dead-letter-late-calls", f"dead-letter-stateless-{ratio}"}
+        assert names == expected, names
+        assert (ck / "dead-letters-by-one-reader").exists()
     assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
 
 

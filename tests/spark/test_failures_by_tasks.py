@@ -84,15 +84,16 @@ def test_the_plan_writes_them_from_the_windows_query() -> None:
 
 def test_a_node_two_queries_compute_keeps_its_own_query() -> None:
     plan = plan_queries(compile_text(TWICE), ["per_caller", "per_plan"], SOURCES, store_kinds(None))
-    assert [q.name for q in plan] == ["sink:per_caller", "sink:per_plan", "failed:n2", "dead-letters"]
-    assert not any(q.spooled for q in plan)
+    # the calls' rejected records and late events: the first of the queries that read them
+    assert [q.name for q in plan] == ["sink:per_caller", "sink:per_plan", "failed:n2"]
+    assert [q.spooled for q in plan] == [("input-calls", "late-calls"), (), ()]
 
 
 def test_a_checkpoint_of_the_earlier_layout_keeps_its_failure_query() -> None:
     graph = compile_text(SCRIPT)
     plan = plan_queries(graph, ["per_caller"], SOURCES, store_kinds(None), kept={"failed:n2"})
-    assert [q.name for q in plan] == ["sink:per_caller", "failed:n2", "dead-letters"]
-    assert not plan[0].spooled
+    assert [q.name for q in plan] == ["sink:per_caller", "failed:n2"]
+    assert plan[0].spooled == ("input-calls", "late-calls")  # not n2: its own query writes them
 
 
 def _run(
@@ -151,6 +152,6 @@ def test_the_earlier_layouts_checkpoint_resumes_with_its_query(spark: Any, tmp_p
     (ck / "failed_n2").mkdir(parents=True)  # the earlier layout's query of the ReadSQL's failures
     sources = prepare(tmp_path / "spark-in", {"calls": _files(20, 2)})
     queries, dead = _run(spark, tmp_path, sources, stores, ck)
-    assert queries == ["cep:sink:per_caller", "cep:failed:n2", "cep:dead-letters"], queries
+    assert queries == ["cep:sink:per_caller", "cep:failed:n2"], queries
     assert dead == 4
     assert (ck / "failed_n2" / "commits").is_dir()

@@ -181,7 +181,7 @@ def test_no_query_adds_to_the_environment_of_a_python_function_others_share(
     source = manager.lookupDataSource(file_source.NAME).dataSourceCls().envVars()
     deployment.run(out=io.StringIO())
 
-    assert len(deployment._launched) == 3  # the two windows' queries and the dead letters'
+    assert len(deployment._launched) == 2  # the two windows' queries (the first writes the dead letters)
     assert set(source.keySet().toArray()) == given  # every query's source runner has run
     functions = [
         f
@@ -213,8 +213,8 @@ def test_an_idle_query_looks_for_input_as_often_as_the_setting_says(
     )
     assert spark.conf.get(POLLING_DELAY) == "250ms"
     deployment.run(out=io.StringIO())
-    assert len(deployment.queries) == 3
-    assert [q._jsq.streamingQuery().pollingDelayMs() for q in deployment.queries] == [250] * 3
+    assert len(deployment.queries) == 2
+    assert [q._jsq.streamingQuery().pollingDelayMs() for q in deployment.queries] == [250] * 2
     monkeypatch.delenv("CEP_POLL_MS")
     prepare_session(spark)  # as every deployment does
     assert spark.conf.get(POLLING_DELAY) == "100ms"  # the default

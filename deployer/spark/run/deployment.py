@@ -51,18 +51,18 @@ from deployer.spark.run.reclaim import stop_idle_monitors
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
+from deployer.spark.run.starting import started_with
 from deployer.spark.run.watermarks import runs_empty_batches
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer, sink_writer
-from deployer.spark.streams.spool import Spool
+from deployer.spark.streams.spool import QUERY, Spool
 from deployer.spark.translate.graph import SparkGraph, filters_counted
 from operators import graph as g
 from stores.bindings import StoreBindings
 
 _PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-_START_LOCK = threading.Lock()  # a query takes the session's settings as it starts: one at a time
 
 
 class SparkDeployment:
@@ -160,17 +160,9 @@ class SparkDeployment:
             _PARTITIONS: str(shuffle_partitions(self.spark) if stateful else 1),
             _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
             "spark.sql.exchange.reuse": "false" if stateful else "true",
+            QUERY: name,  # which of the queries that pass a spooling stage writes its dead letters
         }
-        conf = self.spark.conf
-        with _START_LOCK:
-            before = {k: str(conf.get(k)) for k in wanted}
-            for k, v in wanted.items():
-                conf.set(k, v)
-            try:
-                return w.start()
-            finally:
-                for k, v in before.items():
-                    conf.set(k, v)
+        return started_with(w, self.spark.conf, wanted)
 
     def _gated(self, writer: Writer) -> Gate:
         """`writer`, unless the run is stopping (deployer.spark.run.gate). A batch the stop

@@ -1,12 +1,12 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Four changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Five changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
-records and late events of every source and the failures of every stateless operator, now written by
-the one query that reads the source or computes the operator, where there is one
-(deployer.spark.run.queries._by_readers); a stream's Sequencer kept Spark's event-time timers,
+records and late events of every source and the failures of every stateless operator, then only of
+those two queries read or compute, now written by one of the queries that read the source or
+compute the operator (deployer.spark.run.queries._by_readers); a stream's Sequencer kept Spark's event-time timers,
 which it never set (`sequencer_timers`); and a stream alone with WATERMARK 0 passed a Sequencer,
 where its file source now marks its late events (`late_marked_by_sources`).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deployer.spark.run.checkpoint import query_dir
-from deployer.spark.run.queries import DEAD_LETTERS
+from deployer.spark.run.queries import DEAD_LETTERS, SINGLE_READERS
 
 
 def own_failure_queries(checkpoint: Path) -> set[str]:
@@ -29,20 +29,30 @@ def own_failure_queries(checkpoint: Path) -> set[str]:
 
 
 # Written into a checkpoint whose dead letters are written by the queries that read their sources
-# (deployer.spark.run.queries._by_readers); a checkpoint with a dead-letters query and without it is
-# of the earlier layout, whose dead-letters query wrote every source's.
+# when one query does (deployer.spark.run.queries._by_readers); a checkpoint with a dead-letters query
+# and without it is of the earliest layout, whose dead-letters query wrote every source's.
 _BY_READERS = "dead-letters-by-readers"
+# Written as well when one of the queries that read a source writes its dead letters, however many
+# read it; a checkpoint with a dead-letters query and `_BY_READERS` alone is of the layout between,
+# whose dead-letters query wrote those of the sources and operators two queries compute.
+_BY_ONE_READER = "dead-letters-by-one-reader"
 
 
 def earlier_layout(checkpoint: Path) -> set[str]:
     """The queries of an earlier layout a checkpoint has, which its run keeps as they were: its
-    `failed:<node>` queries (`own_failure_queries`), and the dead-letters query if it wrote the
-    rejected records and late events of every source. A checkpoint of this layout is marked so."""
+    `failed:<node>` queries (`own_failure_queries`), and its dead-letters query if it wrote the
+    rejected records and late events of every source (`DEAD_LETTERS`) or of those that two queries
+    read (`SINGLE_READERS`): resumed with what it wrote, its progress is its own. A checkpoint of
+    this layout is marked so."""
     kept = own_failure_queries(checkpoint)
-    if (checkpoint / query_dir(DEAD_LETTERS)).is_dir() and not (checkpoint / _BY_READERS).exists():
-        return kept | {DEAD_LETTERS}
+    if (checkpoint / query_dir(DEAD_LETTERS)).is_dir():
+        if not (checkpoint / _BY_READERS).exists():
+            return kept | {DEAD_LETTERS}
+        if not (checkpoint / _BY_ONE_READER).exists():
+            return kept | {SINGLE_READERS}
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / _BY_READERS).touch()
+    (checkpoint / _BY_ONE_READER).touch()
     return kept
 
 

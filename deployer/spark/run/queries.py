@@ -9,10 +9,11 @@ runs of a deployment):
 - `sink:<stream>`: every other requested sink;
 - `table:<name>`: every Materialize;
 - `dead-letters`: the rejected records and late events of the file, Redis and trigger sources that
-  no single query reads, and the failures of the stateless operators that no single query (other
-  than the shared one) computes, in one query; the one query that reads such a source, or computes
-  such an operator, writes them from its tasks (`_by_readers`; deployer.spark.streams.spool), and
-  a checkpoint whose dead-letters query wrote them all keeps it so (`kept`);
+  no query reads on one path, and the failures of the stateless operators that no query other than
+  the shared one computes on one path, in one query; otherwise the first query that reads such a
+  source, or computes such an operator, writes them from its tasks (`_by_readers`;
+  deployer.spark.streams.spool), and a checkpoint whose dead-letters query wrote them keeps it so
+  (`kept`);
 - `failed:<node>` (`failed:<node>-2` for a node's second failure point): the failures at an operator
   after a window, a join or a data store call, each in a query of its own, which re-runs that part;
   except the failures of a window's rows, a join's pairs or a data store call's results that a sink
@@ -49,6 +50,9 @@ from stores.bindings import StoreBindings
 
 SHARED_QUERY = "sinks:stateless"
 DEAD_LETTERS = "dead-letters"
+# In `plan_queries`' `kept`: the checkpoint's dead-letters query wrote the rejected records and
+# failures of the sources and operators that two queries compute (deployer.spark.run.layout)
+SINGLE_READERS = "dead-letters of what two queries compute"
 BY_TASKS = " (by its tasks)"  # ends what a query writes of a failure point its tasks write
 
 
@@ -228,7 +232,8 @@ def plan_queries(
     requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
     store name -> bound kind (postgresql, sqlite, redis); `kept`: the `failed:<node>` queries that
     keep a query of their own all the same (a checkpoint of an earlier layout has them: resumed
-    as they were)."""
+    as they were), and the dead-letters query of an earlier layout (`DEAD_LETTERS`,
+    `SINGLE_READERS`: `_by_readers`)."""
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
     together = shared_sinks(graph, sinks)
@@ -263,7 +268,7 @@ def plan_queries(
             upto = [p.node for p in node.inputs] if on_input else [node.id]
             own.append((node.id, _query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto)))
     out += _spooled(graph, out, own, kept)
-    shared_reads = _by_readers(graph, out, sources, stateless_points, DEAD_LETTERS in kept)
+    shared_reads = _by_readers(graph, out, sources, stateless_points, kept)
     if shared_reads:
         reads = tuple(s.stream for s in graph.sources() if s.stream in shared_reads)
         out.append(Query(DEAD_LETTERS, ("rejected records and failures of stateless operators",), reads))
@@ -297,21 +302,27 @@ def _spooled(
 
 
 def _by_readers(
-    graph: g.Graph, out: list[Query], sources: Mapping[str, str], stateless: list[str], earlier: bool
+    graph: g.Graph, out: list[Query], sources: Mapping[str, str], stateless: list[str], kept: Collection[str]
 ) -> set[str]:
     """The source streams the dead-letters query reads; the others' rejected records and late
-    events, and the stateless failure points, are written by the one query of `out` that computes
-    them, if there is one (`out` gains them in `spooled`: `input-<stream>`, `late-<stream>`,
-    `stateless-<node>`). A stream that passes the Sequencer with others (`sequenced_merges`) is read
-    by every query that reads one of them. The shared query's micro-batches drop their stateless
-    failures (deployer.spark.run.shared), so those stay the dead-letters query's. `earlier`: the
-    checkpoint has the earlier layout's dead-letters query, which wrote them all: it still does."""
+    events, and the stateless failure points, are written by the tasks of one query of `out` that
+    computes them, if there is one (`out` gains them in `spooled`: `input-<stream>`,
+    `late-<stream>`, `stateless-<node>`): the first in plan order that computes them on one path
+    (`_paths`). The other queries that read the source, or compute the operator, pass the same
+    stage, whose tasks see that they are not that query's and write nothing (spool.Spool: each
+    query's tasks know its name). A stream that passes the Sequencer with others
+    (`sequenced_merges`) is read by every query that reads one of them. The shared query's
+    micro-batches drop their stateless failures (deployer.spark.run.shared), so it writes none.
+    `kept`: the checkpoint has the dead-letters query of an earlier layout (deployer.spark.run.
+    layout): `DEAD_LETTERS`, which wrote them all, still does; `SINGLE_READERS`, which wrote those
+    of the sources and operators two queries compute, still does."""
     rejecting = [s for s in graph.sources() if has_rejects(_uri(sources, s.stream))]
     reads = {s.stream for s in rejecting}
-    if earlier:
+    if DEAD_LETTERS in kept:
         for node in stateless:
             reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
         return reads
+    alone = SINGLE_READERS in kept
     group = {s: m for m in sequenced_merges(graph, sources) for s in m}
     readers: dict[str, set[str]] = {}
     for q in out:
@@ -321,20 +332,18 @@ def _by_readers(
     ends = {q.name: q.ends for q in out}
     labels: dict[str, list[str]] = {}
     for src in rejecting:
-        who = readers.get(src.stream, set())
+        who = [q.name for q in out if q.name in readers.get(src.stream, set())]
         # the stem of the shared query's sources is read once per micro-batch, whatever reads it after
-        if len(who) == 1 and (SHARED_QUERY in who or _paths(graph, src.id, ends[next(iter(who))]) == 1):
+        fit = [q for q in who if q == SHARED_QUERY or _paths(graph, src.id, ends[q]) == 1]
+        if fit and not (alone and len(who) > 1):
             late = [f"late-{src.stream}"] if src.event_time is not None else []
-            labels.setdefault(next(iter(who)), []).extend([f"input-{src.stream}", *late])
+            labels.setdefault(fit[0], []).extend([f"input-{src.stream}", *late])
             reads.discard(src.stream)
     for node in stateless:
         computing = [q.name for q in out if node in _upstream(graph, q.ends)]
-        if (
-            len(computing) == 1
-            and computing[0] != SHARED_QUERY
-            and _paths(graph, node, ends[computing[0]]) == 1
-        ):
-            labels.setdefault(computing[0], []).append(f"stateless-{node}")
+        fit = [q for q in computing if q != SHARED_QUERY and _paths(graph, node, ends[q]) == 1]
+        if fit and not (alone and len(computing) > 1):
+            labels.setdefault(fit[0], []).append(f"stateless-{node}")
         else:
             reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
     for i, q in enumerate(out):

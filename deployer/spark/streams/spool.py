@@ -52,6 +52,9 @@ if TYPE_CHECKING:  # not at run time: a task that spools imports this module, an
     from deployer.spark.streams.sinks import Writer
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
+# The query a task runs for, as the deployment names it in its plan: a setting of the query's own
+# session (deployer.spark.run.starting), which Spark hands its tasks as a local property.
+QUERY = "spark.cep.query"
 _EVENT = "__event"  # a row's event, as its dead letter carries it
 _PASSED_EVENT = "__passed_event"  # the same, for `Spool.__call__`'s `passed` failure point
 
@@ -59,12 +62,15 @@ _PASSED_EVENT = "__passed_event"  # the same, for `Spool.__call__`'s `passed` fa
 class Spool:
     """Where the failure points of `by_query` (query name -> its labels, `failed:<label>` once:
     `n6`, `n6-2`; one query spools each) spool their dead letters; the translation's hook
-    (`SparkGraph.spool`) and the driver's gatherer."""
+    (`SparkGraph.spool`) and the driver's gatherer. Other queries may pass the same spooling stage
+    (the queries of a deployment share the frames of its sources and operators); their tasks see
+    from `QUERY` that they run for another query, and write nothing (`_writes`)."""
 
     def __init__(self, root: Path, by_query: Mapping[str, Collection[str]]):
         self.root = root
         self.by_query = {name: sorted(labels) for name, labels in by_query.items()}
-        self.labels = frozenset(label for labels in by_query.values() for label in labels)
+        self.owner = {label: name for name, labels in by_query.items() for label in labels}
+        self.labels = frozenset(self.owner)
 
     def __call__(
         self,
@@ -94,10 +100,11 @@ class Spool:
         also = None
         if passed is not None:
             df = df.withColumn(_PASSED_EVENT, passed[2])
-            also = (str(self.root / passed[0]), passed[1], passed[3])
+            also = (str(self.root / passed[0]), passed[1], passed[3], self.owner.get(passed[0]))
+        where = (str(self.root / label), self.owner.get(label))
         # the fields keep their metadata: the event-time column's tells Spark where the watermark is
         return df.withColumn(_EVENT, payload).mapInArrow(
-            _spooler(str(self.root / label), err, [f.name for f in fields], fixed, per_row, also),
+            _spooler(where, err, [f.name for f in fields], fixed, per_row, also),
             T.StructType(fields),
         )
 
@@ -115,7 +122,7 @@ class Spool:
         events' columns are all nullable here (that row has NULL in each)."""
         fields = [T.StructField(f.name, f.dataType, True, f.metadata) for f in released.fields]
         return rows.mapInArrow(
-            _late_spooler(str(self.root / label), released.names, ts, fixed),
+            _late_spooler((str(self.root / label), self.owner.get(label)), released.names, ts, fixed),
             T.StructType([*fields, T.StructField(LATE_N, T.LongType())]),
         )
 
@@ -165,20 +172,23 @@ class Spool:
 
 
 def _spooler(
-    directory: str,
+    where: tuple[str, str | None],
     err: str,
     names: list[str],
     fixed: dict[str, Any],
     per_row: list[str],
-    passed: tuple[str, str, dict[str, Any]] | None = None,
+    passed: tuple[str, str, dict[str, Any], str | None] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """`Spool.__call__`'s function; `passed`: the second failure point's directory, reason column
-    and fixed keys (its event in `_PASSED_EVENT`), whose rows are spooled and passed on."""
+    """`Spool.__call__`'s function; `where`: the failure point's directory and the query that
+    writes it; `passed`: the second failure point's directory, reason column, fixed keys (its event
+    in `_PASSED_EVENT`) and query, whose rows are spooled and passed on."""
+    directory, owner = where
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batch_id, part = _task()
+        writes = _writes(owner)
         for k, batch in enumerate(batches):
-            if passed is not None:
+            if passed is not None and _writes(passed[3]):
                 also = pc.is_valid(batch.column(passed[1]))
                 if pc.any(also).as_py():
                     at = batch.schema.get_field_index(_EVENT)
@@ -186,7 +196,8 @@ def _spooler(
                     _spool(Path(passed[0]) / batch_id, given, also, passed[1], passed[2], [], part, k)
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
-                _spool(Path(directory) / batch_id, batch, failed, err, fixed, per_row, part, k)
+                if writes:
+                    _spool(Path(directory) / batch_id, batch, failed, err, fixed, per_row, part, k)
                 batch = batch.filter(pc.invert(failed))
             yield batch.select(names)
 
@@ -194,15 +205,19 @@ def _spooler(
 
 
 def _late_spooler(
-    directory: str, released: list[str], ts: str, fixed: dict[str, Any]
+    where: tuple[str, str | None], released: list[str], ts: str, fixed: dict[str, Any]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """`Spool.late`'s function: each packed row's events (sequencer.unpack), the late ones spooled
-    as `__call__`'s are (their event, its event time from `LATE_TS`: sources._late_event), the
-    others passed on, and a count row after a blob that had late ones."""
+    as `__call__`'s are (their event, its event time from `LATE_TS`: sources._late_event) by the
+    tasks of the query that writes them (`where`: the directory and that query), the others passed
+    on, and a count row after a blob that had late ones (in every query: a run counts the late
+    events of a stream as the most any query did, deployer.spark.run.progress)."""
     values = [n for n in released if n != _ORDER]
+    directory, owner = where
 
     def unpack_and_spool(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batch_id, part = _task()
+        writes = _writes(owner)
         k = 0
         for packed_rows in batches:
             for blob in packed_rows.column("__events").to_pylist():
@@ -211,7 +226,7 @@ def _late_spooler(
                     late = pc.is_valid(batch.column(LATE))
                     n = int(pc.sum(late.cast(pa.int64())).as_py() or 0)
                     events = batch.select(released)
-                    if n:
+                    if n and writes:
                         given = [batch.column(LATE_TS if v == ts else v) for v in values]
                         event = pa.StructArray.from_arrays(given, names=values)
                         _spool(
@@ -224,6 +239,7 @@ def _late_spooler(
                             part,
                             k,
                         )
+                    if n:
                         events = events.filter(pc.invert(late))
                     yield events.append_column(LATE_N, pa.nulls(events.num_rows, pa.int64()))
                     if n:
@@ -234,6 +250,14 @@ def _late_spooler(
                     k += 1
 
     return unpack_and_spool  # its name shows in the query plan
+
+
+def _writes(owner: str | None) -> bool:
+    """Whether the task running this writes the dead letters of a failure point `owner` writes:
+    yes in that query's tasks, and outside any query of a deployment (a plan run by hand)."""
+    ctx = TaskContext.get()
+    query = ctx.getLocalProperty(QUERY) if ctx is not None else None
+    return owner is None or query is None or query == owner
 
 
 def _task() -> tuple[str, int]:
