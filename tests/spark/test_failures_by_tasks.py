@@ -4,9 +4,9 @@ not by a `failed:` query of their own that would read every event and call the s
 
 The plan has no `failed:` query for them; a run over several micro-batches, resumed from its
 checkpoint with more files, writes the reference executor's rows and dead letters, each once, and
-counts them; the spool is empty between batches. A node two queries compute keeps a query of its
-own (two writers would write its dead letters twice), and so does a failure point whose query a
-checkpoint of the earlier layout has: it resumes as it was.
+counts them; the spool is empty between batches. A node two queries compute is written by the
+first of them, once; a failure point whose query a checkpoint of the earlier layout has keeps it:
+it resumes as it was.
 """
 
 from __future__ import annotations
@@ -82,11 +82,11 @@ def test_the_plan_writes_them_from_the_windows_query() -> None:
     assert f"failures of n2{BY_TASKS}" in plan[0].writes
 
 
-def test_a_node_two_queries_compute_keeps_its_own_query() -> None:
+def test_a_node_two_queries_compute_is_written_by_the_first() -> None:
     plan = plan_queries(compile_text(TWICE), ["per_caller", "per_plan"], SOURCES, store_kinds(None))
-    # the calls' rejected records and late events: the first of the queries that read them
-    assert [q.name for q in plan] == ["sink:per_caller", "sink:per_plan", "failed:n2"]
-    assert [q.spooled for q in plan] == [("input-calls", "late-calls"), (), ()]
+    # and the calls' rejected records and late events: the first of the queries that read them
+    assert [q.name for q in plan] == ["sink:per_caller", "sink:per_plan"]
+    assert [q.spooled for q in plan] == [("n2", "input-calls", "late-calls"), ()]
 
 
 def test_a_checkpoint_of_the_earlier_layout_keeps_its_failure_query() -> None:
@@ -143,6 +143,46 @@ def test_they_are_written_once_across_batches_and_a_resumed_run(spark: Any, tmp_
     assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], (
         "the spool keeps no file between batches"
     )
+
+
+def test_a_node_two_queries_compute_is_written_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both windows' queries call the store and split its failures; the first writes them, the
+    second's tasks write nothing. One query at a time: what the second's tasks wrote would stay in
+    the spool, after the first had gathered its batches'."""
+    monkeypatch.setenv("CEP_MAX_QUERIES", "1")
+    graph = compile_text(TWICE)
+    sinks = ["per_caller", "per_plan"]
+    files = _files(30, 3)
+    ref = run_reference(
+        graph,
+        tmp_path / "ref",
+        prepare(tmp_path / "all", {"calls": files}),
+        sinks,
+        bind_stores(graph, {"crm": _store(tmp_path / "ref.sqlite3")}),
+    )
+    ck = tmp_path / "ck"
+    deployment = SparkDeployment(
+        spark,
+        graph,
+        prepare(tmp_path / "spark-in", {"calls": files}),
+        {s: f"file:{tmp_path / 'spark-out'}" for s in sinks},
+        str(ck),
+        dead_letter=f"file:{tmp_path / 'spark-dead'}",
+        stores=bind_stores(graph, {"crm": _store(tmp_path / "spark.sqlite3")}),
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    stats = deployment.run(out=io.StringIO())
+    assert stats.queries == ["cep:sink:per_caller", "cep:sink:per_plan"], stats.queries
+    assert stats.dead_lettered == 6
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", sinks)
+    assert_same(ref, spk, "per_caller", min_rows=5)
+    assert_same(ref, spk, "per_plan", min_rows=5)
+    assert {d["node"] for d in ref.dead} == {"n2"} and len(ref.dead) == 6
+    assert_same_dead_letters(ref, spk)  # each once: a Counter of them
+    assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
 
 
 def test_the_earlier_layouts_checkpoint_resumes_with_its_query(spark: Any, tmp_path: Path) -> None:

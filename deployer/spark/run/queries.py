@@ -19,8 +19,8 @@ runs of a deployment):
   except the failures of a window's rows, a join's pairs or a data store call's results that a sink
   or a table writes, as they are or through Maps, and those Maps' own (`written_with`): the query
   writing the rows writes them, from the same micro-batch (one computation of the window, one store
-  call; deployer.spark.run.failures); and except the failure points that exactly one of the other
-  queries computes (`_spooled`): that query's tasks write them (`Query.spooled`;
+  call; deployer.spark.run.failures); and except the failure points that one of the other queries
+  computes (`_spooled`): the first such query's tasks write them (`Query.spooled`;
   deployer.spark.streams.spool). A checkpoint that has a `failed:<node>` query keeps it (`kept`).
 
 `plan_queries` lists them; the deployment starts exactly these (deployer.spark.run.deployment checks that
@@ -278,26 +278,23 @@ def plan_queries(
 def _spooled(
     graph: g.Graph, out: list[Query], own: list[tuple[str, Query]], kept: Collection[str]
 ) -> list[Query]:
-    """The failure points with a query of their own (`own`) made written by the tasks of the one
-    query of `out` that computes their node (deployer.spark.streams.spool): `out` gains the failure
-    point in `spooled`, and the queries still needed are returned. One that more than one query
-    computes (two writers would write its dead letters twice) or none does (an UpdateSQL whose rows
-    nobody reads), or that is in `kept`, keeps its query."""
-    ends = {q.name: q.ends for q in out}
-    spooled = {q.name for _, q in own if q.name not in kept}
-    while True:
-        queries = [*ends.items(), *((q.name, q.ends) for _, q in own if q.name not in spooled)]
-        computing = {q.name: [name for name, e in queries if node in _upstream(graph, e)] for node, q in own}
-        alone = {name for name in spooled if len(computing[name]) == 1}
-        if alone == spooled:
-            break
-        spooled = alone
-    for _, q in own:
-        if q.name in spooled:
-            i = next(i for i, w in enumerate(out) if w.name == computing[q.name][0])
-            label = q.name.removeprefix("failed:")
-            out[i] = replace(out[i], writes=(*out[i].writes, f"failures of {label}{BY_TASKS}"))
-            out[i] = replace(out[i], spooled=(*out[i].spooled, label))
+    """The failure points with a query of their own (`own`) made written by the tasks of the first
+    query of `out` that computes their node (deployer.spark.streams.spool): it gains the failure
+    point in `spooled`, and the queries still needed are returned. The other queries that compute
+    the node pass the same stage, and their tasks write nothing (spool.Spool); a query whose plan
+    computes it on two paths writes each dead letter once (spool._file_name). One that no query of
+    `out` computes (an UpdateSQL whose rows nobody reads), or that is in `kept`, keeps its query."""
+    spooled = set()
+    for node, q in own:
+        first = next((i for i, w in enumerate(out) if node in _upstream(graph, w.ends)), None)
+        if q.name in kept or first is None:
+            continue
+        spooled.add(q.name)
+        label = q.name.removeprefix("failed:")
+        w = out[first]
+        out[first] = replace(
+            w, writes=(*w.writes, f"failures of {label}{BY_TASKS}"), spooled=(*w.spooled, label)
+        )
     return [q for _, q in own if q.name not in spooled]
 
 
