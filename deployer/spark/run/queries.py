@@ -327,11 +327,18 @@ def _by_readers(
             for t in group.get(s, (s,)):
                 readers.setdefault(t, set()).add(q.name)
     ends = {q.name: q.ends for q in out}
+    streams = {q.name: q.reads for q in out}
     labels: dict[str, list[str]] = {}
     for src in rejecting:
         who = [q.name for q in out if q.name in readers.get(src.stream, set())]
-        # the stem of the shared query's sources is read once per micro-batch, whatever reads it after
-        fit = [q for q in who if q == SHARED_QUERY or _paths(graph, src.id, ends[q]) == 1]
+        # The stem of the shared query's sources is read once per micro-batch, whatever reads it
+        # after; but only a query that reads the stream itself unpacks its late events, where a
+        # query that reads another stream of its merge passes only its Sequencer (fuzzer seed 99102)
+        fit = [
+            q
+            for q in who
+            if (src.stream in streams[q] if q == SHARED_QUERY else _paths(graph, src.id, ends[q]) == 1)
+        ]
         if fit and not (alone and len(who) > 1):
             late = [f"late-{src.stream}"] if src.event_time is not None else []
             labels.setdefault(fit[0], []).extend([f"input-{src.stream}", *late])
