@@ -186,6 +186,41 @@ def test_the_first_of_two_readers_writes_them_once(
     assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
 
 
+def test_the_shared_query_writes_the_failures_of_its_stateless_operators(spark: Any, tmp_path: Path) -> None:
+    """Two stateless sinks read the Map that can fail: the shared query writes them both, and its
+    sinks' plans both compute the Map in one job; its tasks write each failure once (the same
+    failed rows make the same spool file), where the dead-letters query read the source again."""
+    graph = compile_text(SCRIPT + "INSERT INTO high SELECT * FROM ratio WHERE r > 20;\n")
+    sinks = ["ratio", "high"]
+    ratio = graph.streams["ratio"].node
+    plan = plan_queries(graph, sinks, {"calls": "file:x"}, store_kinds(None))
+    assert [(q.name, q.spooled) for q in plan] == [
+        ("sinks:stateless", ("input-calls", "late-calls", f"stateless-{ratio}"))
+    ]
+    sources = prepare(tmp_path, {"calls": _files()})
+    ref = run_reference(graph, tmp_path / "ref", sources, sinks)
+    assert sum(d["stage"] == "Map" for d in ref.dead) >= 4
+    ck = tmp_path / "ck"
+    deployment = SparkDeployment(
+        spark,
+        graph,
+        sources,
+        {s: f"file:{tmp_path / 'spark-out'}" for s in sinks},
+        str(ck),
+        dead_letter=f"file:{tmp_path / 'spark-dead'}",
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    stats = deployment.run(out=io.StringIO())
+    assert stats.queries == ["cep:sinks:stateless"], stats.queries
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", sinks)
+    assert_same(ref, spk, "ratio", min_rows=20)
+    assert_same(ref, spk, "high", min_rows=5)
+    assert_same_dead_letters(ref, spk)  # each once: a Counter of them
+    assert stats.dead_lettered == sum(d["stage"] != "late" for d in ref.dead)
+    assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
+
+
 MERGED = """
 CREATE STREAMSCHEMA calls WITH k integer, caller integer, n integer, ts timestamp TIMESTAMP BY ts;
 CREATE STREAMSCHEMA more WITH k integer, caller integer, n integer, ts timestamp TIMESTAMP BY ts;

@@ -200,7 +200,7 @@ class SparkDeployment:
         """The query of the sinks that need no state: it reads each input once (deployer.spark.run.shared)."""
         inputs = shared_inputs(self.graph, together)
         writers = {stream: self._sink_writer(stream, self.sinks[stream]) for stream in together}
-        plan = batch_plans(self.graph, self.sg.stores_config, self.sg.timed_sources)
+        plan = batch_plans(self.graph, self.sg.stores_config, self.sg.timed_sources, spool=self.spool)
         write = shared_writer(self.graph, inputs, writers, plan, self.tally.shared_report)
         self._start(stem(self.sg.sources, inputs), SHARED_QUERY, write)
         for stream in together:

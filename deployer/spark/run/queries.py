@@ -9,8 +9,8 @@ runs of a deployment):
 - `sink:<stream>`: every other requested sink;
 - `table:<name>`: every Materialize;
 - `dead-letters`: the rejected records and late events of the file, Redis and trigger sources that
-  no query reads on one path, and the failures of the stateless operators that no query other than
-  the shared one computes on one path, in one query; otherwise the first query that reads such a
+  no query reads on one path, and the failures of the stateless operators that no query computes
+  on one path (the shared query on any), in one query; otherwise the first query that reads such a
   source, or computes such an operator, writes them from its tasks (`_by_readers`;
   deployer.spark.streams.spool), and a checkpoint whose dead-letters query wrote them keeps it so
   (`kept`);
@@ -308,8 +308,9 @@ def _by_readers(
     (`_paths`). The other queries that read the source, or compute the operator, pass the same
     stage, whose tasks see that they are not that query's and write nothing (spool.Spool: each
     query's tasks know its name). A stream that passes the Sequencer with others
-    (`sequenced_merges`) is read by every query that reads one of them. The shared query's
-    micro-batches drop their stateless failures (deployer.spark.run.shared), so it writes none.
+    (`sequenced_merges`) is read by every query that reads one of them. The shared query's sinks
+    may compute an operator twice in a micro-batch; its tasks then spool the same rows under the
+    same file name (spool._file_name).
     `kept`: the checkpoint has the dead-letters query of an earlier layout (deployer.spark.run.
     layout): `DEAD_LETTERS`, which wrote them all, still does; `SINGLE_READERS`, which wrote those
     of the sources and operators two queries compute, still does."""
@@ -345,7 +346,9 @@ def _by_readers(
             reads.discard(src.stream)
     for node in stateless:
         computing = [q.name for q in out if node in _upstream(graph, q.ends)]
-        fit = [q for q in computing if q != SHARED_QUERY and _paths(graph, node, ends[q]) == 1]
+        # the shared query's sinks may compute the operator more than once in a micro-batch: its
+        # tasks then spool the same failed rows under the same file name (spool._file_name)
+        fit = [q for q in computing if q == SHARED_QUERY or _paths(graph, node, ends[q]) == 1]
         if fit and not (alone and len(computing) > 1):
             labels.setdefault(fit[0], []).append(f"stateless-{node}")
         else:

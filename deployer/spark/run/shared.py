@@ -63,16 +63,19 @@ def batch_plans(
     stores_config: StoreBindings | None = None,
     timed_sources: set[str] | None = None,
     dead_letters: bool = False,
+    spool: Any = None,
 ) -> Callable[[dict[str, DataFrame]], SparkGraph]:
     """The `plan` of `shared_writer`: a micro-batch's source events -> its batch SparkGraph. The
     graphs share one memo (the Columns are compiled for the first batch only) and build no
-    dead-letter frames (the failed rows are dropped, and the dead-letters query writes them:
-    deployer.spark.run.failures), unless `dead_letters` (that query's own plans)."""
+    dead-letter frames, unless `dead_letters` (the dead-letters query's own plans): the failed rows
+    of a stateless operator are written by the tasks (`spool`, deployer.spark.streams.spool.Spool,
+    where the deployment gave this query the operator's failure point), or dropped (another query,
+    or the dead-letters query, writes them: deployer.spark.run.queries._by_readers)."""
     memo: dict[tuple[str, str], Any] = {}
     timed = set(timed_sources or ())
 
     def plan(frames: dict[str, DataFrame]) -> SparkGraph:
-        return SparkGraph(
+        sg = SparkGraph(
             graph,
             frames,
             HANDLERS,
@@ -81,6 +84,8 @@ def batch_plans(
             memo=memo,
             collect_dead_letters=dead_letters,
         )
+        sg.spool = spool
+        return sg
 
     return plan
 

@@ -175,7 +175,9 @@ class SparkGraph:
         are not all events of one shape (a window's rows beside the events its state refused)."""
         if not errors:
             return df if then is None else then(df)
-        if not self.collect_dead_letters:
+        stateless = stateless_upstream(self.graph, node, on_input)
+        label = self._spooled(node, stateless)
+        if not self.collect_dead_letters and label is None:
             ok = self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
             return df.filter(ok) if then is None else then(df.filter(ok))
         err = error_column(errors)
@@ -194,8 +196,6 @@ class SparkGraph:
             return ok if then is None else then(ok)
 
         stream = node.stream if isinstance(node, g.Source) else None
-        stateless = stateless_upstream(self.graph, node, on_input)
-        label = self._spooled(node, stateless)
         if label is not None:
             where = {"stage": node.op, "stream": stream, "node": node.id, "line": node.line}
             spooled = self.spool(label, df, ERR, payload, where)
