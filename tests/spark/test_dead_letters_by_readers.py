@@ -197,6 +197,12 @@ def test_the_shared_query_writes_the_failures_of_its_stateless_operators(spark: 
     assert [(q.name, q.spooled) for q in plan] == [
         ("sinks:stateless", ("input-calls", "late-calls", f"stateless-{ratio}"))
     ]
+    # a checkpoint of the layout between: the dead-letters query writes them, as it did
+    between = plan_queries(graph, sinks, {"calls": "file:x"}, store_kinds(None), [SINGLE_READERS])
+    assert [(q.name, q.spooled) for q in between] == [
+        ("sinks:stateless", ("input-calls", "late-calls")),
+        ("dead-letters", ()),
+    ]
     sources = prepare(tmp_path, {"calls": _files()})
     ref = run_reference(graph, tmp_path / "ref", sources, sinks)
     assert sum(d["stage"] == "Map" for d in ref.dead) >= 4

@@ -346,9 +346,12 @@ def _by_readers(
             reads.discard(src.stream)
     for node in stateless:
         computing = [q.name for q in out if node in _upstream(graph, q.ends)]
-        # the shared query's sinks may compute the operator more than once in a micro-batch: its
-        # tasks then spool the same failed rows under the same file name (spool._file_name)
-        fit = [q for q in computing if q == SHARED_QUERY or _paths(graph, node, ends[q]) == 1]
+        # The shared query's sinks may compute the operator more than once in a micro-batch: its
+        # tasks then spool the same failed rows under the same file name (spool._file_name). In
+        # the layout between, its micro-batches dropped them.
+        fit = [
+            q for q in computing if (not alone if q == SHARED_QUERY else _paths(graph, node, ends[q]) == 1)
+        ]
         if fit and not (alone and len(computing) > 1):
             labels.setdefault(fit[0], []).append(f"stateless-{node}")
         else:
