@@ -190,7 +190,8 @@ def test_the_shared_query_writes_the_failures_of_its_stateless_operators(spark: 
     """Two stateless sinks read the Map that can fail: the shared query writes them both, and its
     sinks' plans both compute the Map in one job; its tasks write each failure once (the same
     failed rows make the same spool file), where the dead-letters query read the source again."""
-    graph = compile_text(SCRIPT + "INSERT INTO high SELECT * FROM ratio WHERE r > 20;\n")
+    script = SCRIPT + "INSERT INTO high SELECT * FROM ratio WHERE r > 20;\n"
+    graph = compile_text(script)
     sinks = ["ratio", "high"]
     ratio = graph.streams["ratio"].node
     plan = plan_queries(graph, sinks, {"calls": "file:x"}, store_kinds(None))
@@ -207,23 +208,13 @@ def test_the_shared_query_writes_the_failures_of_its_stateless_operators(spark: 
     ref = run_reference(graph, tmp_path / "ref", sources, sinks)
     assert sum(d["stage"] == "Map" for d in ref.dead) >= 4
     ck = tmp_path / "ck"
-    deployment = SparkDeployment(
-        spark,
-        graph,
-        sources,
-        {s: f"file:{tmp_path / 'spark-out'}" for s in sinks},
-        str(ck),
-        dead_letter=f"file:{tmp_path / 'spark-dead'}",
-        until_idle=True,
-        max_files_per_trigger=1,
-    )
-    stats = deployment.run(out=io.StringIO())
-    assert stats.queries == ["cep:sinks:stateless"], stats.queries
+    queries, dead, _, _ = _run(spark, tmp_path, sources, ck, script, sinks)
+    assert queries == ["cep:sinks:stateless"], queries
     spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", sinks)
     assert_same(ref, spk, "ratio", min_rows=20)
     assert_same(ref, spk, "high", min_rows=5)
     assert_same_dead_letters(ref, spk)  # each once: a Counter of them
-    assert stats.dead_lettered == sum(d["stage"] != "late" for d in ref.dead)
+    assert dead == sum(d["stage"] != "late" for d in ref.dead)
     assert not [p for p in (ck / "spool").rglob("*") if p.is_file()], "the spool keeps no file"
 
 

@@ -285,8 +285,9 @@ def _spooled(
     computes it on two paths writes each dead letter once (spool._file_name). One that no query of
     `out` computes (an UpdateSQL whose rows nobody reads), or that is in `kept`, keeps its query."""
     spooled = set()
+    inside = [_upstream(graph, w.ends) for w in out]  # what each query computes
     for node, q in own:
-        first = next((i for i, w in enumerate(out) if node in _upstream(graph, w.ends)), None)
+        first = next((i for i, nodes in enumerate(inside) if node in nodes), None)
         if q.name in kept or first is None:
             continue
         spooled.add(q.name)
@@ -344,11 +345,11 @@ def _by_readers(
             late = [f"late-{src.stream}"] if src.event_time is not None else []
             labels.setdefault(fit[0], []).extend([f"input-{src.stream}", *late])
             reads.discard(src.stream)
+    inside = {q.name: _upstream(graph, q.ends) for q in out}  # what each query computes
     for node in stateless:
-        computing = [q.name for q in out if node in _upstream(graph, q.ends)]
-        # The shared query's sinks may compute the operator more than once in a micro-batch: its
-        # tasks then spool the same failed rows under the same file name (spool._file_name). In
-        # the layout between, its micro-batches dropped them.
+        computing = [q.name for q in out if node in inside[q.name]]
+        # The shared query's sinks may compute it twice in a micro-batch: the same failed rows make
+        # the same spool file (spool._file_name). In the layout between, it dropped them.
         fit = [
             q for q in computing if (not alone if q == SHARED_QUERY else _paths(graph, node, ends[q]) == 1)
         ]

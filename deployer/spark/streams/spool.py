@@ -186,9 +186,9 @@ def _spooler(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batch_id, part = _task()
-        writes = _writes(owner)
+        writes, also_writes = _writes(owner), passed is not None and _writes(passed[3])
         for k, batch in enumerate(batches):
-            if passed is not None and _writes(passed[3]):
+            if passed is not None and also_writes:
                 also = pc.is_valid(batch.column(passed[1]))
                 if pc.any(also).as_py():
                     at = batch.schema.get_field_index(_EVENT)

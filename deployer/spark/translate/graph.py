@@ -175,7 +175,7 @@ class SparkGraph:
         are not all events of one shape (a window's rows beside the events its state refused)."""
         if not errors:
             return df if then is None else then(df)
-        stateless = stateless_upstream(self.graph, node, on_input)
+        stateless = self._stateless(node, on_input)
         label = self._spooled(node, stateless)
         if not self.collect_dead_letters and label is None:
             ok = self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
@@ -218,6 +218,13 @@ class SparkGraph:
             DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split, failures=failures)
         )
         return rows
+
+    def _stateless(self, node: g.Node, on_input: bool) -> bool:
+        """operators.analysis.stateless_upstream, once per node: the shared query's batch plans
+        split every micro-batch (`memo`)."""
+        return self.compiled(
+            node, f"stateless:{on_input}", lambda: stateless_upstream(self.graph, node, on_input)
+        )
 
     def _spooled(self, node: g.Node, stateless: bool) -> str | None:
         """The label of the failure point `split_errors` is making, if its tasks write its dead
