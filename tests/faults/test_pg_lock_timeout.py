@@ -147,6 +147,9 @@ def test_locked_tables_time_out_clearly_and_pools_stay_bounded(
         f"per process: {dict(sampler.per_process)}; {sampler.unowned} not traced"
     )
     print(report)
-    assert sampler.samples >= 10 and sampler.per_process, report  # it saw the run's connections
+    # It saw the run's connections, more than once: how many samples fall in the second or so the
+    # run holds them depends on the machine's load (6 with tests beside it, 9-20 without), not on
+    # the run; that it saw the driver's and the workers' (below) is what makes the bound checked.
+    assert sampler.samples >= 2 and sampler.per_process, report
     assert len(sampler.per_process) >= 2, report  # the driver (Materialize) and Python workers
     assert max(sampler.per_process.values()) <= POOL_MAX, report

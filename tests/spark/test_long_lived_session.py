@@ -19,7 +19,7 @@ import pytest
 from spark_helpers import T0, compile_text, iso, prepare
 
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.run.reclaim import collect, stop_idle_monitors
+from deployer.spark.run.reclaim import _MONITOR, _monitor_candidates, collect, stop_idle_monitors
 
 pytestmark = pytest.mark.spark
 
@@ -74,3 +74,25 @@ def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path
     # Its Python source and window started driver-side runners, whose monitor threads are gone.
     assert _monitors(spark) == 0
     assert stop_idle_monitors(spark) == 0
+
+
+def test_monitors_are_told_from_every_thread_description_of_the_jvm(spark: Any) -> None:
+    """`stop_idle_monitors` reads every thread's description in one round trip and looks only at
+    the monitors it names, by their position; a thread name that holds the descriptions' separator
+    makes the positions unsure, and then every thread is looked at, as before."""
+    jvm = spark.sparkContext._jvm
+    stop_idle_monitors(spark)  # any an earlier test in this session left
+    timers = [jvm.java.util.Timer(f"{_MONITOR} nothing", True)]  # a thread of that name, not a monitor
+    try:
+        threads = jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()
+        names = [str(t.getName()) for t in threads]
+        found = list(_monitor_candidates(jvm, threads))
+        assert found and found == [i for i, name in enumerate(names) if name.startswith(_MONITOR)]
+        assert stop_idle_monitors(spark) == 0  # the look-alike has no factory: left alone
+
+        timers.append(jvm.java.util.Timer("an odd, Thread[name", True))
+        threads = jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()
+        assert _monitor_candidates(jvm, threads) == range(len(threads))
+    finally:
+        for timer in timers:
+            timer.cancel()

@@ -306,9 +306,10 @@ class SparkDeployment:
                 reporter.say("stopping: letting the micro-batches in progress finish")
                 self.stop_between_batches()
                 return True
-            self._raise_failures(reporter)
+            looked = list(zip(self.queries, active, strict=False))  # before `_launch` adds to them
+            self._raise_failures(reporter, [q for q, on in looked if not on])
             self._launch()
-            time.sleep(0.1)
+            progress.wait_for_end(next((q for q, on in looked if on), None), 0.1)
             if time.monotonic() - last >= absorb_every:
                 last = time.monotonic()
                 self.tally.absorb(self.queries)
@@ -318,10 +319,11 @@ class SparkDeployment:
             return self._drive(reporter, absorb_every, stop)
         return False
 
-    def _raise_failures(self, reporter: Reporter) -> None:
+    def _raise_failures(self, reporter: Reporter, ended: list[StreamingQuery] | None = None) -> None:
         """Raise the first query's failure; a transient one (progress.is_transient) starts the query
-        again from its checkpoint instead, which replays its unfinished batch, a few times."""
-        for q in list(self.queries):
+        again from its checkpoint instead, which replays its unfinished batch, a few times.
+        `ended`: the queries to look at (a running one has no failure to ask for), else all."""
+        for q in list(self.queries if ended is None else ended):
             exc = q.exception()
             if exc is None:
                 continue

@@ -9,7 +9,9 @@ query counted. A query keeps only its last 100 progress reports
 
 from __future__ import annotations
 
+import contextlib
 import re
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -142,3 +144,14 @@ class Tally:
         stats.rows_in = sum(read.values())
         stats.filtered = sum(filtered.values()) if count_filtered else None
         return stats
+
+
+def wait_for_end(running: Any, seconds: float) -> None:
+    """Wait `seconds`, or less if the query `running` (a StreamingQuery, or None: sleep) ends first:
+    Spark's own wait for its end, where a sleep let a run end up to `seconds` after its last query
+    did."""
+    if running is None:
+        time.sleep(seconds)
+        return
+    with contextlib.suppress(Exception):  # it failed: the deployment raises that at its next look
+        running.awaitTermination(seconds)
