@@ -10,7 +10,10 @@ runner left a thread that never ends, holding its query's session (deployer.spar
 from __future__ import annotations
 
 import io
+import threading
+import time
 import weakref
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -64,9 +67,31 @@ def _monitors(spark: Any) -> int:
     return n
 
 
+def _serving_threads() -> int:
+    """Python threads serving a connection the JVM opened to py4j's callback server."""
+    return sum(
+        1
+        for t in threading.enumerate()
+        if type(getattr(getattr(t, "_target", None), "__self__", None)).__name__ == "ClientServerConnection"
+    )
+
+
+def _settled(count: Callable[[], int], at_most: int) -> int:
+    """`count()` once it is at most `at_most`, or after 10 s (a hung-up connection's thread ends
+    on its own, a moment later)."""
+    deadline = time.monotonic() + 10
+    while (n := count()) > at_most and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return n
+
+
 def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path: Path) -> None:
+    serving = _serving_threads()
     first = _run_one(spark, tmp_path, 1)
     second = _run_one(spark, tmp_path, 2)
+    # Each query's thread called its foreachBatch through a connection of its own, whose serving
+    # thread in Python ended once the deployment stopped (deployer.spark.run.gate).
+    assert _settled(_serving_threads, serving) <= serving
     collect()  # as cep serve does when it undeploys
     # Nothing holds a stopped deployment: not py4j's proxy pool through its queries' writers.
     assert first() is None

@@ -405,8 +405,12 @@ class SparkDeployment:
                     q.stop()
             except Exception:  # a query stopping during shutdown may raise; it is stopped either way
                 pass
+        try:
+            ended = not any(q.isActive for q in self.queries)  # their threads too: no more calls
+        except Exception:  # the JVM going away
+            ended = False
         for gate in self._gates:  # else py4j and the JVM keep each other's half of the deployment
-            gate.release()
+            gate.release(ended)
         stop_idle_monitors(self.spark)
         if self._tmp is not None:
             self._tmp.cleanup()

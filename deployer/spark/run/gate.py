@@ -11,12 +11,24 @@ driver's heap (its queries, their sessions and their last plans: 7 to 8 MB each;
 A Gate is the function Spark is given. `release`, once the queries have stopped, drops its writer
 and with it the deployment: what is left in the proxy pool is the empty gate, and the rest is
 freed once the deployment is dropped.
+
+It also hangs up the py4j connections its query called it on. Each JVM thread that calls Python
+opens a connection of its own to py4j's callback server, whose Python side serves it in a thread
+of its own for as long as the socket is open; the query's thread (Spark's stream execution thread)
+ends with the query, and nothing closed its connection, so a long-lived session kept one Python
+thread and one socket per query it had ever started (bench/serve_cycles.py: 40 more threads after
+40 more cycles). Shutting the socket down ends that thread, which closes its side; the thread that
+called through it has ended, and a new one would open a connection of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
+from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import DataFrame
 
 from deployer.spark.run.interrupt import Writer, interruptible
@@ -30,13 +42,36 @@ class Gate:
     def __init__(self, writer: Writer, stopping: threading.Event) -> None:
         self._writer: Writer | None = interruptible(writer)
         self._stopping = stopping
+        self._callers: list[Any] = []  # the py4j connections the query's threads called it on
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        caller = _calling_connection()
+        if caller is not None and all(c is not caller for c in self._callers):
+            self._callers.append(caller)  # a query started again calls from a thread of its own
         writer = self._writer
         if writer is None or self._stopping.is_set():
             raise RuntimeError(f"batch {batch_id} left to the next run: this one is stopping")
         writer(df, batch_id)
 
-    def release(self) -> None:
-        """Drop the writer: the query is stopped and will call it no more."""
+    def release(self, ended: bool = True) -> None:
+        """Drop the writer: the query is stopped and will call it no more; if its threads have
+        `ended` too, hang up the connections they called it on."""
         self._writer = None
+        callers, self._callers = self._callers, []
+        if ended:
+            for connection in callers:
+                if connection.socket is not None:  # its serving thread closes it on seeing the end
+                    with contextlib.suppress(OSError):
+                        connection.socket.shutdown(socket.SHUT_RDWR)
+
+
+def _calling_connection() -> Any:
+    """The py4j connection from the JVM that the current call came by, if it came by one: the
+    callback server serves each in a thread of its own, which it marks as that connection's."""
+    gateway = SparkContext._gateway
+    client = getattr(gateway, "_gateway_client", None)
+    getter = getattr(client, "get_thread_connection", None)  # pinned-thread mode (PySpark's default)
+    connection = getter() if getter is not None else None
+    if connection is None or getattr(connection, "initiated_from_client", True):
+        return None
+    return connection
