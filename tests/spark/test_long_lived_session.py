@@ -85,22 +85,12 @@ def _settled(count: Callable[[], int], at_most: int) -> int:
     return n
 
 
-def _pooled(spark: Any) -> int:
-    """Connections in the pool of the JVM's py4j callback client (its threads' connections to Python)."""
-    client = spark.sparkContext._gateway.java_gateway_server.getCallbackClient()
-    field = client.getClass().getSuperclass().getDeclaredField("connections")
-    field.setAccessible(True)
-    return int(field.get(client).size())
-
-
 def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path: Path) -> None:
-    serving, pooled = _serving_threads(), _pooled(spark)
+    serving = _serving_threads()
     first = _run_one(spark, tmp_path, 1)
     second = _run_one(spark, tmp_path, 2)
-    # Each query's thread called its foreachBatch through a connection of its own: both halves
-    # are closed once the deployment stopped (deployer.spark.run.reclaim.hang_up): the JVM's, in
-    # its pool, and Python's, whose serving thread ended.
-    assert _pooled(spark) <= pooled
+    # Each query's thread called its foreachBatch through a connection of its own, whose serving
+    # thread in Python ended once the deployment stopped (deployer.spark.run.gate).
     assert _settled(_serving_threads, serving) <= serving
     collect()  # as cep serve does when it undeploys
     # Nothing holds a stopped deployment: not py4j's proxy pool through its queries' writers.

@@ -47,7 +47,7 @@ from deployer.spark.run.queries import (
     shared_inputs,
     store_kinds,
 )
-from deployer.spark.run.reclaim import hang_up, stop_idle_monitors
+from deployer.spark.run.reclaim import stop_idle_monitors
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
@@ -409,9 +409,8 @@ class SparkDeployment:
             ended = not any(q.isActive for q in self.queries)  # their threads too: no more calls
         except Exception:  # the JVM going away
             ended = False
-        callers = [c for gate in self._gates for c in gate.release()]  # else py4j and the JVM
-        if ended:  # keep each other's half of the deployment; and the threads' connections
-            hang_up(self.spark, callers)
+        for gate in self._gates:  # else py4j and the JVM keep each other's half of the deployment
+            gate.release(ended)
         stop_idle_monitors(self.spark)
         if self._tmp is not None:
             self._tmp.cleanup()

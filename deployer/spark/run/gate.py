@@ -17,12 +17,14 @@ opens a connection of its own to py4j's callback server, whose Python side serve
 of its own for as long as the socket is open; the query's thread (Spark's stream execution thread)
 ends with the query, and nothing closed its connection, so a long-lived session kept one Python
 thread and one socket per query it had ever started (bench/serve_cycles.py: 40 more threads after
-40 more cycles). The deployment hangs them up once its queries have ended
-(deployer.spark.run.reclaim.hang_up).
+40 more cycles). Shutting the socket down ends that thread, which closes its side; the thread that
+called through it has ended, and a new one would open a connection of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from typing import Any
 
@@ -51,12 +53,16 @@ class Gate:
             raise RuntimeError(f"batch {batch_id} left to the next run: this one is stopping")
         writer(df, batch_id)
 
-    def release(self) -> list[Any]:
-        """Drop the writer: the query is stopped and will call it no more. The connections its
-        threads called it on, for `reclaim.hang_up` once those threads have ended."""
+    def release(self, ended: bool = True) -> None:
+        """Drop the writer: the query is stopped and will call it no more; if its threads have
+        `ended` too, hang up the connections they called it on."""
         self._writer = None
         callers, self._callers = self._callers, []
-        return callers
+        if ended:
+            for connection in callers:
+                if connection.socket is not None:  # its serving thread closes it on seeing the end
+                    with contextlib.suppress(OSError):
+                        connection.socket.shutdown(socket.SHUT_RDWR)
 
 
 def _calling_connection() -> Any:

@@ -11,11 +11,6 @@ cycles (bench/serve_cycles.py), each deployment of examples/daily_bill.cpl left 
   session. `stop_idle_monitors` stops the monitor threads of the factories that run no daemon: such
   a thread has nothing to do (it only ends a daemon's idle workers), whichever query, running or
   stopped, its factory serves.
-- **A py4j connection per query.** Each JVM thread that calls Python (a query's thread, calling its
-  foreachBatch) opens a connection of its own: the JVM keeps it in its callback client's pool, and
-  py4j's Python side serves it in a thread of its own, both for as long as the socket is open, which
-  nothing closed once the thread had ended. `hang_up` closes the connections a stopped deployment's
-  queries called it on (deployer.spark.run.gate notes them), the JVM's half and Python's.
 - **Its queries, plans and DataFrames.** py4j frees a JVM object when Python frees its proxy, and a
   stopped deployment is a cycle of Python objects (closures that hold it), which only the cyclic
   collector frees, maybe long after: `cep serve` runs it when it undeploys (`collect`), not every
@@ -26,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import socket
 from typing import Any
 
 _MONITOR = "Idle Worker Monitor for"
@@ -75,44 +69,3 @@ def _monitor_candidates(jvm: Any, threads: Any) -> range | list[int]:
 def collect() -> None:
     """Free the stopped deployments Python still has, and so their JVM objects (see the module)."""
     gc.collect()
-
-
-def hang_up(spark: Any, connections: list[Any]) -> int:
-    """Close `connections` (py4j's Python side of connections the JVM opened, whose JVM threads
-    have ended): the JVM's half, taken out of its callback client's pool (matched by port), and
-    Python's, whose serving thread then ends; how many JVM halves were closed."""
-    ports = set()
-    for connection in connections:
-        with contextlib.suppress(Exception):
-            ports.add(connection.socket.getpeername()[1])
-    closed = 0
-    if ports:
-        with contextlib.suppress(Exception):  # a py4j without that pool: Python's half alone
-            closed = _close_jvm_halves(spark, ports)
-    for connection in connections:
-        with contextlib.suppress(Exception):  # closed already
-            connection.socket.shutdown(socket.SHUT_RDWR)
-    return closed
-
-
-def _close_jvm_halves(spark: Any, ports: set[int]) -> int:
-    """Shut down the pooled connections of the JVM's callback client whose local port is in
-    `ports`, under the pool's lock (the JVM threads that call Python take from it and give back)."""
-    client = spark.sparkContext._gateway.java_gateway_server.getCallbackClient()
-    base = client.getClass().getSuperclass()  # py4j.CallbackClient, which declares both
-    fields = [base.getDeclaredField(name) for name in ("connections", "lock")]
-    for field in fields:
-        field.setAccessible(True)
-    pool, lock = (field.get(client) for field in fields)
-    closed = 0
-    lock.lock()
-    try:
-        for connection in pool.toArray():
-            sock = connection.getSocket()
-            if sock is not None and sock.getLocalPort() in ports:
-                pool.remove(connection)
-                connection.shutdown()
-                closed += 1
-    finally:
-        lock.unlock()
-    return closed
