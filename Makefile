@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 
-.PHONY: venv bytecode test test-fast lint fmt demo demo-pg fuzz
+.PHONY: venv bytecode test test-fast lint fmt demo demo-pg fuzz hadoop-jar
 
 venv: $(VENV)/.installed
 
@@ -21,6 +21,11 @@ $(VENV)/.installed: pyproject.toml setup.py
 # `cep run`'s). A stale file is ignored by Python, which then compiles the module as before.
 bytecode:
 	$(VENV)/bin/python -m compileall -q -j 0 cpl deployer operators stores
+
+# The jar of Spark's local file system without a `chmod` per checkpoint file (deployer/spark/hadoop),
+# rebuilt after its Java source changes (needs a JDK's javac); the built jar is committed.
+hadoop-jar: venv
+	$(VENV)/bin/python -m deployer.spark.hadoop.build
 
 # pytest's own exit code is saved for .ci/run, because make itself only ever exits with 2.
 # Two worker processes (pytest-xdist), each with its own Spark session and servers, a test file's

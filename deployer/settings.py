@@ -84,6 +84,12 @@ class Settings:
         "workers' daemons, are forked from one the driver starts before its JVM, which imports what they "
         "need (0: started afresh, as Spark does)",
     )
+    nio_local_fs: bool = _setting(
+        True,
+        "CEP_NIO_LOCAL_FS",
+        "Spark local master: the permission of each checkpoint file Spark writes is set in the JVM, not by "
+        "a `chmod` process per file (0: Hadoop's own local file system; deployer/spark/hadoop)",
+    )
     shuffle_partitions: int | None = _setting(
         None,
         "CEP_SHUFFLE_PARTITIONS",

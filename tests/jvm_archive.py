@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from deployer.spark import hadoop
 from deployer.spark.run.jvm_archive import archive_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,8 +41,9 @@ USE = "-XX:SharedArchiveFile={} -Xlog:cds=off,cds+dynamic=off"
 
 def archive_path(base_opts: str) -> Path | None:
     """Where the archive for this virtualenv, JDK, PySpark and JVM options is (made or not): named as
-    `cep run`'s own (deployer.spark.run.jvm_archive), kept in the virtualenv."""
-    name = archive_name(base_opts)
+    `cep run`'s own (deployer.spark.run.jvm_archive), with the class path of a local master's JVM
+    (the tests' session's and their `cep run`s'), kept in the virtualenv."""
+    name = archive_name(base_opts, hadoop.class_path_key("local[2]"))
     return None if name is None else Path(sys.prefix) / "cep-test-jvm" / name
 
 

@@ -58,8 +58,9 @@ def _java() -> Path | None:
     return Path(found).resolve() if found and Path(found).exists() else None
 
 
-def archive_name(base_options: str) -> str | None:
-    """The archive's file name for this JDK, PySpark and JVM options; None without Java."""
+def archive_name(base_options: str, class_path: str = "") -> str | None:
+    """The archive's file name for this JDK, PySpark, JVM options and `class_path` (what the project
+    adds to Spark's: deployer.spark.hadoop.class_path_key); None without Java."""
     java = _java()
     if java is None:
         return None
@@ -67,16 +68,19 @@ def archive_name(base_options: str) -> str | None:
 
     stat = java.stat()
     key = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}:{pyspark.__file__}:{base_options}"
+    if class_path:  # (none: the name archives made before the project added any had)
+        key += f":{class_path}"
     return f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
-def archive_path(base_options: str) -> Path | None:
-    """Where the archive for this JDK, PySpark and JVM options is (made or not); None without Java."""
-    name = archive_name(base_options)
+def archive_path(base_options: str, class_path: str = "") -> Path | None:
+    """Where the archive for this JDK, PySpark, JVM options and `class_path` is (made or not); None
+    without Java."""
+    name = archive_name(base_options, class_path)
     return None if name is None else cache_dir() / name
 
 
-def options(base_options: str) -> Archive:
+def options(base_options: str, class_path: str = "") -> Archive:
     """`base_options` with the archive's: mapped if made, else made by this run's JVM as it exits;
     `base_options` alone when the archive is off (CEP_JVM_ARCHIVE=0), the user's options name one, or
     the cache cannot be written."""
@@ -84,7 +88,7 @@ def options(base_options: str) -> Archive:
         flag in os.environ.get(var, "") for var in _USERS_OPTIONS for flag in _CDS_OPTIONS
     ):
         return Archive(base_options)
-    path = archive_path(base_options)
+    path = archive_path(base_options, class_path)
     if path is None:
         return Archive(base_options)
     if path.exists():

@@ -44,7 +44,8 @@ def launch(master: str | None, log: Path, bounded: bool, app: str = "paascep") -
 
     def start() -> None:
         try:
-            launch_jvm({**options, **CONTEXT_CONF, **driver_jvm_options(bounded)}, log)
+            jvm = driver_jvm_options(bounded, options["spark.master"])
+            launch_jvm({**options, **CONTEXT_CONF, **jvm}, log)
         except BaseException as err:  # given to the run where it waits for the JVM
             failed.append(err)
 

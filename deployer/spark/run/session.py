@@ -32,6 +32,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from deployer import settings
+from deployer.spark import hadoop
 from deployer.spark.run import jvm_archive
 from deployer.spark.run.lookup import skip_data_source_lookup
 from deployer.spark.run.names import remember_names
@@ -240,7 +241,8 @@ def spark_session(
         options = session_options(master, app)
         fresh = SparkContext._gateway is None
         if fresh:
-            launch_jvm({**options, **CONTEXT_CONF, **driver_jvm_options(bounded)}, log or run_log(None))
+            jvm = driver_jvm_options(bounded, options["spark.master"])
+            launch_jvm({**options, **CONTEXT_CONF, **jvm}, log or run_log(None))
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
@@ -278,6 +280,7 @@ def session_options(master: str | None, app: str) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         **SESSION_CONF,
         **python_worker_conf(master),
+        **hadoop.conf(master),
     }
 
 
@@ -316,14 +319,17 @@ _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _archive: jvm_archive.Archive | None = None  # the archive options of the JVM this process started
 
 
-def driver_jvm_options(bounded: bool) -> dict[str, str]:
+def driver_jvm_options(bounded: bool, master: str = "local[*]") -> dict[str, str]:
     """The driver JVM's options for a run that is `bounded`: CEP_BOUNDED_JVM_OPTIONS and the class
-    archive's (deployer.spark.run.jvm_archive); for another run, CEP_LONG_JVM_OPTIONS."""
+    archive's (deployer.spark.run.jvm_archive; one per class path: `master`'s); for another run,
+    CEP_LONG_JVM_OPTIONS."""
     global _archive
     if not bounded:
         chosen = _chosen(settings.current().long_jvm_options)
         return {_DRIVER_JAVA_OPTIONS: chosen} if chosen else {}
-    _archive = jvm_archive.options(_chosen(settings.current().bounded_jvm_options))
+    _archive = jvm_archive.options(
+        _chosen(settings.current().bounded_jvm_options), hadoop.class_path_key(master)
+    )
     if _archive.making is not None:
         # A program that never calls finish_jvm would leave the JVM's archive half-named behind.
         atexit.register(finish_jvm, lambda _: None)

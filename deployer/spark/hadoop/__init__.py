@@ -1,0 +1,64 @@
+"""Hadoop's local file system without a process per file: deployer/spark/hadoop/java's
+`NioLocalFileSystem`, shipped built (`paascep-hadoop.jar`, made by `build.py`: `make hadoop-jar`).
+
+Spark writes a query's checkpoint (its offset and commit logs, its state stores' files) through
+Hadoop's FileSystem API. On the local disk, without Hadoop's native library (PySpark's jars have
+none), every file and directory that creates forks a `chmod` to set its permission: ~4.5 ms each
+(docs/architecture.md, "What a run costs on Spark"), 46 when a query of two merged streams starts, 4
+in every stateless micro-batch and more in a stateful one. The class sets the same bits through
+java.nio. It is put on the class path of a JVM with a local master only, whose executors are that
+JVM: a cluster's executors run elsewhere, where the jar is not, and keep Hadoop's own class.
+CEP_NIO_LOCAL_FS=0 turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+from deployer import settings
+
+HERE = Path(__file__).resolve().parent
+JAR = HERE / "paascep-hadoop.jar"
+SOURCE = HERE / "java" / "paascep" / "hadoop" / "NioLocalFileSystem.java"
+CLASS = "paascep.hadoop.NioLocalFileSystem"
+DIGEST_HEADER = "Source-Digest"  # the jar's manifest: the sha256 of SOURCE it was built from
+
+
+def source_digest() -> str:
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+
+
+def built_from() -> str | None:
+    """The digest of the source the jar was built from (its manifest's DIGEST_HEADER); None without
+    a jar or the header."""
+    try:
+        with zipfile.ZipFile(JAR) as jar:
+            manifest = jar.read("META-INF/MANIFEST.MF").decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    for line in manifest.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == DIGEST_HEADER:
+            return value.strip()
+    return None
+
+
+def used(master: str) -> bool:
+    """Whether a JVM with `master` gets the class: a local master, CEP_NIO_LOCAL_FS on, the jar there."""
+    return master.startswith("local") and settings.current().nio_local_fs and JAR.is_file()
+
+
+def conf(master: str) -> dict[str, str]:
+    """The JVM's settings that put the class in place of Hadoop's for `file:` paths (static: given at
+    the JVM's start); none when it is not `used`."""
+    if not used(master):
+        return {}
+    return {"spark.driver.extraClassPath": str(JAR), "spark.hadoop.fs.file.impl": CLASS}
+
+
+def class_path_key(master: str) -> str:
+    """What the jar adds to the JVM's class path, for the name of a class archive made with it
+    (deployer.spark.run.jvm_archive): a JVM with another class path cannot map that archive."""
+    return f"{JAR}:{built_from()}" if used(master) else ""
