@@ -47,7 +47,7 @@ from deployer.spark.run.queries import (
     shared_inputs,
     store_kinds,
 )
-from deployer.spark.run.reclaim import stop_idle_monitors
+from deployer.spark.run.reclaim import hang_up, stop_idle_monitors
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
@@ -409,8 +409,9 @@ class SparkDeployment:
             ended = not any(q.isActive for q in self.queries)  # their threads too: no more calls
         except Exception:  # the JVM going away
             ended = False
-        for gate in self._gates:  # else py4j and the JVM keep each other's half of the deployment
-            gate.release(ended)
+        # else py4j and the JVM keep each other's half of the deployment; and Python a thread per query
+        callers = [c for gate in self._gates for c in gate.release()]
+        hang_up(callers if ended else ())
         stop_idle_monitors(self.spark)
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -12,19 +12,12 @@ A Gate is the function Spark is given. `release`, once the queries have stopped,
 and with it the deployment: what is left in the proxy pool is the empty gate, and the rest is
 freed once the deployment is dropped.
 
-It also hangs up the py4j connections its query called it on. Each JVM thread that calls Python
-opens a connection of its own to py4j's callback server, whose Python side serves it in a thread
-of its own for as long as the socket is open; the query's thread (Spark's stream execution thread)
-ends with the query, and nothing closed its connection, so a long-lived session kept one Python
-thread and one socket per query it had ever started (bench/serve_cycles.py: 40 more threads after
-40 more cycles). Shutting the socket down ends that thread, which closes its side; the thread that
-called through it has ended, and a new one would open a connection of its own.
+It also notes the py4j connections its query called it on, which `release` hands back for the
+deployment to hang up (deployer.spark.run.reclaim `hang_up` says why).
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 from typing import Any
 
@@ -53,16 +46,12 @@ class Gate:
             raise RuntimeError(f"batch {batch_id} left to the next run: this one is stopping")
         writer(df, batch_id)
 
-    def release(self, ended: bool = True) -> None:
-        """Drop the writer: the query is stopped and will call it no more; if its threads have
-        `ended` too, hang up the connections they called it on."""
+    def release(self) -> list[Any]:
+        """Drop the writer: the query is stopped and will call it no more. Returns the py4j
+        connections its threads called it on (for `reclaim.hang_up`)."""
         self._writer = None
         callers, self._callers = self._callers, []
-        if ended:
-            for connection in callers:
-                if connection.socket is not None:  # its serving thread closes it on seeing the end
-                    with contextlib.suppress(OSError):
-                        connection.socket.shutdown(socket.SHUT_RDWR)
+        return callers
 
 
 def _calling_connection() -> Any:

@@ -11,6 +11,13 @@ cycles (bench/serve_cycles.py), each deployment of examples/daily_bill.cpl left 
   session. `stop_idle_monitors` stops the monitor threads of the factories that run no daemon: such
   a thread has nothing to do (it only ends a daemon's idle workers), whichever query, running or
   stopped, its factory serves.
+- **A Python thread and a socket per query.** Each JVM thread that calls Python (a query's stream
+  execution thread, calling its foreachBatch) opens a py4j connection of its own, whose Python side
+  py4j serves in a thread of its own for as long as the socket is open. The query's thread ends
+  with the query and nothing closed its connection: a long-lived session kept one Python thread
+  and one socket per query it had ever started (40 more threads after 40 more cycles, counted with
+  `gc.get_objects()` over cycles of bench/serve_cycles.py's deployment, ad hoc). `hang_up` shuts
+  down the connections the deployment's gates (deployer.spark.run.gate) were called on.
 - **Its queries, plans and DataFrames.** py4j frees a JVM object when Python frees its proxy, and a
   stopped deployment is a cycle of Python objects (closures that hold it), which only the cyclic
   collector frees, maybe long after: `cep serve` runs it when it undeploys (`collect`), not every
@@ -21,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import socket
+from collections.abc import Iterable
 from typing import Any
 
 _MONITOR = "Idle Worker Monitor for"
@@ -64,6 +73,15 @@ def _monitor_candidates(jvm: Any, threads: Any) -> range | list[int]:
     if len(parts) != n:
         return range(n)
     return [i for i, part in enumerate(parts) if _MONITOR in part]
+
+
+def hang_up(connections: Iterable[Any]) -> None:
+    """Shut down the sockets of py4j `connections` whose calling threads have ended: the thread that
+    serves each then sees the end and closes its side (a thread that calls again opens a new one)."""
+    for connection in connections:
+        if connection.socket is not None:
+            with contextlib.suppress(OSError):
+                connection.socket.shutdown(socket.SHUT_RDWR)
 
 
 def collect() -> None:
