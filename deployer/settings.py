@@ -130,7 +130,7 @@ class Settings:
         'the first such run makes (0: never; docs/settings.md, "The JVM of a bounded run")',
     )
     poll_ms: int = _setting(
-        100,
+        50,
         "CEP_POLL_MS",
         "Spark: how long a query that found no new input waits before it looks again (a latency of at "
         "most that much for the first event after a pause; lower costs CPU while idle)",

@@ -217,7 +217,7 @@ def test_an_idle_query_looks_for_input_as_often_as_the_setting_says(
     assert [q._jsq.streamingQuery().pollingDelayMs() for q in deployment.queries] == [250] * 2
     monkeypatch.delenv("CEP_POLL_MS")
     prepare_session(spark)  # as every deployment does
-    assert spark.conf.get(POLLING_DELAY) == "100ms"  # the default
+    assert spark.conf.get(POLLING_DELAY) == "50ms"  # the default
 
 
 STATE_SERVER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"

@@ -173,8 +173,11 @@ def prepare_session(spark: SparkSession) -> None:
     # Spark's default (10 ms) has every idle query ask each of its sources for new input a hundred
     # times a second, each a call into the source's Python process: an idle `cep run` of
     # examples/daily_bill.cpl kept 30% of a core busy (its JVM and its sources' Python processes,
-    # sampled from /proc, ad hoc), 12% at 100 ms. Not recorded in checkpoints: each start may
-    # choose another.
+    # sampled from /proc, ad hoc), 12% at 100 ms. 50 ms (since 2026-12-03): 6.3-8.7% against
+    # 5.7-6.4% at 100 ms and 10% at 25 ms (the process tree's CPU over 30 s of an idle run, ad hoc),
+    # for a stateless `ON SQL` row in Postgres 0.27-0.32 s after its file (p50) where it took 0.51 s
+    # at 100 ms in the same hour (bench/run --only e2e, alternated). Not recorded in checkpoints:
+    # each start may choose another.
     spark.conf.set(POLLING_DELAY, f"{settings.current().poll_ms}ms")
     hold_chatty(spark)  # a session someone else built: its log level is theirs
     skip_data_source_lookup(spark)
