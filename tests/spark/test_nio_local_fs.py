@@ -125,3 +125,32 @@ def test_a_stateful_run_forks_no_chmod(tmp_path: Path) -> None:
     assert rows == [(0, 0 + 2), (0, 4), (0, 6 + 8), (1, 1), (1, 7), (1, 3 + 5)]
     states = list((tmp_path / "ck").rglob("*.changelog")) + list((tmp_path / "ck").rglob("*.zip"))
     assert states, "the window wrote no state store file: the run proved nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_driver_class_path_of_the_users_own_keeps_hadoops_class(tmp_path: Path) -> None:
+    """`--driver-class-path` replaces the class path that would hold the jar: the run says so and
+    writes its checkpoint with Hadoop's own class, where naming a class the JVM cannot load would
+    fail every `file:` path."""
+    script = tmp_path / "s.cpl"
+    script.write_text("CREATE STREAMSCHEMA s WITH k integer;\nINSERT INTO out SELECT k FROM s WHERE k > 0;\n")
+    write_files(tmp_path / "in", [[{"k": k} for k in range(4)]])
+    env = {
+        **os.environ,
+        "CEP_DATA_DIR": str(tmp_path / "data"),
+        "PYSPARK_SUBMIT_ARGS": f"--driver-class-path {tmp_path / 'none.jar'} pyspark-shell",
+    }
+    env.pop("CEP_NIO_LOCAL_FS", None)
+    args = [str(CEP), "run", str(script), "--until-idle", "--master", "local[2]"]
+    args += ["--source", f"s=file:{tmp_path / 'in'}", "--sink", f"out=file:{tmp_path / 'out'}"]
+    args += ["--checkpoint", str(tmp_path / "ck")]
+    done = subprocess.run(
+        args, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert f"{hadoop.CLASS} is not on the JVM's class path" in done.stderr
+    rows = [
+        json.loads(line) for f in (tmp_path / "out").glob("*.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert sorted(r["k"] for r in rows) == [1, 2, 3]

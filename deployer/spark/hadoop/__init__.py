@@ -14,8 +14,10 @@ CEP_NIO_LOCAL_FS=0 turns it off.
 from __future__ import annotations
 
 import hashlib
+import logging
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from deployer import settings
 
@@ -24,6 +26,9 @@ JAR = HERE / "paascep-hadoop.jar"
 SOURCE = HERE / "java" / "paascep" / "hadoop" / "NioLocalFileSystem.java"
 CLASS = "paascep.hadoop.NioLocalFileSystem"
 DIGEST_HEADER = "Source-Digest"  # the jar's manifest: the sha256 of SOURCE it was built from
+_FILE_IMPL = "spark.hadoop.fs.file.impl"
+
+log = logging.getLogger("paascep.spark")
 
 
 def source_digest() -> str:
@@ -55,7 +60,28 @@ def conf(master: str) -> dict[str, str]:
     the JVM's start); none when it is not `used`."""
     if not used(master):
         return {}
-    return {"spark.driver.extraClassPath": str(JAR), "spark.hadoop.fs.file.impl": CLASS}
+    return {"spark.driver.extraClassPath": str(JAR), _FILE_IMPL: CLASS}
+
+
+def loadable(options: dict[str, str], jvm: Any) -> dict[str, str]:
+    """`options` without the class for `file:` if the started JVM (`jvm`, before its context is
+    made) cannot load it: a class path of the user's own (`--driver-class-path` in
+    PYSPARK_SUBMIT_ARGS, `spark.driver.extraClassPath` in spark-defaults.conf) replaces the one
+    `conf` gives, and Hadoop would then fail every `file:` path. Hadoop's own class is kept, said in
+    the log."""
+    if options.get(_FILE_IMPL) != CLASS or jvm is None:
+        return options
+    try:
+        jvm.java.lang.Class.forName(CLASS)
+    except Exception:  # py4j's error for the JVM's ClassNotFoundException
+        log.warning(
+            "%s is not on the JVM's class path (a driver class path of your own?): checkpoint files "
+            "are written by Hadoop's own local file system, a `chmod` process each",
+            CLASS,
+        )
+        jvm.java.lang.System.clearProperty(_FILE_IMPL)  # spark-submit's, which the context reads
+        return {k: v for k, v in options.items() if k != _FILE_IMPL}
+    return options
 
 
 def class_path_key(master: str) -> str:

@@ -246,6 +246,8 @@ def spark_session(
         if fresh:
             jvm = driver_jvm_options(bounded, options["spark.master"])
             launch_jvm({**options, **CONTEXT_CONF, **jvm}, log or run_log(None))
+    if fresh:  # its context is not made yet: a file system class its JVM cannot load must not be in it
+        options = hadoop.loadable(options, SparkContext._jvm)
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
