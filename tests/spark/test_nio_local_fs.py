@@ -89,6 +89,25 @@ def _path_without(tmp: Path, *names: str) -> str:
     return str(bin_)
 
 
+def _cep_run(tmp: Path, script: Path, sink: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`cep run --until-idle` of `script` (stream `s` from tmp/in, `sink` into tmp/out) in a process
+    of its own, with the setting at its default and `env` added; asserts that it succeeded."""
+    environ = {**os.environ, "CEP_DATA_DIR": str(tmp / "data"), **env}
+    environ.pop("CEP_NIO_LOCAL_FS", None)
+    args = [str(CEP), "run", str(script), "--until-idle", "--master", "local[2]"]
+    args += ["--source", f"s=file:{tmp / 'in'}", "--sink", f"{sink}=file:{tmp / 'out'}"]
+    args += ["--checkpoint", str(tmp / "ck")]
+    done = subprocess.run(
+        args, env=environ, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
+def _written(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_stateful_run_forks_no_chmod(tmp_path: Path) -> None:
@@ -102,25 +121,8 @@ def test_a_stateful_run_forks_no_chmod(tmp_path: Path) -> None:
     )
     events = [{"k": i % 2, "v": i, "ts": at(20 * i)} for i in range(12)]  # 4 minutes, 3 of them closed
     write_files(tmp_path / "in", [events[:6], events[6:]])
-    env = {
-        **os.environ,
-        "PATH": _path_without(tmp_path, "chmod"),
-        "CEP_DATA_DIR": str(tmp_path / "data"),
-        "CEP_SHUFFLE_PARTITIONS": "2",
-    }
-    env.pop("CEP_NIO_LOCAL_FS", None)
-    args = [str(CEP), "run", str(script), "--until-idle", "--master", "local[2]"]
-    args += ["--source", f"s=file:{tmp_path / 'in'}", "--sink", f"totals=file:{tmp_path / 'out'}"]
-    args += ["--checkpoint", str(tmp_path / "ck")]
-    done = subprocess.run(
-        args, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    rows = sorted(
-        (r["k"], r["total"])
-        for f in (tmp_path / "out").glob("*.jsonl")
-        for r in map(json.loads, f.read_text().splitlines())
-    )
+    _cep_run(tmp_path, script, "totals", PATH=_path_without(tmp_path, "chmod"), CEP_SHUFFLE_PARTITIONS="2")
+    rows = sorted((r["k"], r["total"]) for r in _written(tmp_path / "out"))
     # minutes [0, 60 s), [60, 120 s), [120, 180 s): events 0-2, 3-5, 6-8; the last minute stays open
     assert rows == [(0, 0 + 2), (0, 4), (0, 6 + 8), (1, 1), (1, 7), (1, 3 + 5)]
     states = list((tmp_path / "ck").rglob("*.changelog")) + list((tmp_path / "ck").rglob("*.zip"))
@@ -136,21 +138,7 @@ def test_a_driver_class_path_of_the_users_own_keeps_hadoops_class(tmp_path: Path
     script = tmp_path / "s.cpl"
     script.write_text("CREATE STREAMSCHEMA s WITH k integer;\nINSERT INTO out SELECT k FROM s WHERE k > 0;\n")
     write_files(tmp_path / "in", [[{"k": k} for k in range(4)]])
-    env = {
-        **os.environ,
-        "CEP_DATA_DIR": str(tmp_path / "data"),
-        "PYSPARK_SUBMIT_ARGS": f"--driver-class-path {tmp_path / 'none.jar'} pyspark-shell",
-    }
-    env.pop("CEP_NIO_LOCAL_FS", None)
-    args = [str(CEP), "run", str(script), "--until-idle", "--master", "local[2]"]
-    args += ["--source", f"s=file:{tmp_path / 'in'}", "--sink", f"out=file:{tmp_path / 'out'}"]
-    args += ["--checkpoint", str(tmp_path / "ck")]
-    done = subprocess.run(
-        args, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    submit = f"--driver-class-path {tmp_path / 'none.jar'} pyspark-shell"
+    done = _cep_run(tmp_path, script, "out", PYSPARK_SUBMIT_ARGS=submit)
     assert f"{hadoop.CLASS} is not on the JVM's class path" in done.stderr
-    rows = [
-        json.loads(line) for f in (tmp_path / "out").glob("*.jsonl") for line in f.read_text().splitlines()
-    ]
-    assert sorted(r["k"] for r in rows) == [1, 2, 3]
+    assert sorted(r["k"] for r in _written(tmp_path / "out")) == [1, 2, 3]

@@ -67,8 +67,8 @@ def loadable(options: dict[str, str], jvm: Any) -> dict[str, str]:
     """`options` without the class for `file:` if the started JVM (`jvm`, before its context is
     made) cannot load it: a class path of the user's own (`--driver-class-path` in
     PYSPARK_SUBMIT_ARGS, `spark.driver.extraClassPath` in spark-defaults.conf) replaces the one
-    `conf` gives, and Hadoop would then fail every `file:` path. Hadoop's own class is kept, said in
-    the log."""
+    `conf` gives, and Hadoop would then fail every `file:` path. Hadoop's own class is kept, said on
+    stderr (a warning of the `paascep.spark` logger)."""
     if options.get(_FILE_IMPL) != CLASS or jvm is None:
         return options
     try:
