@@ -7,8 +7,9 @@ operators does not look through a reused exchange, so the limiter above it saw t
 never ticked, and `u` had none of its rows on Spark (the reference: all four).
 
 Not the limiter's own defect: a TIME window in its place lost its rows the same way (the second
-case, written by hand once the cause was known; it failed with the reuse on). A stateful query no
-longer reuses exchanges (deployer/spark/run/deployment.py, `_started`, `spark.sql.exchange.reuse`).
+case, written by hand once the cause was known; it failed with the reuse on). A stateful query with
+a watermark in its plan twice reuses no exchange (deployer/spark/run/starting.py,
+`reuses_exchanges`; tests/fuzz/test_merges_read_their_sources_once.py counts what it reads).
 """
 
 from __future__ import annotations

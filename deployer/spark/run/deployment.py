@@ -51,7 +51,7 @@ from deployer.spark.run.reclaim import hang_up, stop_idle_monitors
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
-from deployer.spark.run.starting import started_with
+from deployer.spark.run.starting import reuses_exchanges, started_with
 from deployer.spark.run.watermarks import runs_empty_batches
 from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
 from deployer.spark.streams.driver_rows import DriverSink
@@ -142,24 +142,21 @@ class SparkDeployment:
             w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
             drop_interrupted_log_writes(self.checkpoint / query_dir(name))
             self.spool.clear(name)  # what an earlier start of the query left
-            self.queries.append(self._started(w, name))
+            self.queries.append(self._started(w, name, df))
             if self.on_started is not None:
                 self.on_started(name)
 
-    def _started(self, w: Any, name: str) -> StreamingQuery:
-        """`w` started with its settings. State partitions: one for a query whose only state is
-        the Sequencer's (one key per stream), else CEP_SHUFFLE_PARTITIONS; each is a state store
-        loaded and committed every micro-batch, kept for the life of the checkpoint. A stateful
-        query reuses no exchange: Spark's watermark propagation between stateful operators does not
-        look through a reused one (a source read in two branches), and an OUTPUT limit or a TIME
-        window above it saw the watermark 0 and lost its rows (fuzzer seed 42001). The stateless
-        shared query keeps the reuse: it reads each source once for all its sinks."""
+    def _started(self, w: Any, name: str, df: DataFrame) -> StreamingQuery:
+        """`w`, the query of `df`, started with its settings. State partitions: one for a query
+        whose only state is the Sequencer's (one key per stream), else CEP_SHUFFLE_PARTITIONS; each
+        is a state store loaded and committed every micro-batch, kept for the life of the
+        checkpoint. Whether it reuses a shuffle it computes twice: `starting.reuses_exchanges`."""
         planned = next((q for q in self.plan if q.name == name), None)
         stateful = planned is None or bool(planned.stateful)
         wanted = {
             _PARTITIONS: str(shuffle_partitions(self.spark) if stateful else 1),
             _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
-            "spark.sql.exchange.reuse": "false" if stateful else "true",
+            "spark.sql.exchange.reuse": str(reuses_exchanges(df, stateful)).lower(),
             QUERY: name,  # which of the queries that pass a spooling stage writes its dead letters
         }
         return started_with(w, self.spark.conf, wanted)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyspark import SparkContext
 
-from deployer.spark.run.session import CONTEXT_CONF, driver_jvm_options, launch_jvm, session_options
+from deployer.spark.run.session import session_options, start_jvm
 
 
 @dataclass
@@ -44,8 +44,7 @@ def launch(master: str | None, log: Path, bounded: bool, app: str = "paascep") -
 
     def start() -> None:
         try:
-            jvm = driver_jvm_options(bounded, options["spark.master"])
-            launch_jvm({**options, **CONTEXT_CONF, **jvm}, log)
+            start_jvm(options, bounded, log)
         except BaseException as err:  # given to the run where it waits for the JVM
             failed.append(err)
 

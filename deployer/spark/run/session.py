@@ -244,8 +244,7 @@ def spark_session(
         options = session_options(master, app)
         fresh = SparkContext._gateway is None
         if fresh:
-            jvm = driver_jvm_options(bounded, options["spark.master"])
-            launch_jvm({**options, **CONTEXT_CONF, **jvm}, log or run_log(None))
+            start_jvm(options, bounded, log or run_log(None))
     if fresh:  # its context is not made yet: a file system class its JVM cannot load must not be in it
         options = hadoop.loadable(options, SparkContext._jvm)
     builder = SparkSession.builder
@@ -378,6 +377,11 @@ def run_log(checkpoint: str | Path | None) -> Path:
     base = Path(checkpoint) / "logs" if checkpoint is not None else settings.current().data_dir / "logs"
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return base.resolve() / f"spark-{stamp}-{os.getpid()}.log"
+
+
+def start_jvm(options: dict[str, str], bounded: bool, log: Path) -> None:
+    """Start the JVM of a session of `options` with the context's conf and `driver_jvm_options`."""
+    launch_jvm({**options, **CONTEXT_CONF, **driver_jvm_options(bounded, options["spark.master"])}, log)
 
 
 def launch_jvm(options: dict[str, str], log: Path) -> None:

@@ -8,8 +8,9 @@ differently), the merge would get the first stream's later events before the oth
 in an earlier micro-batch. So the streams that meet in a merge (operators.analysis.merged_sources)
 are sequenced together. Each stream keeps one stateful stage of its own, as a stream alone does, but
 the stage reads the events of every stream of the merge (one packed, tagged stream, the same input
-for all of them; a stateful query reuses no exchange (deployer.spark.run.deployment `_started`), so
-each stage reads and shuffles the sources again: n streams, n reads), and keeps, beside its own
+for all of them: one shuffle of the sources, which the stages share where the query may reuse it,
+deployer.spark.run.starting `reuses_exchanges`; where not, each stage reads and shuffles the
+sources again: n streams, n reads), and keeps, beside its own
 stream's largest event time and held events, every other stream's largest event time and whether
 it ended:
 
