@@ -44,9 +44,9 @@ def _timed(key: str, original: Callable[..., Any]) -> Callable[..., Any]:
 def _started(original: Callable[..., Any]) -> Callable[..., Any]:
     """`SparkDeployment._started`, each query's name and start recorded."""
 
-    def wrapper(self: SparkDeployment, w: Any, name: str) -> Any:
+    def wrapper(self: SparkDeployment, w: Any, name: str, df: Any) -> Any:
         begin = time.time()
-        q = original(self, w, name)
+        q = original(self, w, name, df)
         TIMINGS["started"].append({"name": name, "at": [begin, time.time()]})
         return q
 
