@@ -4,10 +4,10 @@
 `ServiceDeployment`, CYCLES times in one session (deploy: build and start; run: until its input is
 consumed; undeploy: stop), each with its own checkpoint and outputs, over the same small input
 (examples/daily_bill.cpl's union, filter, map and daily window, without its store: 100 events in
-two files), and records after chosen cycles
-the driver JVM's heap in use after a full collection (`MemoryMXBean` after `System.gc()`) and the
-resident memory of the JVM and of this Python process. The row compares the 200th with the 20th:
-the issue's goal is within 10 %.
+two files), and records after chosen cycles the driver JVM's heap in use after a full collection
+(`MemoryMXBean` after `System.gc()`), the resident memory of the JVM and of this Python process,
+and the JVM's open files (its /proc entry's `fd`: deployer.spark.run.reclaim says what a stopped
+deployment left open). The row compares the 200th with the 20th: the issue's goal is within 10 %.
 
 Where the JVM's resident memory goes: when `jcmd` is there and the JVM is started here, it runs with
 `-XX:NativeMemoryTracking=summary` (about 15 MB and a little CPU of its own), and each mark also
@@ -95,10 +95,12 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
         time.sleep(0.5)
     heap = jvm.java.lang.management.ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed()
     rss_mb = _rss_kb(jvm_pid) / 1024
+    fds = Path(f"/proc/{jvm_pid}/fd")
     return {
         "heap_mb": heap / 2**20,
         "jvm_rss_mb": rss_mb,
         "python_rss_mb": _rss_kb(os.getpid()) / 1024,
+        **({"jvm_open_files": float(len(os.listdir(fds)))} if fds.is_dir() else {}),
         **_native(jvm_pid, rss_mb),
     }
 
@@ -163,6 +165,7 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         "heap_mb": "driver heap after GC",
         "jvm_rss_mb": "JVM resident",
         "python_rss_mb": "Python resident",
+        "jvm_open_files": "JVM open files",
         # the JVM's own accounting, when it kept one (_native)
         "jvm_code_mb": "JVM compiled code",
         "jvm_untracked_mb": "JVM native memory it does not track",
@@ -173,7 +176,7 @@ def rows(quick: bool) -> list[dict[str, Any]]:
             [last[key]],
             [first[key]],
             "after 20 cycles",
-            unit="MB",
+            unit="files" if key == "jvm_open_files" else "MB",
             lower_is_better=True,
             note=f"{result['cycles']} deploy/run/undeploy cycles in {result['seconds']:.0f} s; after cycles "
             + ", ".join(f"{k}: {m[key]:.0f}" for k, m in result["marks"].items()),

@@ -4,12 +4,15 @@ deployment in one Spark application; bench/serve_cycles.py measures its heap ove
 Before: the writer each query hands to foreachBatch held the deployment, py4j's proxy pool held the
 writer for as long as the JVM held the query, and the JVM held the query for as long as Python held
 its proxy, so no deployment was ever freed (deployer.spark.run.gate); and every driver-side Python
-runner left a thread that never ends, holding its query's session (deployer.spark.run.reclaim).
+runner left a thread that never ends, holding its query's session, and three open files in the JVM
+(deployer.spark.run.reclaim).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import threading
 import time
 import weakref
@@ -22,7 +25,16 @@ import pytest
 from spark_helpers import T0, compile_text, iso, prepare
 
 from deployer.spark.run.deployment import SparkDeployment
-from deployer.spark.run.reclaim import _MONITOR, _monitor_candidates, collect, stop_idle_monitors
+from deployer.spark.run.reclaim import (
+    _MONITOR,
+    _UDS_DIR,
+    _closed_listeners,
+    _monitor_candidates,
+    abandoned_selectors,
+    close_abandoned_selectors,
+    collect,
+    stop_idle_monitors,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -99,6 +111,64 @@ def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path
     # Its Python source and window started driver-side runners, whose monitor threads are gone.
     assert _monitors(spark) == 0
     assert stop_idle_monitors(spark) == 0
+
+
+def _held_closed_listeners(spark: Any, directory: str) -> set[str]:
+    """The listening sockets under `directory` whose file is gone (their channel closed) that the
+    JVM still holds open, as its /proc fd links name them."""
+    proc = Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
+    held = set()
+    for entry in (proc / "fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            held.add(os.readlink(entry))
+    return held & _closed_listeners(proc / "net" / "unix", directory)
+
+
+def test_a_stopped_deployment_leaves_no_open_file_of_its_runners(spark: Any, tmp_path: Path) -> None:
+    """Each driver-side runner's worker start left a selector open in the JVM with the listening
+    socket it waited on (three files); its deployment's stop closes them."""
+    directory = spark.conf.get(_UDS_DIR)
+    assert directory  # the tests' session is a local master's, with the workers' sockets there
+    close_abandoned_selectors(spark)  # any an earlier test in this session left
+    for k in range(3):
+        _run_one(spark, tmp_path, k)
+    # Without the stop's close, the three deployments left three selectors (one each, as counted
+    # here); none is left now: not the epoll instances, not the sockets they waited on.
+    proc = Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
+    assert abandoned_selectors(proc, directory) == []
+    assert _held_closed_listeners(spark, directory) == set()
+
+
+def test_a_selector_is_taken_only_with_a_closed_listening_socket_and_its_wakeup(tmp_path: Path) -> None:
+    """`abandoned_selectors` reads a /proc entry (made up here): it takes an epoll instance only
+    when its two registered files are an eventfd and a listening socket under the directory whose
+    file is gone; a socket whose file is there is a worker's start still waiting."""
+    sockets = tmp_path / "uds"
+    sockets.mkdir()
+    (sockets / ".waiting.sock").touch()
+    proc = tmp_path / "proc"
+    for sub in ("fd", "fdinfo", "net"):
+        (proc / sub).mkdir(parents=True)
+    unix = ["Num RefCount Protocol Flags Type St Inode Path"]
+    for inode, flags, name in [
+        (101, "00010000", ".gone.sock"),  # listening, its file deleted: a finished start
+        (102, "00010000", ".waiting.sock"),  # listening, its file there
+        (103, "00000000", ".gone2.sock"),  # a connected socket
+        (104, "00010000", ".other.sock"),  # listening, gone, but elsewhere
+    ]:
+        where = tmp_path / "elsewhere" if inode == 104 else sockets
+        unix.append(f"0000: 00000002 00000000 {flags} 0001 01 {inode} {where / name}")
+    (proc / "net" / "unix").write_text("\n".join(unix) + "\n")
+    links = {3: "anon_inode:[eventfd]", 11: "socket:[101]", 12: "socket:[102]", 13: "socket:[103]"}
+    links |= {14: "socket:[104]", 5: "anon_inode:[eventfd]", 6: "anon_inode:[eventfd]"}
+    epolls = {20: [3, 11], 21: [5, 12], 22: [6, 13], 23: [6, 14], 24: [3, 11, 12], 25: [11, 12]}
+    for fd, link in links.items() | {e: "anon_inode:[eventpoll]" for e in epolls}.items():
+        (proc / "fd" / str(fd)).symlink_to(link)
+    for fd, targets in epolls.items():
+        lines = ["pos:\t0", "flags:\t02000002", "mnt_id:\t15", "ino:\t1057"]
+        lines += [f"tfd: {t:>8} events:       19 data: {t:16x}  pos:0 ino:1 sdev:8" for t in targets]
+        (proc / "fdinfo" / str(fd)).write_text("\n".join(lines) + "\n")
+    assert abandoned_selectors(proc, str(sockets)) == [20, 3, 11]
 
 
 def test_monitors_are_told_from_every_thread_description_of_the_jvm(spark: Any) -> None:

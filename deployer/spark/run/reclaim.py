@@ -22,17 +22,30 @@ cycles (bench/serve_cycles.py), each deployment of examples/daily_bill.cpl left 
   stopped deployment is a cycle of Python objects (closures that hold it), which only the cyclic
   collector frees, maybe long after: `cep serve` runs it when it undeploys (`collect`), not every
   stop (a `cep run` ends its process; a full collection costs 0.1 to 0.3 s).
+- **Three open files per driver-side runner.** Each runner's worker is started by Spark's
+  `PythonWorkerFactory.createSimpleWorker`, which waits for the worker to connect back with a
+  `Selector` it registers its listening socket in, and never closes (Spark 4.3.0, read off its
+  bytecode). The JDK releases a closed channel's socket only when its key leaves the selector, which
+  an abandoned selector never does, and nothing closes an unreachable selector: each runner left its
+  epoll instance, the eventfd that wakes it and the listening socket open in the JVM, 12 open files
+  per deployment of examples/daily_bill.cpl (traced with `strace` over cycles of
+  bench/serve_cycles.py: every one bound by a query's stream thread, where the runners start).
+  `close_abandoned_selectors` finds them in the JVM's `/proc` entries and closes them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import socket
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 _MONITOR = "Idle Worker Monitor for"
+_UDS_DIR = "spark.python.unix.domain.socket.dir"
+_LISTENING = "00010000"  # /proc/net/unix's flags of a listening socket (__SO_ACCEPTCON)
 
 
 def stop_idle_monitors(spark: Any) -> int:
@@ -87,3 +100,64 @@ def hang_up(connections: Iterable[Any]) -> None:
 def collect() -> None:
     """Free the stopped deployments Python still has, and so their JVM objects (see the module)."""
     gc.collect()
+
+
+def close_abandoned_selectors(spark: Any) -> int:
+    """Close what the selectors of the JVM's finished `createSimpleWorker` calls hold (see the
+    module); how many selectors. Only with the workers' sockets in a directory of their own (a local
+    master's, deployer.spark.run.session `python_worker_conf`): there a socket's file is deleted
+    after its channel was closed, which tells a finished call's socket from one still waiting for
+    its worker. Each file is closed in the JVM by its number (`IOUtil.newFD`, in a package Spark's
+    launcher opens): no object of the JVM's refers to these, so none will close them again."""
+    directory = spark.conf.get(_UDS_DIR, None)
+    if not directory:
+        return 0
+    jvm = spark.sparkContext._jvm
+    try:
+        found = abandoned_selectors(Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}"), directory)
+    except OSError:  # no /proc: not Linux
+        return 0
+    for fd in found:
+        jvm.java.io.FileInputStream(jvm.sun.nio.ch.IOUtil.newFD(fd)).close()
+    return len(found) // 3
+
+
+def abandoned_selectors(proc: Path, directory: str) -> list[int]:
+    """The open files of the process at `proc` (its /proc entry) that abandoned selectors hold, three
+    each: an epoll instance whose only two registered files are an eventfd (the JDK's wake-up) and
+    a listening socket bound under `directory` whose file is gone (its channel closed), both too."""
+    links: dict[int, str] = {}
+    for entry in (proc / "fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            links[int(entry.name)] = os.readlink(entry)
+    gone = _closed_listeners(proc / "net" / "unix", directory)
+    found: list[int] = []
+    for fd, link in links.items():
+        if link != "anon_inode:[eventpoll]":
+            continue
+        try:
+            info = (proc / "fdinfo" / str(fd)).read_text()
+        except OSError:
+            continue
+        targets = [int(line.split()[1]) for line in info.splitlines() if line.startswith("tfd:")]
+        kinds = sorted(links.get(t, "") for t in targets)
+        if len(targets) == 2 and kinds[0] == "anon_inode:[eventfd]" and kinds[1] in gone:
+            found += [fd, *targets]
+    return found
+
+
+def _closed_listeners(table: Path, directory: str) -> set[str]:
+    """The listening Unix sockets of `table` (a /proc/net/unix) bound under `directory` whose file is
+    gone, as /proc's fd links name them (`socket:[inode]`)."""
+    under = directory.rstrip("/") + "/"
+    found = set()
+    for line in table.read_text().splitlines()[1:]:
+        cols = line.split()  # Num RefCount Protocol Flags Type St Inode Path
+        if (
+            len(cols) == 8
+            and cols[3] == _LISTENING
+            and cols[7].startswith(under)
+            and not os.path.exists(cols[7])
+        ):
+            found.add(f"socket:[{cols[6]}]")
+    return found
