@@ -43,6 +43,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JError
+
 _MONITOR = "Idle Worker Monitor for"
 _UDS_DIR = "spark.python.unix.domain.socket.dir"
 _LISTENING = "00010000"  # /proc/net/unix's flags of a listening socket (__SO_ACCEPTCON)
@@ -117,8 +119,11 @@ def close_abandoned_selectors(spark: Any) -> int:
         found = abandoned_selectors(Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}"), directory)
     except OSError:  # no /proc: not Linux
         return 0
-    for fd in found:
-        jvm.java.io.FileInputStream(jvm.sun.nio.ch.IOUtil.newFD(fd)).close()
+    try:
+        for fd in found:
+            jvm.java.io.FileInputStream(jvm.sun.nio.ch.IOUtil.newFD(fd)).close()
+    except Py4JError:  # a JVM that keeps sun.nio.ch closed (not started by Spark's launcher)
+        return 0
     return len(found) // 3
 
 
