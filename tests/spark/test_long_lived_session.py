@@ -32,6 +32,7 @@ from deployer.spark.run.reclaim import (
     _monitor_candidates,
     abandoned_selectors,
     close_abandoned_selectors,
+    close_idle_callbacks,
     collect,
     stop_idle_monitors,
 )
@@ -124,12 +125,30 @@ def _held_closed_listeners(spark: Any, directory: str) -> set[str]:
     return held & _closed_listeners(proc / "net" / "unix", directory)
 
 
-def test_a_stopped_deployment_leaves_no_open_file_of_its_runners(spark: Any, tmp_path: Path) -> None:
+def _jvm_sockets_in_close_wait(spark: Any) -> int:
+    """How many of the JVM's TCP sockets wait for it to close them (their peer has: `CLOSE_WAIT`)."""
+    proc = Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
+    held = set()
+    for entry in (proc / "fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            held.add(os.readlink(entry))
+    n = 0
+    for table in ("tcp", "tcp6"):
+        for line in (proc / "net" / table).read_text().splitlines()[1:]:
+            cols = line.split()  # sl local remote st ... inode (the 10th)
+            n += cols[3] == "08" and f"socket:[{cols[9]}]" in held
+    return n
+
+
+def test_a_stopped_deployment_leaves_no_open_file_in_the_jvm(spark: Any, tmp_path: Path) -> None:
     """Each driver-side runner's worker start left a selector open in the JVM with the listening
-    socket it waited on (three files); its deployment's stop closes them."""
+    socket it waited on (three files), and each query's thread a py4j connection; its deployment's
+    stop closes them."""
     directory = spark.conf.get(_UDS_DIR)
     assert directory  # the tests' session is a local master's, with the workers' sockets there
     close_abandoned_selectors(spark)  # any an earlier test in this session left
+    close_idle_callbacks(spark)
+    waiting = _jvm_sockets_in_close_wait(spark)
     for k in range(3):
         _run_one(spark, tmp_path, k)
     # Without the stop's close, the three deployments left three selectors (one each, as counted
@@ -137,6 +156,10 @@ def test_a_stopped_deployment_leaves_no_open_file_of_its_runners(spark: Any, tmp
     proc = Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
     assert abandoned_selectors(proc, directory) == []
     assert _held_closed_listeners(spark, directory) == set()
+    # Each query's thread called its foreachBatch on a py4j connection of its own, whose Python
+    # half the stop shut down: the JVM's half, in its callback client's pool, is closed too, where
+    # it waited in CLOSE_WAIT for the life of the session (deployer.spark.run.reclaim).
+    assert _jvm_sockets_in_close_wait(spark) <= waiting
 
 
 def test_a_selector_is_taken_only_with_a_closed_listening_socket_and_its_wakeup(tmp_path: Path) -> None:

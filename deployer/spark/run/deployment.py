@@ -47,7 +47,7 @@ from deployer.spark.run.queries import (
     shared_inputs,
     store_kinds,
 )
-from deployer.spark.run.reclaim import close_abandoned_selectors, hang_up, stop_idle_monitors
+from deployer.spark.run.reclaim import give_back
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
@@ -408,9 +408,7 @@ class SparkDeployment:
             ended = False
         # else py4j and the JVM keep each other's half of the deployment; and Python a thread per query
         callers = [c for gate in self._gates for c in gate.release()]
-        hang_up(callers if ended else ())
-        stop_idle_monitors(self.spark)
-        close_abandoned_selectors(self.spark)
+        give_back(self.spark, callers if ended else ())
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -17,7 +17,9 @@ cycles (bench/serve_cycles.py), each deployment of examples/daily_bill.cpl left 
   with the query and nothing closed its connection: a long-lived session kept one Python thread
   and one socket per query it had ever started (40 more threads after 40 more cycles, counted with
   `gc.get_objects()` over cycles of bench/serve_cycles.py's deployment, ad hoc). `hang_up` shuts
-  down the connections the deployment's gates (deployer.spark.run.gate) were called on.
+  down the connections the deployment's gates (deployer.spark.run.gate) were called on. The JVM
+  keeps its half in its callback client's pool, which a connection leaves only when its own thread
+  calls again: `close_idle_callbacks` runs py4j's own cleanup of that pool.
 - **Its queries, plans and DataFrames.** py4j frees a JVM object when Python frees its proxy, and a
   stopped deployment is a cycle of Python objects (closures that hold it), which only the cyclic
   collector frees, maybe long after: `cep serve` runs it when it undeploys (`collect`), not every
@@ -90,6 +92,16 @@ def _monitor_candidates(jvm: Any, threads: Any) -> range | list[int]:
     return [i for i, part in enumerate(parts) if _MONITOR in part]
 
 
+def give_back(spark: Any, callers: Iterable[Any]) -> None:
+    """What a deployment's stop gives back (see the module), once its queries have stopped: the
+    py4j connections its queries' threads called it on (`callers`, both halves), the runners'
+    monitor threads and the files their workers' starts left open."""
+    hang_up(callers)
+    close_idle_callbacks(spark)
+    stop_idle_monitors(spark)
+    close_abandoned_selectors(spark)
+
+
 def hang_up(connections: Iterable[Any]) -> None:
     """Shut down the sockets of py4j `connections` whose calling threads have ended: the thread that
     serves each then sees the end and closes its side (a thread that calls again opens a new one)."""
@@ -97,6 +109,19 @@ def hang_up(connections: Iterable[Any]) -> None:
         if connection.socket is not None:
             with contextlib.suppress(OSError):
                 connection.socket.shutdown(socket.SHUT_RDWR)
+
+
+def close_idle_callbacks(spark: Any) -> None:
+    """Close the JVM's pooled connections to Python that no thread used since the last cleanup:
+    py4j's `CallbackClient.periodicCleanup`, which its pinned-thread client never schedules, run
+    twice (the first marks every pooled connection unused). A connection in use is out of the pool
+    and untouched; a live thread whose idle connection was closed opens a new one when it calls
+    Python again (py4j's `PythonClient.getConnection`), and the ended threads' connections, one per
+    query ever started, are closed for good."""
+    with contextlib.suppress(Py4JError):  # a py4j without that client: they stay, as before
+        client = spark.sparkContext._gateway.java_gateway_server.getCallbackClient()
+        client.periodicCleanup()
+        client.periodicCleanup()
 
 
 def collect() -> None:
