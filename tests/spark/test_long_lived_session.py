@@ -10,9 +10,7 @@ runner left a thread that never ends, holding its query's session, and three ope
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
 import threading
 import time
 import weakref
@@ -27,15 +25,17 @@ from spark_helpers import T0, compile_text, iso, prepare
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.reclaim import (
     _MONITOR,
-    _UDS_DIR,
-    _closed_listeners,
     _monitor_candidates,
     abandoned_selectors,
     close_abandoned_selectors,
     close_idle_callbacks,
+    closed_listeners,
     collect,
+    fd_links,
+    jvm_proc,
     stop_idle_monitors,
 )
+from deployer.spark.run.session import UDS_DIR
 
 pytestmark = pytest.mark.spark
 
@@ -114,24 +114,9 @@ def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path
     assert stop_idle_monitors(spark) == 0
 
 
-def _held_closed_listeners(spark: Any, directory: str) -> set[str]:
-    """The listening sockets under `directory` whose file is gone (their channel closed) that the
-    JVM still holds open, as its /proc fd links name them."""
-    proc = Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
-    held = set()
-    for entry in (proc / "fd").iterdir():
-        with contextlib.suppress(OSError):  # closed meanwhile
-            held.add(os.readlink(entry))
-    return held & _closed_listeners(proc / "net" / "unix", directory)
-
-
-def _jvm_sockets_in_close_wait(spark: Any) -> int:
+def _jvm_sockets_in_close_wait(proc: Path) -> int:
     """How many of the JVM's TCP sockets wait for it to close them (their peer has: `CLOSE_WAIT`)."""
-    proc = Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
-    held = set()
-    for entry in (proc / "fd").iterdir():
-        with contextlib.suppress(OSError):  # closed meanwhile
-            held.add(os.readlink(entry))
+    held = set(fd_links(proc).values())
     n = 0
     for table in ("tcp", "tcp6"):
         for line in (proc / "net" / table).read_text().splitlines()[1:]:
@@ -144,22 +129,23 @@ def test_a_stopped_deployment_leaves_no_open_file_in_the_jvm(spark: Any, tmp_pat
     """Each driver-side runner's worker start left a selector open in the JVM with the listening
     socket it waited on (three files), and each query's thread a py4j connection; its deployment's
     stop closes them."""
-    directory = spark.conf.get(_UDS_DIR)
+    directory = spark.conf.get(UDS_DIR)
+    proc = jvm_proc(spark)
     assert directory  # the tests' session is a local master's, with the workers' sockets there
     close_abandoned_selectors(spark)  # any an earlier test in this session left
     close_idle_callbacks(spark)
-    waiting = _jvm_sockets_in_close_wait(spark)
+    waiting = _jvm_sockets_in_close_wait(proc)
     for k in range(3):
         _run_one(spark, tmp_path, k)
     # Without the stop's close, the three deployments left three selectors (one each, as counted
     # here); none is left now: not the epoll instances, not the sockets they waited on.
-    proc = Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
     assert abandoned_selectors(proc, directory) == []
-    assert _held_closed_listeners(spark, directory) == set()
+    # held by the JVM: a listening socket whose file is gone (its channel closed)
+    assert set(fd_links(proc).values()) & closed_listeners(proc / "net" / "unix", directory) == set()
     # Each query's thread called its foreachBatch on a py4j connection of its own, whose Python
     # half the stop shut down: the JVM's half, in its callback client's pool, is closed too, where
     # it waited in CLOSE_WAIT for the life of the session (deployer.spark.run.reclaim).
-    assert _jvm_sockets_in_close_wait(spark) <= waiting
+    assert _jvm_sockets_in_close_wait(proc) <= waiting
 
 
 def test_a_selector_is_taken_only_with_a_closed_listening_socket_and_its_wakeup(tmp_path: Path) -> None:

@@ -156,7 +156,7 @@ class SparkDeployment:
         wanted = {
             _PARTITIONS: str(shuffle_partitions(self.spark) if stateful else 1),
             _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
-            "spark.sql.exchange.reuse": str(reuses_exchanges(df, stateful)).lower(),
+            "spark.sql.exchange.reuse": str(not stateful or reuses_exchanges(df)).lower(),
             QUERY: name,  # which of the queries that pass a spooling stage writes its dead letters
         }
         return started_with(w, self.spark.conf, wanted)

@@ -368,9 +368,9 @@ def _by_readers(
 
 def _paths(graph: g.Graph, start: str, ends: tuple[str, ...]) -> int:
     """How many times a query with `ends` computes node `start`: the paths from it to them. Spark
-    may compute a frame once for each path (deployer.spark.run.starting `reuses_exchanges`), and tasks that write
-    dead letters on two paths would write them twice (a stream merged with itself: its late events
-    twice, found by tests/fuzz/test_found_a_stream_merged_with_itself.py)."""
+    may compute a frame once for each path (deployer.spark.run.starting `reuses_exchanges`), and
+    tasks that write dead letters on two paths would write them twice (a stream merged with itself:
+    its late events twice, found by tests/fuzz/test_found_a_stream_merged_with_itself.py)."""
     inside = _upstream(graph, ends)
     consumers: dict[str, list[str]] = {}
     for node in graph.nodes:

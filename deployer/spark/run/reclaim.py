@@ -47,8 +47,9 @@ from typing import Any
 
 from py4j.protocol import Py4JError
 
+from deployer.spark.run.session import UDS_DIR
+
 _MONITOR = "Idle Worker Monitor for"
-_UDS_DIR = "spark.python.unix.domain.socket.dir"
 _LISTENING = "00010000"  # /proc/net/unix's flags of a listening socket (__SO_ACCEPTCON)
 
 
@@ -136,12 +137,12 @@ def close_abandoned_selectors(spark: Any) -> int:
     after its channel was closed, which tells a finished call's socket from one still waiting for
     its worker. Each file is closed in the JVM by its number (`IOUtil.newFD`, in a package Spark's
     launcher opens): no object of the JVM's refers to these, so none will close them again."""
-    directory = spark.conf.get(_UDS_DIR, None)
+    directory = spark.conf.get(UDS_DIR, None)
     if not directory:
         return 0
     jvm = spark.sparkContext._jvm
     try:
-        found = abandoned_selectors(Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}"), directory)
+        found = abandoned_selectors(jvm_proc(spark), directory)
     except OSError:  # no /proc: not Linux
         return 0
     try:
@@ -156,11 +157,8 @@ def abandoned_selectors(proc: Path, directory: str) -> list[int]:
     """The open files of the process at `proc` (its /proc entry) that abandoned selectors hold, three
     each: an epoll instance whose only two registered files are an eventfd (the JDK's wake-up) and
     a listening socket bound under `directory` whose file is gone (its channel closed), both too."""
-    links: dict[int, str] = {}
-    for entry in (proc / "fd").iterdir():
-        with contextlib.suppress(OSError):  # closed meanwhile
-            links[int(entry.name)] = os.readlink(entry)
-    gone = _closed_listeners(proc / "net" / "unix", directory)
+    links = fd_links(proc)
+    gone = closed_listeners(proc / "net" / "unix", directory)
     found: list[int] = []
     for fd, link in links.items():
         if link != "anon_inode:[eventpoll]":
@@ -176,7 +174,22 @@ def abandoned_selectors(proc: Path, directory: str) -> list[int]:
     return found
 
 
-def _closed_listeners(table: Path, directory: str) -> set[str]:
+def jvm_proc(spark: Any) -> Path:
+    """The /proc entry of the JVM of `spark` (its driver, on this machine)."""
+    return Path(f"/proc/{spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()}")
+
+
+def fd_links(proc: Path) -> dict[int, str]:
+    """The open files of the process at `proc`, by number: what each fd's link names (a path,
+    `socket:[inode]`, `anon_inode:[eventpoll]`, ...)."""
+    links: dict[int, str] = {}
+    for entry in (proc / "fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            links[int(entry.name)] = os.readlink(entry)
+    return links
+
+
+def closed_listeners(table: Path, directory: str) -> set[str]:
     """The listening Unix sockets of `table` (a /proc/net/unix) bound under `directory` whose file is
     gone, as /proc's fd links name them (`socket:[inode]`)."""
     under = directory.rstrip("/") + "/"

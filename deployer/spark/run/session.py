@@ -196,7 +196,7 @@ def prepare_session(spark: SparkSession) -> None:
     env.setdefault("SPARK_PYTHON_RUNTIME", "PYTHON_WORKER")
 
 
-_UDS_DIR = "spark.python.unix.domain.socket.dir"
+UDS_DIR = "spark.python.unix.domain.socket.dir"
 # AF_UNIX socket paths are limited to 107 bytes; Spark names a worker's socket "/.<uuid>.sock" (43).
 _UDS_DIR_MAX = 60
 
@@ -220,7 +220,7 @@ def python_worker_conf(master: str) -> dict[str, str]:
         Path(directory, cep_zygote.LOCK_NAME).touch()
     return {
         "spark.python.unix.domain.socket.enabled": "true",
-        _UDS_DIR: directory,
+        UDS_DIR: directory,
     }
 
 
@@ -399,7 +399,7 @@ def launch_jvm(options: dict[str, str], log: Path) -> None:
         )
         # and fork from a daemon that has imported what they import (worker_path/cep_daemon.py)
         options = {"spark.python.daemon.module": "cep_daemon", **options}
-        cep_zygote.spawn(options.get(_UDS_DIR), log)
+        cep_zygote.spawn(options.get(UDS_DIR), log)
     conf = SparkConf()
     for key, value in options.items():
         conf.set(key, value)

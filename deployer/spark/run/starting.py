@@ -36,7 +36,7 @@ def started_with(writer: Any, conf: Any, wanted: Mapping[str, str]) -> Streaming
 _WATERMARK = re.compile(r"EventTimeWatermark ([0-9a-f-]{36})")  # the node's id, as Spark prints it
 
 
-def reuses_exchanges(df: DataFrame, stateful: bool) -> bool:
+def reuses_exchanges(df: DataFrame) -> bool:
     """Whether the query of `df` may reuse a shuffle it computes twice (`spark.sql.exchange.reuse`).
 
     Spark's propagation of watermarks between stateful operators does not look through a reused
@@ -46,8 +46,7 @@ def reuses_exchanges(df: DataFrame, stateful: bool) -> bool:
     watermark is in the plan twice, no reused exchange can hide one: the streams of a merge, whose
     Sequencers read one shuffle of their sources (deployer.spark.streams.merge_sequencer), read and
     parse them once, where each Sequencer read them again (and Spark's progress counted every read:
-    a 3-stream pattern's input rows and rates three times). A stateless query keeps it always."""
-    if not stateful:
-        return True
+    a 3-stream pattern's input rows and rates three times). (A stateless query has no watermark to
+    lose: deployer.spark.run.deployment keeps its reuse without asking.)"""
     ids = _WATERMARK.findall(df._jdf.queryExecution().analyzed().toString())
     return len(ids) == len(set(ids))
