@@ -139,6 +139,7 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
                 name=f"cycle{k}",
             )
             d.run(out=io.StringIO())
+            del d  # as `cep serve` forgets a deployment it stopped (deployer.service.daemon)
             shutil.rmtree(work / "ck" / str(k), ignore_errors=True)
             shutil.rmtree(work / "out" / str(k), ignore_errors=True)
             if k in MARKS or k == cycles:
