@@ -119,7 +119,7 @@ class Settings:
     )
     long_jvm_options: str = _setting(
         "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000 -XX:MaxHeapFreeRatio=40"
-        " -XX:MinHeapFreeRatio=10 -XX:G1PeriodicGCInterval=30000",
+        " -XX:MinHeapFreeRatio=10 -XX:G1PeriodicGCInterval=30000 -XX:ReservedCodeCacheSize=100m",
         "CEP_LONG_JVM_OPTIONS",
         "Spark: options of the JVM a run that watches its input (`cep run` without `--until-idle`) or "
         '`cep serve` starts; `none`: Spark\'s own (docs/settings.md, "The JVM of a long-lived run")',

@@ -102,11 +102,13 @@ def stop_mid_stream(
     return code, took, log.read_text(errors="replace")[before:]
 
 
-# CEP_LONG_JVM_OPTIONS' default: the C library's and the heap's free memory given back
+# CEP_LONG_JVM_OPTIONS' default: the C library's and the heap's free memory given back, cold
+# compiled code flushed from a smaller cache
 LONG_RUN_OPTIONS = (
     "-XX:TrimNativeHeapInterval=5000",
     "-XX:MaxHeapFreeRatio=40",
     "-XX:G1PeriodicGCInterval=30000",
+    "-XX:ReservedCodeCacheSize=100m",
 )
 
 

@@ -106,6 +106,7 @@ def test_the_driver_jvms_options_and_none(monkeypatch: pytest.MonkeyPatch) -> No
     assert driver_jvm_options(False) == {  # a run that watches its input, `cep serve`
         "spark.driver.extraJavaOptions": "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"
         " -XX:MaxHeapFreeRatio=40 -XX:MinHeapFreeRatio=10 -XX:G1PeriodicGCInterval=30000"
+        " -XX:ReservedCodeCacheSize=100m"
     }
     monkeypatch.setenv("CEP_LONG_JVM_OPTIONS", "none")
     assert driver_jvm_options(False) == {}

@@ -312,10 +312,10 @@ def shuffle_partitions(spark: SparkSession) -> int:
 # archive save: bench/run --only small, docs/settings.md). The serial collector has no collector threads to compete with the work
 # on a small machine, and a bounded run's heap is short-lived. A run that watches its input (or
 # `cep serve`) keeps Spark's compiler and collector: its hot code is compiled once and runs for
-# hours, and gives free memory back (CEP_LONG_JVM_OPTIONS): the C library's every 5 s, and the
-# heap's beyond 40 % of it once collected (the JDK's 70 % kept up to 3.3 times the live data;
-# bench/run --only serve; docs/settings.md, "The JVM of a long-lived run"). A JDK before 17.0.9
-# has no trim option: `IgnoreUnrecognizedVMOptions` lets it start without.
+# hours, and gives free memory back (CEP_LONG_JVM_OPTIONS): the C library's every 5 s, the heap's
+# beyond 40 % of it once collected (the JDK's 70 % kept up to 3.3 times the live data), cold compiled
+# code from a 100 MB cache (bench/run --only serve; docs/settings.md, "The JVM of a long-lived run").
+# A JDK before 17.0.9 has no trim option: `IgnoreUnrecognizedVMOptions` lets it start without.
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
