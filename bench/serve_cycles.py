@@ -6,8 +6,9 @@ consumed; undeploy: stop), each with its own checkpoint and outputs, over the sa
 (examples/daily_bill.cpl's union, filter, map and daily window, without its store: 100 events in
 two files), and records after chosen cycles the driver JVM's heap in use after a full collection
 (`MemoryMXBean` after `System.gc()`), the resident memory of the JVM and of this Python process,
-and the JVM's open files (its /proc entry's `fd`: deployer.spark.run.reclaim says what a stopped
-deployment left open). The row compares the 200th with the 20th: the issue's goal is within 10 %.
+the JVM's open files (its /proc entry's `fd`: deployer.spark.run.reclaim says what a stopped
+deployment left open) and the listeners on the application's listener bus (a stateful query's
+session left one). The row compares the 200th with the 20th: the issue's goal is within 10 %.
 
 Where the JVM's resident memory goes: when `jcmd` is there and the JVM is started here, it runs with
 `-XX:NativeMemoryTracking=summary` (about 15 MB and a little CPU of its own), and each mark also
@@ -96,11 +97,13 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
     heap = jvm.java.lang.management.ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed()
     rss_mb = _rss_kb(jvm_pid) / 1024
     fds = Path(f"/proc/{jvm_pid}/fd")
+    listeners = spark.sparkContext._jsc.sc().listenerBus().listeners().size()
     return {
         "heap_mb": heap / 2**20,
         "jvm_rss_mb": rss_mb,
         "python_rss_mb": _rss_kb(os.getpid()) / 1024,
         **({"jvm_open_files": float(len(os.listdir(fds)))} if fds.is_dir() else {}),
+        "jvm_listeners": float(listeners),
         **_native(jvm_pid, rss_mb),
     }
 
@@ -154,6 +157,9 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+_UNITS = {"jvm_open_files": "files", "jvm_listeners": "listeners"}
+
+
 def rows(quick: bool) -> list[dict[str, Any]]:
     """The group's rows: each memory after the last cycle against after the 20th (ratio = the 20th's
     over the last's: at least 0.91 is within the goal's 10 %). One run of the cycles, not three
@@ -167,6 +173,7 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         "jvm_rss_mb": "JVM resident",
         "python_rss_mb": "Python resident",
         "jvm_open_files": "JVM open files",
+        "jvm_listeners": "listeners on the application's bus",
         # the JVM's own accounting, when it kept one (_native)
         "jvm_code_mb": "JVM compiled code",
         "jvm_untracked_mb": "JVM native memory it does not track",
@@ -177,7 +184,7 @@ def rows(quick: bool) -> list[dict[str, Any]]:
             [last[key]],
             [first[key]],
             "after 20 cycles",
-            unit="files" if key == "jvm_open_files" else "MB",
+            unit=_UNITS.get(key, "MB"),
             lower_is_better=True,
             note=f"{result['cycles']} deploy/run/undeploy cycles in {result['seconds']:.0f} s; after cycles "
             + ", ".join(f"{k}: {m[key]:.0f}" for k, m in result["marks"].items()),

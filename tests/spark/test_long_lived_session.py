@@ -114,6 +114,24 @@ def test_a_stopped_deployment_is_freed_and_leaves_no_thread(spark: Any, tmp_path
     assert stop_idle_monitors(spark) == 0
 
 
+def _stream_buses(spark: Any) -> int:
+    """The streaming query managers' listener buses registered on the application's listener bus."""
+    live = spark.sparkContext._jsc.sc().listenerBus()
+    return sum(1 for x in live.listeners() if x.getClass().getSimpleName() == "StreamingQueryListenerBus")
+
+
+def test_a_stopped_deployment_leaves_no_listener_on_the_applications_bus(spark: Any, tmp_path: Path) -> None:
+    """Each stateful query's own session registered its manager's listener bus on the application's,
+    where it stayed for the life of the application (deployer.spark.run.reclaim); the stop of its
+    deployment removes it. The session's own manager (and bus) is made before counting: its first
+    query start makes it, and it stays."""
+    assert spark.streams is not None
+    before = _stream_buses(spark)
+    for k in range(2):
+        _run_one(spark, tmp_path, k)  # a window: a stateful query
+    assert _stream_buses(spark) <= before
+
+
 def _jvm_sockets_in_close_wait(proc: Path) -> int:
     """How many of the JVM's TCP sockets wait for it to close them (their peer has: `CLOSE_WAIT`)."""
     held = set(fd_links(proc).values())

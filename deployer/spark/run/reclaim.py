@@ -33,6 +33,13 @@ cycles (bench/serve_cycles.py), each deployment of examples/daily_bill.cpl left 
   per deployment of examples/daily_bill.cpl (traced with `strace` over cycles of
   bench/serve_cycles.py: every one bound by a query's stream thread, where the runners start).
   `close_abandoned_selectors` finds them in the JVM's `/proc` entries and closes them.
+- **A listener per stateful query.** A query runs its micro-batches in a session of its own (Spark's
+  clone of the one that started it), and its stateful operators ask that session for its streaming
+  query manager, whose making registers the manager's listener bus on the application's listener
+  bus, where nothing removes it: one more listener, called with every streaming event of every
+  query, for each stateful query ever started (107 in the serve bench's JVM after some 60 cycles,
+  `jcmd GC.class_histogram`). No query is started from such a session, and nothing registers a
+  listener with its manager: `drop_stream_buses` removes the stopped queries' ones.
 """
 
 from __future__ import annotations
@@ -93,14 +100,40 @@ def _monitor_candidates(jvm: Any, threads: Any) -> range | list[int]:
     return [i for i, part in enumerate(parts) if _MONITOR in part]
 
 
-def give_back(spark: Any, callers: Iterable[Any]) -> None:
+def give_back(spark: Any, callers: Iterable[Any], queries: Iterable[Any]) -> None:
     """What a deployment's stop gives back (see the module), once its queries have stopped: the
     py4j connections its queries' threads called it on (`callers`, both halves), the runners'
-    monitor threads and the files their workers' starts left open."""
+    monitor threads and the files their workers' starts left open, the listener buses of its
+    `queries`' own sessions (pyspark StreamingQuery objects)."""
     hang_up(callers)
     close_idle_callbacks(spark)
     stop_idle_monitors(spark)
     close_abandoned_selectors(spark)
+    drop_stream_buses(spark, queries)
+
+
+def drop_stream_buses(spark: Any, queries: Iterable[Any]) -> int:
+    """Remove from the application's listener bus the streaming listener bus of each of `queries`'
+    own session (see the module); how many. Read through private fields, so that a session or a
+    manager never made is not made now (Spark 4.3: `SessionState.streamingQueryManager`, a lazy
+    value, and `StreamingQueryManager.listenerBus`); a Spark without them keeps its buses."""
+    live = spark.sparkContext._jsc.sc().listenerBus()
+    dropped = 0
+    for q in queries:
+        with contextlib.suppress(Py4JError):
+            state = _private(q._jsq.streamingQuery().sparkSessionForStream(), "sessionState")
+            manager = None if state is None else _private(state, "streamingQueryManager")
+            if manager is not None:
+                live.removeListener(_private(manager, "listenerBus"))
+                dropped += 1
+    return dropped
+
+
+def _private(obj: Any, name: str) -> Any:
+    """The value of the field `name` of the JVM object `obj`, private or not (None for null)."""
+    field = obj.getClass().getDeclaredField(name)
+    field.setAccessible(True)
+    return field.get(obj)
 
 
 def hang_up(connections: Iterable[Any]) -> None:
