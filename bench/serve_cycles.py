@@ -7,8 +7,8 @@ consumed; undeploy: stop), each with its own checkpoint and outputs, over the sa
 two files), and records after chosen cycles the driver JVM's heap in use after a full collection
 (`MemoryMXBean` after `System.gc()`), the resident memory of the JVM and of this Python process,
 the JVM's open files (its /proc entry's `fd`: deployer.spark.run.reclaim says what a stopped
-deployment left open) and the listeners on the application's listener bus (a stateful query's
-session left one). The row compares the 200th with the 20th: the issue's goal is within 10 %.
+deployment left open), the listeners on the application's listener bus (a stateful query's
+session left one) and the child allocators of Arrow's root allocator (a Python source left one). The row compares the 200th with the 20th: the issue's goal is within 10 %.
 
 Where the JVM's resident memory goes: when `jcmd` is there and the JVM is started here, it runs with
 `-XX:NativeMemoryTracking=summary` (about 15 MB and a little CPU of its own), and each mark also
@@ -98,12 +98,14 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
     rss_mb = _rss_kb(jvm_pid) / 1024
     fds = Path(f"/proc/{jvm_pid}/fd")
     listeners = spark.sparkContext._jsc.sc().listenerBus().listeners().size()
+    allocators = jvm.org.apache.spark.sql.util.ArrowUtils.rootAllocator().getChildAllocators().size()
     return {
         "heap_mb": heap / 2**20,
         "jvm_rss_mb": rss_mb,
         "python_rss_mb": _rss_kb(os.getpid()) / 1024,
         **({"jvm_open_files": float(len(os.listdir(fds)))} if fds.is_dir() else {}),
         "jvm_listeners": float(listeners),
+        "jvm_arrow_allocators": float(allocators),
         **_native(jvm_pid, rss_mb),
     }
 
@@ -151,13 +153,15 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
         first, last = marks.get(20), marks[cycles]
         out: dict[str, Any] = {"cycles": cycles, "seconds": time.monotonic() - started, "marks": marks}
         if first is not None:
-            out["growth"] = {key: last[key] / first[key] for key in first}
+            out["growth"] = {
+                key: last[key] / first[key] for key in first if first[key]
+            }  # not of a count of 0
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-_UNITS = {"jvm_open_files": "files", "jvm_listeners": "listeners"}
+_UNITS = {"jvm_open_files": "files", "jvm_listeners": "listeners", "jvm_arrow_allocators": "allocators"}
 
 
 def rows(quick: bool) -> list[dict[str, Any]]:
@@ -174,6 +178,7 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         "python_rss_mb": "Python resident",
         "jvm_open_files": "JVM open files",
         "jvm_listeners": "listeners on the application's bus",
+        "jvm_arrow_allocators": "Arrow's child allocators",
         # the JVM's own accounting, when it kept one (_native)
         "jvm_code_mb": "JVM compiled code",
         "jvm_untracked_mb": "JVM native memory it does not track",

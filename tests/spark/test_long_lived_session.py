@@ -132,6 +132,24 @@ def test_a_stopped_deployment_leaves_no_listener_on_the_applications_bus(spark: 
     assert _stream_buses(spark) <= before
 
 
+def _arrow_children(spark: Any) -> int:
+    """The child allocators of Arrow's root allocator in the JVM."""
+    return int(
+        spark.sparkContext._jvm.org.apache.spark.sql.util.ArrowUtils.rootAllocator()
+        .getChildAllocators()
+        .size()
+    )
+
+
+def test_a_stopped_deployment_leaves_no_arrow_allocator(spark: Any, tmp_path: Path) -> None:
+    """Each query's Python source made a child of Arrow's root allocator that its stop never closed
+    (deployer.spark.run.reclaim); its deployment's stop closes it."""
+    before = _arrow_children(spark)
+    for k in range(2):
+        _run_one(spark, tmp_path, k)  # one query reading one Python source
+    assert _arrow_children(spark) <= before
+
+
 def _jvm_sockets_in_close_wait(proc: Path) -> int:
     """How many of the JVM's TCP sockets wait for it to close them (their peer has: `CLOSE_WAIT`)."""
     held = set(fd_links(proc).values())

@@ -408,7 +408,8 @@ class SparkDeployment:
             ended = False
         # else py4j and the JVM keep each other's half of the deployment; and Python a thread per query
         callers = [c for gate in self._gates for c in gate.release()]
-        give_back(self.spark, callers if ended else (), self.queries)
+        stopped = self.queries if ended else []  # a query still running keeps what it uses
+        give_back(self.spark, callers if ended else (), stopped)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -40,6 +40,11 @@ cycles (bench/serve_cycles.py), each deployment of examples/daily_bill.cpl left 
   query, for each stateful query ever started (107 in the serve bench's JVM after some 60 cycles,
   `jcmd GC.class_histogram`). No query is started from such a session, and nothing registers a
   listener with its manager: `drop_stream_buses` removes the stopped queries' ones.
+- **An Arrow allocator per Python source.** Each query's Python streaming source starts a runner on
+  the driver that makes a child of Arrow's root allocator to read its worker's answers, and its
+  `stop` never closes it (Spark 4.3.0, `PythonStreamingSourceRunner`, read off its bytecode): one
+  more child allocator, empty, per source per query started. `close_source_allocators` closes the
+  stopped queries' ones.
 """
 
 from __future__ import annotations
@@ -109,7 +114,9 @@ def give_back(spark: Any, callers: Iterable[Any], queries: Iterable[Any]) -> Non
     close_idle_callbacks(spark)
     stop_idle_monitors(spark)
     close_abandoned_selectors(spark)
+    queries = list(queries)
     drop_stream_buses(spark, queries)
+    close_source_allocators(queries)
 
 
 def drop_stream_buses(spark: Any, queries: Iterable[Any]) -> int:
@@ -129,9 +136,37 @@ def drop_stream_buses(spark: Any, queries: Iterable[Any]) -> int:
     return dropped
 
 
+def close_source_allocators(queries: Iterable[Any]) -> int:
+    """Close the Arrow allocator the runner of each Python source of the stopped `queries` made (see
+    the module); how many. A source of another kind has no runner; an allocator that still holds
+    memory refuses to close and is left as it was (none was seen to)."""
+    closed = 0
+    for q in queries:
+        try:
+            sources = q._jsq.streamingQuery().sources()  # null until its plan was made
+        except Py4JError:
+            continue
+        for i in range(0 if sources is None else sources.length()):
+            with contextlib.suppress(Py4JError):
+                runner = _private(sources.apply(i), "runner")
+                if runner is not None:
+                    _private(runner, "allocator").close()
+                    closed += 1
+    return closed
+
+
 def _private(obj: Any, name: str) -> Any:
-    """The value of the field `name` of the JVM object `obj`, private or not (None for null)."""
-    field = obj.getClass().getDeclaredField(name)
+    """The value of the field `name` of the JVM object `obj` or of a class it extends, private or
+    not (None for null)."""
+    cls = obj.getClass()
+    while True:
+        try:
+            field = cls.getDeclaredField(name)
+            break
+        except Py4JError:  # NoSuchFieldException: a class it extends may declare it
+            cls = cls.getSuperclass()
+            if cls is None:
+                raise
     field.setAccessible(True)
     return field.get(obj)
 
