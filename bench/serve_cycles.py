@@ -8,7 +8,8 @@ two files), and records after chosen cycles the driver JVM's heap in use after a
 (`MemoryMXBean` after `System.gc()`), the resident memory of the JVM and of this Python process,
 the JVM's open files (its /proc entry's `fd`: deployer.spark.run.reclaim says what a stopped
 deployment left open), the listeners on the application's listener bus (a stateful query's
-session left one) and the child allocators of Arrow's root allocator (a Python source left one). The row compares the 200th with the 20th: the issue's goal is within 10 %.
+session left one) and the child allocators of Arrow's root allocator (a Python source left one).
+The row compares the 200th with the 20th: the issue's goal is within 10 %.
 
 Where the JVM's resident memory goes: when `jcmd` is there and the JVM is started here, it runs with
 `-XX:NativeMemoryTracking=summary` (about 15 MB and a little CPU of its own), and each mark also
@@ -153,9 +154,8 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
         first, last = marks.get(20), marks[cycles]
         out: dict[str, Any] = {"cycles": cycles, "seconds": time.monotonic() - started, "marks": marks}
         if first is not None:
-            out["growth"] = {
-                key: last[key] / first[key] for key in first if first[key]
-            }  # not of a count of 0
+            # a count of 0 (Arrow's child allocators) has no growth to divide by
+            out["growth"] = {key: last[key] / first[key] for key in first if first[key]}
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -108,8 +108,9 @@ def _monitor_candidates(jvm: Any, threads: Any) -> range | list[int]:
 def give_back(spark: Any, callers: Iterable[Any], queries: Iterable[Any]) -> None:
     """What a deployment's stop gives back (see the module), once its queries have stopped: the
     py4j connections its queries' threads called it on (`callers`, both halves), the runners'
-    monitor threads and the files their workers' starts left open, the listener buses of its
-    `queries`' own sessions (pyspark StreamingQuery objects)."""
+    monitor threads and the files their workers' starts left open, and of its `queries` (pyspark
+    StreamingQuery objects, all ended) the listener buses of their own sessions and the Arrow
+    allocators of their Python sources."""
     hang_up(callers)
     close_idle_callbacks(spark)
     stop_idle_monitors(spark)
