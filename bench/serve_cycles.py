@@ -11,6 +11,13 @@ deployment left open), the listeners on the application's listener bus (a statef
 session left one) and the child allocators of Arrow's root allocator (a Python source left one).
 The row compares the 200th with the 20th: the issue's goal is within 10 %.
 
+A stopped query's state stores stay loaded (their RocksDB instances open, their objects in the heap)
+until the stores' maintenance, every 10 s here, unloads them: right after a cycle the last few
+deployments' stores are still there (6 to 36 in one run), and the heap and resident memory right
+after a cycle depend on where in that period the mark falls. Each mark also waits until no store is
+loaded (at most 30 s) and measures the heap and the JVM's resident memory again ("stores
+unloaded"): what the service keeps. The cycles' time leaves the marks out.
+
 Where the JVM's resident memory goes: when `jcmd` is there and the JVM is started here, it runs with
 `-XX:NativeMemoryTracking=summary` (about 15 MB and a little CPU of its own), and each mark also
 records, from `jcmd <pid> VM.native_memory summary`, the heap's committed size, the JIT's compiled
@@ -111,6 +118,30 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
     }
 
 
+def _loaded_stores(spark: Any) -> int:
+    """The state store providers loaded in the driver's JVM (Spark's `StateStore` object's private
+    map; Spark 4.3), -1 when it cannot be read."""
+    jvm = spark.sparkContext._jvm
+    try:
+        cls = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
+        field = cls.getDeclaredField("loadedProviders")
+        field.setAccessible(True)
+        return int(field.get(cls.getField("MODULE$").get(None)).size())
+    except Exception:  # another Spark
+        return -1
+
+
+def _mark(spark: Any, jvm_pid: int) -> dict[str, float]:
+    """A mark: the measures right after a cycle, the stores still loaded, and the heap and the JVM's
+    resident memory again once the maintenance has unloaded them (see the module)."""
+    now = {**_measure(spark, jvm_pid), "loaded_stores": float(_loaded_stores(spark))}
+    deadline = time.monotonic() + 30
+    while _loaded_stores(spark) > 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    later = _measure(spark, jvm_pid)
+    return {**now, **{f"unloaded_{key}": later[key] for key in ("heap_mb", "jvm_rss_mb")}}
+
+
 def _inputs(root: Path) -> dict[str, str]:
     from cdr import write_events  # bench/cdr.py
 
@@ -132,7 +163,7 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
         jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
         sources = _inputs(work / "in")
         marks: dict[int, dict[str, float]] = {}
-        started = time.monotonic()
+        started, measuring = time.monotonic(), 0.0
         for k in range(1, cycles + 1):
             d = ServiceDeployment(
                 spark,
@@ -149,10 +180,16 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
             shutil.rmtree(work / "ck" / str(k), ignore_errors=True)
             shutil.rmtree(work / "out" / str(k), ignore_errors=True)
             if k in MARKS or k == cycles:
-                marks[k] = _measure(spark, jvm)
+                at = time.monotonic()
+                marks[k] = _mark(spark, jvm)
+                measuring += time.monotonic() - at
                 print(f"serve cycles: {k}: {json.dumps(marks[k])}", file=sys.stderr, flush=True)
         first, last = marks.get(20), marks[cycles]
-        out: dict[str, Any] = {"cycles": cycles, "seconds": time.monotonic() - started, "marks": marks}
+        out: dict[str, Any] = {
+            "cycles": cycles,
+            "seconds": time.monotonic() - started - measuring,
+            "marks": marks,
+        }
         if first is not None:
             # a count of 0 (Arrow's child allocators) has no growth to divide by
             out["growth"] = {key: last[key] / first[key] for key in first if first[key]}
@@ -161,7 +198,12 @@ def run(cycles: int = CYCLES) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-_UNITS = {"jvm_open_files": "files", "jvm_listeners": "listeners", "jvm_arrow_allocators": "allocators"}
+_UNITS = {
+    "jvm_open_files": "files",
+    "jvm_listeners": "listeners",
+    "jvm_arrow_allocators": "allocators",
+    "loaded_stores": "stores",
+}
 
 
 def rows(quick: bool) -> list[dict[str, Any]]:
@@ -175,6 +217,9 @@ def rows(quick: bool) -> list[dict[str, Any]]:
     what = {
         "heap_mb": "driver heap after GC",
         "jvm_rss_mb": "JVM resident",
+        "unloaded_heap_mb": "driver heap after GC, stores unloaded",
+        "unloaded_jvm_rss_mb": "JVM resident, stores unloaded",
+        "loaded_stores": "state stores still loaded",
         "python_rss_mb": "Python resident",
         "jvm_open_files": "JVM open files",
         "jvm_listeners": "listeners on the application's bus",
