@@ -121,12 +121,12 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
 def _loaded_stores(spark: Any) -> int:
     """The state store providers loaded in the driver's JVM (Spark's `StateStore` object's private
     map; Spark 4.3), -1 when it cannot be read."""
+    from deployer.spark.run.reclaim import jvm_field
+
     jvm = spark.sparkContext._jvm
     try:
         cls = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
-        field = cls.getDeclaredField("loadedProviders")
-        field.setAccessible(True)
-        return int(field.get(cls.getField("MODULE$").get(None)).size())
+        return int(jvm_field(cls.getField("MODULE$").get(None), "loadedProviders").size())
     except Exception:  # another Spark
         return -1
 

@@ -79,9 +79,7 @@ def stop_idle_monitors(spark: Any) -> int:
             continue
         with contextlib.suppress(Exception):  # another Spark's factory, or a JVM without Thread.stop
             factory = thread.getClass().getField("$outer").get(thread)
-            field = factory.getClass().getDeclaredField("useDaemon")
-            field.setAccessible(True)
-            if not field.getBoolean(factory):
+            if not jvm_field(factory, "useDaemon"):
                 thread.stop()
                 stopped.append(thread)
     for thread in stopped:  # `stop` only asks: gone once this returns
@@ -129,10 +127,10 @@ def drop_stream_buses(spark: Any, queries: Iterable[Any]) -> int:
     dropped = 0
     for q in queries:
         with contextlib.suppress(Py4JError):
-            state = _private(q._jsq.streamingQuery().sparkSessionForStream(), "sessionState")
-            manager = None if state is None else _private(state, "streamingQueryManager")
+            state = jvm_field(q._jsq.streamingQuery().sparkSessionForStream(), "sessionState")
+            manager = None if state is None else jvm_field(state, "streamingQueryManager")
             if manager is not None:
-                live.removeListener(_private(manager, "listenerBus"))
+                live.removeListener(jvm_field(manager, "listenerBus"))
                 dropped += 1
     return dropped
 
@@ -149,16 +147,16 @@ def close_source_allocators(queries: Iterable[Any]) -> int:
             continue
         for i in range(0 if sources is None else sources.length()):
             with contextlib.suppress(Py4JError):
-                runner = _private(sources.apply(i), "runner")
+                runner = jvm_field(sources.apply(i), "runner")
                 if runner is not None:
-                    _private(runner, "allocator").close()
+                    jvm_field(runner, "allocator").close()
                     closed += 1
     return closed
 
 
-def _private(obj: Any, name: str) -> Any:
+def jvm_field(obj: Any, name: str) -> Any:
     """The value of the field `name` of the JVM object `obj` or of a class it extends, private or
-    not (None for null)."""
+    not, static or not (None for null; a boolean, number or string as Python's)."""
     cls = obj.getClass()
     while True:
         try:
