@@ -8,10 +8,10 @@ dead letter with the store's message.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -20,35 +20,43 @@ from deployer.spark.datastores.store_calls import bound, deployment_of, worker_s
 from deployer.spark.streams.arrow_batches import in_order
 from deployer.spark.streams.dead_letters import dead_letter_writer
 from deployer.spark.translate.columns import col_name
-from deployer.spark.translate.graph import SEQ, SparkGraph, named
+from deployer.spark.translate.graph import SEQ, SparkGraph, named_columns
 from operators import graph as g
 from operators.analysis import in_release_order
 from stores.arrow import rows as arrow_rows
 
 DeadLetterWriter = Callable[[DataFrame, int], None]
+
+
+class TableWriter(Protocol):
+    """`materialize_writer`'s foreachBatch: a batch's rows, or the Arrow table of them `collected`."""
+
+    def __call__(self, df: DataFrame, batch_id: int, collected: pa.Table | None = None) -> None: ...
+
+
 _ORDER = ("__order_ts", "__order_seq")
 
 
-def table_shape(
-    sg: SparkGraph, node: g.Materialize
-) -> tuple[Callable[[DataFrame], DataFrame], tuple[str, ...]]:
-    """How the rows of a table's input become the rows its query writes, with the table's column
-    names, and the columns after them that `materialize_writer` sorts each batch by: event time
-    (when the rows have one) and `SEQ`, the reference executor's order, as a sink writes them. A
+def table_shape(sg: SparkGraph, node: g.Materialize) -> tuple[list[Column], tuple[str, ...]]:
+    """The Columns that make the rows of a table's input the rows its query writes, with the table's
+    column names, and the columns after them that `materialize_writer` sorts each batch by: event
+    time (when the rows have one) and `SEQ`, the reference executor's order, as a sink writes them. A
     batch of a stream's events comes in that order already, but not one over a merge (its inputs'
     partitions one after another) nor an aggregate's windows (a TIME window's `SEQ` starts with the
     window's end): the rows of one key are upserted in that order, so the last one wins on both
-    engines. A function of the rows, for a query that splits them off its input's failures in each
-    micro-batch (deployer.spark.run.failures)."""
+    engines. Made once: a query that splits its rows off its input's failures in each micro-batch
+    selects them in each (deployer.spark.run.failures), and each Column made is a round trip to the
+    JVM."""
+    columns = named_columns(node.input_schema)
     ts = sg.event_time_index(node.inputs[0])
     if ts is None and in_release_order(sg.graph, node.inputs[0]):
-        return (lambda rows: named(rows, node.input_schema)), ()
-    order = {_ORDER[0]: F.col(col_name(ts))} if ts is not None else {}
-
-    def shape(rows: DataFrame) -> DataFrame:
-        return named(rows.withColumns({**order, _ORDER[1]: F.col(SEQ)}), node.input_schema, *order, _ORDER[1])
-
-    return shape, (*order, _ORDER[1])
+        return columns, ()
+    order: tuple[str, ...] = ()
+    if ts is not None:
+        order = (_ORDER[0],)
+        columns.append(F.col(col_name(ts)).alias(_ORDER[0]))
+    columns.append(F.col(SEQ).alias(_ORDER[1]))
+    return columns, (*order, _ORDER[1])
 
 
 def materialize_writer(
@@ -57,7 +65,7 @@ def materialize_writer(
     dead_letter: DeadLetterWriter | None = None,
     applied: Callable[[int], None] | None = None,
     order: tuple[str, ...] = (),
-) -> Any:
+) -> TableWriter:
     """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
 
     Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
@@ -74,11 +82,12 @@ def materialize_writer(
     failed_to = dead_letter or fallback
     fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
 
-    def write(df: DataFrame, batch_id: int) -> None:
+    def write(df: DataFrame, batch_id: int, collected: pa.Table | None = None) -> None:
         # The batch goes to the store as Arrow: Postgres encodes it for COPY with Arrow kernels,
         # other stores convert it to Python rows (stores/arrow.py). Sorted here, on the driver, not
-        # with Spark's orderBy, which samples the batch in a job of its own first.
-        data = in_order(df.toArrow(), order)
+        # with Spark's orderBy, which samples the batch in a job of its own first. `collected`: the
+        # batch's rows collected already (its first columns `df`'s: deployer.spark.run.failures).
+        data = in_order(df.toArrow() if collected is None else collected, order)
         if not data.num_rows:
             return
         result = worker_stores(config).materialize_arrow(

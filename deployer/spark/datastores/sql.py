@@ -112,7 +112,9 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     fields = carried(list(struct_of(node.schema).fields), df)
     whole = _read(sg, node, df, list(range(width)), fields)
     err = F.col(READ_ERR)
-    ok = sg.split_errors(node, whole, [(err.isNotNull(), err)], width, then=_without(READ_ERR))
+    ok = sg.split_errors(
+        node, whole, [(err.isNotNull(), err)], width, then=_without(READ_ERR), then_drops_only=True
+    )
     if len(keep) == width or sg.dead_letters[-1].spooled is not None:
         return ok
     done = _read(sg, node, df, keep, fields).filter(err.isNull()).drop(READ_ERR)
@@ -292,7 +294,9 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     done = df.mapInArrow(run, out)
     # Failed events go to a dead letter, with the input event; the others go on.
     err = F.col(SQL_ERR)
-    return sg.split_errors(node, done, [(err.isNotNull(), err)], width, then=_without(SQL_ERR))
+    return sg.split_errors(
+        node, done, [(err.isNotNull(), err)], width, then=_without(SQL_ERR), then_drops_only=True
+    )
 
 
 def _without(column: str) -> Callable[[DataFrame], DataFrame]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from deployer import settings
@@ -220,10 +220,11 @@ class SparkDeployment:
         self._start(*self._along(query, node.inputs[0], write, shape))
 
     def _along(
-        self, query: Query, port: g.Port, write: Writer, shape: Callable[[DataFrame], DataFrame] | None = None
+        self, query: Query, port: g.Port, write: Writer, shape: list[Column] | None = None
     ) -> tuple[DataFrame, str, Writer]:
-        """What `query` runs and how it writes: the rows of `port` (`shape`d), or, where the plan has
-        it write failures too, the rows before their split (deployer.spark.run.failures.along)."""
+        """What `query` runs and how it writes: the rows of `port` (a table's `shape` selected), or,
+        where the plan has it write failures too, the rows before their split
+        (deployer.spark.run.failures.along)."""
         assigned = {
             w.removeprefix("failures of ")
             for w in query.writes
@@ -231,7 +232,7 @@ class SparkDeployment:
         }
         if not assigned:
             rows = self.sg.port(port)
-            return (rows if shape is None else shape(rows)), query.name, write
+            return (rows if shape is None else rows.select(*shape)), query.name, write
         frame, both, written = along(self.sg, port, assigned, self._dead, write, shape)
         self._written |= written
         return frame, query.name, both

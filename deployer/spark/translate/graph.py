@@ -80,6 +80,11 @@ class Split:
     whole: DataFrame
     failed: Callable[[DataFrame], DataFrame]  # `whole`'s failed rows as `reason` and `event`
     kept: Callable[[DataFrame], DataFrame]  # its other rows, without the error column, made the port's
+    event: Column  # a failed row's `event`, over `whole`'s columns
+    # What makes `whole`'s rows the port's, every row and every other column kept, when the step
+    # after the split only drops columns (a data store call's): a micro-batch of `whole` made so
+    # can be split on the driver (deployer.spark.run.failures). None otherwise.
+    through: Callable[[DataFrame], DataFrame] | None = None
 
 
 @dataclass
@@ -122,6 +127,10 @@ class SparkGraph:
     spool: Any = None
     # Whether each DeadLetter frame comes with an Observation of its failed rows (`failures`).
     counts_failures: bool = False
+    # Columns a Map passes on as they are: a failure split's error column and failed events, over
+    # the Maps after a split that a query's foreachBatch splits on the driver (deployer.spark.run.
+    # failures).
+    carried: tuple[str, ...] = ()
 
     def compiled(self, node: g.Node, what: str, build: Callable[[], _T]) -> _T:
         """`build()`, once per node and `what` when the graph has a `memo`."""
@@ -163,16 +172,17 @@ class SparkGraph:
         on_input: bool = False,
         then: Callable[[DataFrame], DataFrame] | None = None,
         event: Column | None = None,
+        then_drops_only: bool = False,
     ) -> DataFrame:
         """Route rows with an error to a dead letter; return the others without the error column.
-
         The dead letter's event is the first `width` columns (`_0`, `_1`, ...), or the given ones.
         `on_input`: the rows are the node's input (an Aggregate's events), not its results. `then`:
         the stateless steps (filters, projections) that make the other rows the node's port, applied
         here; given where the handler makes its port so, for a split after a stateful operator or a
-        data store call: the query writing the port can then write the failures too (`Split`).
-        `event`: the dead letter's event already encoded (`columns.encoded_event`), for rows that
-        are not all events of one shape (a window's rows beside the events its state refused)."""
+        data store call: the query writing the port can then write the failures too (`Split`; its
+        `through` when `then_drops_only`). `event`: the dead letter's event already encoded
+        (`columns.encoded_event`), for rows not all events of one shape (a window's rows beside the
+        events its state refused)."""
         if not errors:
             return df if then is None else then(df)
         stateless = self._stateless(node, on_input)
@@ -203,21 +213,26 @@ class SparkGraph:
                 DeadLetter(node.id, node.line, None, node.op, stream, stateless, spooled=label)
             )
             return spooled if then is None else then(spooled)
-        failures = None
-        if self.counts_failures:
-            failures = Observation()
-            counted = self.compiled(
-                node,
-                f"failures:{on_input}",
-                lambda: F.count(F.when(F.col(ERR).isNotNull(), F.lit(1))).alias("rows"),
-            )
-            df = df.observe(failures, counted)
+        df, failures = self._counted(node, on_input, df)
         rows = kept(df)
-        split = Split(df, failed, kept) if then is not None and not stateless else None
+        through = then if then_drops_only else None
+        split = Split(df, failed, kept, payload, through) if then is not None and not stateless else None
         self.dead_letters.append(
             DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split, failures=failures)
         )
         return rows
+
+    def _counted(self, node: g.Node, on_input: bool, df: DataFrame) -> tuple[DataFrame, Observation | None]:
+        """`df` with an Observation of its failed rows, when the graph `counts_failures`."""
+        if not self.counts_failures:
+            return df, None
+        failures = Observation()
+        counted = self.compiled(
+            node,
+            f"failures:{on_input}",
+            lambda: F.count(F.when(F.col(ERR).isNotNull(), F.lit(1))).alias("rows"),
+        )
+        return df.observe(failures, counted), failures
 
     def _stateless(self, node: g.Node, on_input: bool) -> bool:
         """operators.analysis.stateless_upstream, once per node: the shared query's batch plans
@@ -316,4 +331,9 @@ def order_key(ts: Column) -> Column:
 def named(df: DataFrame, schema: Schema, *extra: str) -> DataFrame:
     """Give positional columns their real names, for results leaving the engine (followed by the
     `extra` columns, when given)."""
-    return df.select(*[F.col(col_name(i)).alias(f.name) for i, f in enumerate(schema)], *extra)
+    return df.select(*named_columns(schema), *extra)
+
+
+def named_columns(schema: Schema) -> list[Column]:
+    """The columns `named` selects, to be made once where they name every micro-batch of a query."""
+    return [F.col(col_name(i)).alias(f.name) for i, f in enumerate(schema)]

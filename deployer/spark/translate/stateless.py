@@ -46,7 +46,7 @@ def map_(sg: SparkGraph, node: g.Node) -> None:
     if errors:
         # Evaluate the error conditions against the input row, before projecting it away.
         df = sg.split_errors(node, df, errors, len(node.input_schema))
-    sg.ports[g.Port(node.id)] = df.select(*cols)
+    sg.ports[g.Port(node.id)] = df.select(*cols, *sg.carried)
 
 
 def filter_(sg: SparkGraph, node: g.Node) -> None:
