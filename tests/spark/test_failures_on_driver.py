@@ -1,9 +1,10 @@
-"""A table's rows after a data store call, through Maps that cannot fail, with that call's failures:
-the table's query runs each row with its error and failed event beside it, and its foreachBatch
-splits the one collected batch on the driver (deployer.spark.run.failures `_split_on_driver`) where
-it persisted the batch and built its split, Maps and shape in every micro-batch. A run resumed from
-its checkpoint with more files has the reference executor's table and dead letters, each once; the
-rows of one table key are upserted in the reference's order, over files cut differently.
+"""A table's or a sink's rows after a data store call, through Maps that cannot fail, with that
+call's failures: the query runs each row with its error and failed event beside it, and its
+foreachBatch splits the one collected batch on the driver (deployer.spark.run.failures
+`_split_on_driver`) where it persisted the batch and built its split, Maps and shape in every
+micro-batch. A run resumed from its checkpoint with more files has the reference executor's tables,
+sink and dead letters, each once; the rows of one table key are upserted in the reference's order,
+over files cut differently.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import psycopg
 import pytest
 from spark_helpers import (
     T0,
+    assert_same,
     assert_same_dead_letters,
     collect,
     compile_text,
@@ -32,7 +34,7 @@ from deployer.spark.run.queries import plan_queries, store_kinds
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 # The reads of "big" fail (a value that does not fit RETURNS' integer), the others go on through a
-# Map that cannot fail (projections only) to two tables, one appended, one upserted by key. "a" has
+# Map that cannot fail (projections only) to a sink and two tables, one appended, one upserted by key. "a" has
 # two rows, upserted in the query's order: ORDER BY gives one (without it the store's order is SQL's
 # unspecified one, which the two engines' reads need not share: docs/language.md, ON SQL).
 SCRIPT = """
@@ -44,7 +46,9 @@ CREATE TABLE found (id integer, name varchar, v integer) IN out;
 CREATE TABLE latest (name varchar PRIMARY KEY, id integer, v integer) IN out;
 INSERT INTO TABLE found SELECT id, name, l.v AS v FROM ev ON SQL look, l, name, v;
 INSERT INTO TABLE latest SELECT name, id, l.v AS v FROM ev ON SQL look, l, name, v;
+INSERT INTO enriched SELECT id, l.v AS v, name FROM ev ON SQL look, l, name, v;
 """
+SINKS = ["enriched"]
 TABLES = {"found": "SELECT id, name, v FROM found", "latest": "SELECT name, id, v FROM latest"}
 
 
@@ -66,31 +70,34 @@ def test_a_resumed_run_has_the_references_tables_and_dead_letters(
     events = _events(40)
     files = [events[i : i + 5] for i in range(0, 40, 5)]
     graph = compile_text(SCRIPT)
-    plan = plan_queries(graph, [], {"ev": "file:x"}, store_kinds(None))
+    plan = plan_queries(graph, SINKS, {"ev": "file:x"}, store_kinds(None))
     writes = {q.name: q.writes for q in plan}
     assert not [n for n in writes if n.startswith("failed:")], writes
     assert [w for w in writes["table:found"] if w.startswith("failures of ")], writes
+    assert [w for w in writes["sink:enriched"] if w.startswith("failures of ")], writes
 
     ref_url = f"sqlite:///{tmp_path}/ref.sqlite3"
     ref_stores = bind_stores(graph, {"crm": pg_db, "out": ref_url})
-    ref = run_reference(graph, tmp_path / "ref", prepare(tmp_path / "all", {"ev": files}), [], ref_stores)
+    ref = run_reference(graph, tmp_path / "ref", prepare(tmp_path / "all", {"ev": files}), SINKS, ref_stores)
     spark_url = f"sqlite:///{tmp_path}/spark.sqlite3"
     stores = bind_stores(graph, {"crm": pg_db, "out": spark_url})
     sources = prepare(tmp_path / "spark-in", {"ev": files[:4]})
     options: dict[str, Any] = {"checkpoint": tmp_path / "ck", "stores": stores, "max_files": 2}
-    deployment = run_deployment(spark, graph, tmp_path, sources, [], **options)
-    first = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", [])
+    deployment = run_deployment(spark, graph, tmp_path, sources, SINKS, **options)
+    first = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
     assert first.dead, "the first files have failures already"
     # the table's query runs the rows with their failures beside them, not the rows before the split
-    (query,) = [q for q in deployment.queries if q.name == "cep:table:found"]
-    assert "__failed_event" in query._jsq.streamingQuery().lastExecution().analyzed().schema().json()
+    for name in ("cep:table:found", "cep:sink:enriched"):
+        (query,) = [q for q in deployment.queries if q.name == name]
+        assert "__failed_event" in query._jsq.streamingQuery().lastExecution().analyzed().schema().json()
     prepare(tmp_path / "spark-in", {"ev": files[4:]})  # named after the first
-    run_deployment(spark, graph, tmp_path, sources, [], **options)
-    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", [])
+    run_deployment(spark, graph, tmp_path, sources, SINKS, **options)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
 
-    # two tables' worth of dead letters: each table's query writes its own ReadSQL's failures
-    assert len(ref.dead) == 2 * 16 and {d["stage"] for d in ref.dead} == {"ReadSQL"}
+    # three statements' worth of dead letters: each query writes its own ReadSQL's failures
+    assert len(ref.dead) == 3 * 16 and {d["stage"] for d in ref.dead} == {"ReadSQL"}
     assert_same_dead_letters(ref, spk)
+    assert_same(ref, spk, "enriched", min_rows=24, ordered=True)
     tables = _tables(spark_url)
     assert tables == _tables(ref_url)
     assert len(tables["found"]) == 24 and tables["latest"] == [("a", 35, 9), ("b", 36, 8)]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any, cast
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
@@ -26,6 +27,7 @@ from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
 from deployer.spark.run.shared import batch_plans, observed, stem, unstem
 from deployer.spark.streams.dead_letters import dead_letter_frame
+from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
 from deployer.spark.streams.sources import counted, events_of, rejects, released
 from deployer.spark.translate.graph import ERR, DeadLetter, SparkGraph, Split
@@ -82,7 +84,7 @@ def along(
     split = own[0] if own and base.id in assigned else None
     maps = {dl.node: n for dl, n in named if dl.node in assigned and dl.node != base.id}
     writers = {n: dead(n) for n in [*([split[2]] if split else []), *maps.values()]}
-    if split is not None and shape is not None and _on_driver(sg, split[1], chain):
+    if split is not None and _on_driver(sg, split[1], chain, write, shape):
         return (*_split_on_driver(sg, split[:2], port, shape, write, writers[split[2]]), set(writers))
     memo: dict[tuple[str, str], Any] = {}
     # a micro-batch's graph of the chain: Columns compiled once, its failures counted as it runs
@@ -120,11 +122,15 @@ def along(
     return (sg.port(base_port) if split is None else split[1].whole), both, set(writers)
 
 
-def _on_driver(sg: SparkGraph, cut: Split, chain: list[g.Map]) -> bool:
-    """Whether a table's query can split its micro-batches on the driver (`_split_on_driver`): the
-    step after the split only drops columns, and no Map of the `chain` after it can fail."""
+def _on_driver(
+    sg: SparkGraph, cut: Split, chain: list[g.Map], write: Writer, shape: list[Column] | None
+) -> bool:
+    """Whether a table's or a sink's query (`shape` given, or `write` a DriverSink: both write
+    collected rows) can split its micro-batches on the driver (`_split_on_driver`): the step after
+    the split only drops columns, and no Map of the `chain` after it can fail."""
     maps = {m.id for m in chain}
-    return cut.through is not None and not any(dl.node in maps for dl in sg.dead_letters)
+    writes_collected = shape is not None or isinstance(write, DriverSink)
+    return writes_collected and cut.through is not None and not any(dl.node in maps for dl in sg.dead_letters)
 
 
 _EVENT = "__failed_event"  # a failed row's event, beside ERR, in a batch `_split_on_driver` splits
@@ -134,36 +140,43 @@ def _split_on_driver(
     sg: SparkGraph,
     split: tuple[DeadLetter, Split],
     port: g.Port,
-    shape: list[Column],
+    shape: list[Column] | None,
     write: Writer,
     dead: Writer,
 ) -> tuple[DataFrame, Writer]:
-    """What a table's query runs, and its foreachBatch, when the step after its rows' split only
-    drops columns (`Split.through`: a data store call's) and the Maps after it cannot fail: each
-    row made the table's, every row kept, with its error (NULL unless it failed) and its failed
-    event beside it. A micro-batch is one collect: its rows without an error go to the table's
-    writer (materialize.py) as Arrow, then the failed ones, if any, to `dead` as dead letters. The
+    """What a table's or a sink's query runs, and its foreachBatch, when the step after its rows'
+    split only drops columns (`Split.through`: a data store call's) and the Maps after it cannot
+    fail: each row made the table's (`shape`) or the sink's (`DriverSink.collected`), every row
+    kept, with its error (NULL unless it failed) and its failed event beside it. A micro-batch is
+    one collect: its rows without an error go to the table's writer (materialize.py) or the sink as
+    Arrow, then the failed ones, if any, to `dead` as dead letters. The
     other way (`along`) persists the batch, its job writes the cache, and it builds the plans of its
     split, Maps and shape in every micro-batch: the foreachBatch of the stateless `ON SQL` pipeline
     of `bench/run --only e2e` took 133-178 ms a micro-batch that way, 88-99 ms this one (medians of
     three alternated in-process runs each, ad hoc, with py4j's calls traced, which weighs more on
-    the other way's many); its p99 latency 0.27, 0.28 and 0.63 s against 0.25-0.26 s (untraced)."""
+    the other way's many); its p99 latency 0.27, 0.28 and 0.63 s against 0.25-0.26 s (untraced).
+    The same pipeline to a file sink: 117-118 ms against 75-95 ms (the same way)."""
     dl, cut = split
     assert cut.through is not None
     over = SparkGraph(sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, _EVENT))
     marked = cut.whole.withColumn(_EVENT, F.when(F.col(ERR).isNotNull(), cut.event))
     over.ports[g.Port(dl.node)] = cut.through(marked)
-    frame = over.port(port).select(*shape, ERR, _EVENT)
+    rows = over.port(port)
     failed_schema = cut.failed(cut.whole).schema  # what `dead_letter_frame` makes dead letters of
-    collected = cast(TableWriter, write)
+    if shape is not None:
+        frame, table = rows.select(*shape, ERR, _EVENT), cast(TableWriter, write)
+        out: Callable[[DataFrame, int, pa.Table], Any] = table
+    else:
+        sink = cast(DriverSink, write)
+        frame, out = sink.collected(rows, ERR, _EVENT), lambda _, batch_id, data: sink.write(data, batch_id)
 
     def both(batch: DataFrame, batch_id: int) -> None:
         data = batch.toArrow()
         failed = pc.is_valid(data.column(ERR))
-        collected(batch, batch_id, data.filter(pc.invert(failed)).drop_columns([ERR, _EVENT]))
+        out(batch, batch_id, data.filter(pc.invert(failed)).drop_columns([ERR, _EVENT]))
         if pc.any(failed).as_py():
-            rows = data.filter(failed).select([ERR, _EVENT]).rename_columns(["reason", "event"])
-            bad = batch.sparkSession.createDataFrame(rows, failed_schema)
+            letters = data.filter(failed).select([ERR, _EVENT]).rename_columns(["reason", "event"])
+            bad = batch.sparkSession.createDataFrame(letters, failed_schema)
             dead(dead_letter_frame(bad, where(dl)), batch_id)
 
     return frame, both

@@ -29,12 +29,12 @@ def _keys(order: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"__order{k}" for k in range(len(order)))
 
 
-def collected(df: DataFrame, width: int, order: Sequence[str]) -> DataFrame:
+def collected(df: DataFrame, width: int, order: Sequence[str], *extra: str) -> DataFrame:
     """The first `width` columns of a batch (positional `_0.._n` or named), then its `order` columns
-    under names of their own (`__order0`...): what `ordered_rows` sorts by."""
+    under names of their own (`__order0`...): what `ordered_rows` sorts by; then the `extra` ones."""
     cols = [df[c] for c in df.columns[:width]]
     cols += [F.col(c).alias(key) for c, key in zip(order, _keys(order), strict=True)]
-    return df.select(*cols)
+    return df.select(*cols, *extra)
 
 
 def ordered_rows(table: pa.Table, order: Sequence[str]) -> Rows:
@@ -60,8 +60,8 @@ class DriverSink:
     order: tuple[str, ...]  # the columns the rows are sorted by
     emit: Callable[[Rows, int], int]
 
-    def collected(self, df: DataFrame) -> DataFrame:
-        return collected(df, self.width, self.order)
+    def collected(self, df: DataFrame, *extra: str) -> DataFrame:
+        return collected(df, self.width, self.order, *extra)
 
     def write(self, table: pa.Table, batch_id: int) -> int:
         """Write a batch `collected` and brought to the driver."""
