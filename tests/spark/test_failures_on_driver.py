@@ -34,9 +34,9 @@ from deployer.spark.run.queries import plan_queries, store_kinds
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 # The reads of "big" fail (a value that does not fit RETURNS' integer), the others go on through a
-# Map that cannot fail (projections only) to a sink and two tables, one appended, one upserted by key. "a" has
-# two rows, upserted in the query's order: ORDER BY gives one (without it the store's order is SQL's
-# unspecified one, which the two engines' reads need not share: docs/language.md, ON SQL).
+# Map that cannot fail (projections only) to a sink and two tables, one appended, one upserted by
+# key. "a" has two rows, upserted in the query's order: ORDER BY gives one (without it the store's
+# order is SQL's unspecified one, which the two engines' reads need not share: docs/language.md).
 SCRIPT = """
 CREATE STREAMSCHEMA ev WITH id integer, name varchar, ts timestamp TIMESTAMP BY ts;
 CREATE DATASTORE crm TYPE postgresql;
@@ -86,7 +86,8 @@ def test_a_resumed_run_has_the_references_tables_and_dead_letters(
     deployment = run_deployment(spark, graph, tmp_path, sources, SINKS, **options)
     first = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
     assert first.dead, "the first files have failures already"
-    # the table's query runs the rows with their failures beside them, not the rows before the split
+    # the table's and the sink's queries run their rows with the failures beside them, not the rows
+    # before the split
     for name in ("cep:table:found", "cep:sink:enriched"):
         (query,) = [q for q in deployment.queries if q.name == name]
         assert "__failed_event" in query._jsq.streamingQuery().lastExecution().analyzed().schema().json()

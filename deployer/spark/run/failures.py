@@ -9,6 +9,8 @@ after the split, are counted by observations in the writer's job, the one that r
 its cache, and their dead letters built only when there are any (a job of their own to count them cost ~50 ms a micro-batch, most of
 it Spark's fixed cost of a job and its planning: the stateless `ON SQL` pipeline of `bench/run
 --only e2e`, ad hoc). A query of its own would compute the window, or call the store, a second time.
+A data store call's failures, with Maps after it that cannot fail, are split on the driver instead
+(`_split_on_driver`): one collect a micro-batch, no cache.
 """
 
 from __future__ import annotations
@@ -84,8 +86,8 @@ def along(
     split = own[0] if own and base.id in assigned else None
     maps = {dl.node: n for dl, n in named if dl.node in assigned and dl.node != base.id}
     writers = {n: dead(n) for n in [*([split[2]] if split else []), *maps.values()]}
-    if split is not None and _on_driver(sg, split[1], chain, write, shape):
-        return (*_split_on_driver(sg, split[:2], port, shape, write, writers[split[2]]), set(writers))
+    if split is not None and (out := _collected(write, shape)) and _on_driver(sg, split[1], chain):
+        return (*_split_on_driver(sg, split[:2], port, out, writers[split[2]]), set(writers))
     memo: dict[tuple[str, str], Any] = {}
     # a micro-batch's graph of the chain: Columns compiled once, its failures counted as it runs
     batch_graph = partial(
@@ -122,53 +124,54 @@ def along(
     return (sg.port(base_port) if split is None else split[1].whole), both, set(writers)
 
 
-def _on_driver(
-    sg: SparkGraph, cut: Split, chain: list[g.Map], write: Writer, shape: list[Column] | None
-) -> bool:
-    """Whether a table's or a sink's query (`shape` given, or `write` a DriverSink: both write
-    collected rows) can split its micro-batches on the driver (`_split_on_driver`): the step after
-    the split only drops columns, and no Map of the `chain` after it can fail."""
-    maps = {m.id for m in chain}
-    writes_collected = shape is not None or isinstance(write, DriverSink)
-    return writes_collected and cut.through is not None and not any(dl.node in maps for dl in sg.dead_letters)
-
-
 _EVENT = "__failed_event"  # a failed row's event, beside ERR, in a batch `_split_on_driver` splits
+# How a query that writes collected rows selects them (with the columns given) and writes a batch
+# of them (the batch's DataFrame, its id, its rows collected)
+Collected = tuple[Callable[[DataFrame], DataFrame], Callable[[DataFrame, int, pa.Table], Any]]
+
+
+def _collected(write: Writer, shape: list[Column] | None) -> Collected | None:
+    """`Collected` for a table's query (`shape` given: `write` is materialize_writer's, which takes
+    a batch collected already) or a sink's (`write` a DriverSink); None for any other writer."""
+    if shape is not None:
+        return (lambda rows: rows.select(*shape, ERR, _EVENT)), cast(TableWriter, write)
+    if isinstance(write, DriverSink):
+        sink = write
+        return (lambda rows: sink.collected(rows, ERR, _EVENT)), (lambda _, b, data: sink.write(data, b))
+    return None
+
+
+def _on_driver(sg: SparkGraph, cut: Split, chain: list[g.Map]) -> bool:
+    """Whether a query that writes collected rows can split its micro-batches on the driver
+    (`_split_on_driver`): the step after the split only drops columns, and no Map of the `chain`
+    after it can fail."""
+    maps = {m.id for m in chain}
+    return cut.through is not None and not any(dl.node in maps for dl in sg.dead_letters)
 
 
 def _split_on_driver(
-    sg: SparkGraph,
-    split: tuple[DeadLetter, Split],
-    port: g.Port,
-    shape: list[Column] | None,
-    write: Writer,
-    dead: Writer,
+    sg: SparkGraph, split: tuple[DeadLetter, Split], port: g.Port, collected: Collected, dead: Writer
 ) -> tuple[DataFrame, Writer]:
     """What a table's or a sink's query runs, and its foreachBatch, when the step after its rows'
     split only drops columns (`Split.through`: a data store call's) and the Maps after it cannot
-    fail: each row made the table's (`shape`) or the sink's (`DriverSink.collected`), every row
-    kept, with its error (NULL unless it failed) and its failed event beside it. A micro-batch is
-    one collect: its rows without an error go to the table's writer (materialize.py) or the sink as
-    Arrow, then the failed ones, if any, to `dead` as dead letters. The
-    other way (`along`) persists the batch, its job writes the cache, and it builds the plans of its
-    split, Maps and shape in every micro-batch: the foreachBatch of the stateless `ON SQL` pipeline
-    of `bench/run --only e2e` took 133-178 ms a micro-batch that way, 88-99 ms this one (medians of
-    three alternated in-process runs each, ad hoc, with py4j's calls traced, which weighs more on
-    the other way's many); its p99 latency 0.27, 0.28 and 0.63 s against 0.25-0.26 s (untraced).
-    The same pipeline to a file sink: 117-118 ms against 75-95 ms (the same way)."""
+    fail: each row made the table's or the sink's (`collected`), every row kept, with its error
+    (NULL unless it failed) and its failed event beside it. A micro-batch is one collect: its rows
+    without an error go to the table's writer (materialize.py) or the sink as Arrow, then the failed
+    ones, if any, to `dead` as dead letters. The other way (`along`) persists the batch, its job
+    writes the cache, and it builds the plans of its split, Maps and shape in every micro-batch: the
+    foreachBatch of the stateless `ON SQL` pipeline of `bench/run --only e2e` took 133-178 ms a
+    micro-batch that way, 88-99 ms this one (medians of three alternated in-process runs each, ad
+    hoc, with py4j's calls traced, which weighs more on the other way's many); its p99 latency 0.27,
+    0.28 and 0.63 s against 0.25-0.26 s (untraced). The same pipeline to a file sink: 117-118 ms
+    against 75-95 ms (the same way)."""
     dl, cut = split
     assert cut.through is not None
     over = SparkGraph(sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, _EVENT))
     marked = cut.whole.withColumn(_EVENT, F.when(F.col(ERR).isNotNull(), cut.event))
     over.ports[g.Port(dl.node)] = cut.through(marked)
-    rows = over.port(port)
+    select, out = collected
+    frame = select(over.port(port))
     failed_schema = cut.failed(cut.whole).schema  # what `dead_letter_frame` makes dead letters of
-    if shape is not None:
-        frame, table = rows.select(*shape, ERR, _EVENT), cast(TableWriter, write)
-        out: Callable[[DataFrame, int, pa.Table], Any] = table
-    else:
-        sink = cast(DriverSink, write)
-        frame, out = sink.collected(rows, ERR, _EVENT), lambda _, batch_id, data: sink.write(data, batch_id)
 
     def both(batch: DataFrame, batch_id: int) -> None:
         data = batch.toArrow()
