@@ -29,6 +29,7 @@ from spark_helpers import (
 )
 
 from deployer.runner import bind_stores
+from deployer.spark.run.failures import SPLIT_EVENT
 from deployer.spark.run.queries import plan_queries, store_kinds
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -90,7 +91,7 @@ def test_a_resumed_run_has_the_references_tables_and_dead_letters(
     # before the split
     for name in ("cep:table:found", "cep:sink:enriched"):
         (query,) = [q for q in deployment.queries if q.name == name]
-        assert "__failed_event" in query._jsq.streamingQuery().lastExecution().analyzed().schema().json()
+        assert SPLIT_EVENT in query._jsq.streamingQuery().lastExecution().analyzed().schema().json()
     prepare(tmp_path / "spark-in", {"ev": files[4:]})  # named after the first
     run_deployment(spark, graph, tmp_path, sources, SINKS, **options)
     spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)

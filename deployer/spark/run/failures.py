@@ -124,7 +124,10 @@ def along(
     return (sg.port(base_port) if split is None else split[1].whole), both, set(writers)
 
 
-_EVENT = "__failed_event"  # a failed row's event, beside ERR, in a batch `_split_on_driver` splits
+# A failed row's event, beside ERR, in a batch `_split_on_driver` splits: a name of its own, apart
+# from the pattern processor's output column `__failed_event` (patterns/processor.py), which a
+# pattern's split on the driver would have overwritten (tried: docs/architecture.md).
+SPLIT_EVENT = "__split_event"
 # How a query that writes collected rows selects them (with the columns given) and writes a batch
 # of them (the batch's DataFrame, its id, its rows collected)
 Collected = tuple[Callable[[DataFrame], DataFrame], Callable[[DataFrame, int, pa.Table], Any]]
@@ -134,10 +137,10 @@ def _collected(write: Writer, shape: list[Column] | None) -> Collected | None:
     """`Collected` for a table's query (`shape` given: `write` is materialize_writer's, which takes
     a batch collected already) or a sink's (`write` a DriverSink); None for any other writer."""
     if shape is not None:
-        return (lambda rows: rows.select(*shape, ERR, _EVENT)), cast(TableWriter, write)
+        return (lambda rows: rows.select(*shape, ERR, SPLIT_EVENT)), cast(TableWriter, write)
     if isinstance(write, DriverSink):
         sink = write
-        return (lambda rows: sink.collected(rows, ERR, _EVENT)), (lambda _, b, data: sink.write(data, b))
+        return (lambda rows: sink.collected(rows, ERR, SPLIT_EVENT)), (lambda _, b, data: sink.write(data, b))
     return None
 
 
@@ -166,8 +169,8 @@ def _split_on_driver(
     against 75-95 ms (the same way)."""
     dl, cut = split
     assert cut.through is not None
-    over = SparkGraph(sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, _EVENT))
-    marked = cut.whole.withColumn(_EVENT, F.when(F.col(ERR).isNotNull(), cut.event))
+    over = SparkGraph(sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, SPLIT_EVENT))
+    marked = cut.whole.withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), cut.event))
     over.ports[g.Port(dl.node)] = cut.through(marked)
     select, out = collected
     frame = select(over.port(port))
@@ -176,9 +179,9 @@ def _split_on_driver(
     def both(batch: DataFrame, batch_id: int) -> None:
         data = batch.toArrow()
         failed = pc.is_valid(data.column(ERR))
-        out(batch, batch_id, data.filter(pc.invert(failed)).drop_columns([ERR, _EVENT]))
+        out(batch, batch_id, data.filter(pc.invert(failed)).drop_columns([ERR, SPLIT_EVENT]))
         if pc.any(failed).as_py():
-            letters = data.filter(failed).select([ERR, _EVENT]).rename_columns(["reason", "event"])
+            letters = data.filter(failed).select([ERR, SPLIT_EVENT]).rename_columns(["reason", "event"])
             bad = batch.sparkSession.createDataFrame(letters, failed_schema)
             dead(dead_letter_frame(bad, where(dl)), batch_id)
 
