@@ -8,6 +8,7 @@ dead letter with the store's message.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
@@ -32,6 +33,15 @@ class TableWriter(Protocol):
     """`materialize_writer`'s foreachBatch: a batch's rows, or the Arrow table of them `collected`."""
 
     def __call__(self, df: DataFrame, batch_id: int, collected: pa.Table | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class TableOutput:
+    """How a table's query writes: its rows made the table's by `shape` (`table_shape`), then
+    `write` (`materialize_writer`), which may be given the batch collected already."""
+
+    shape: list[Column]
+    write: TableWriter
 
 
 _ORDER = ("__order_ts", "__order_seq")

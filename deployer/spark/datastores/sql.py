@@ -33,7 +33,7 @@ since the script was compiled) fails the task, and the query stops with it (docs
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -112,9 +112,7 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     fields = carried(list(struct_of(node.schema).fields), df)
     whole = _read(sg, node, df, list(range(width)), fields)
     err = F.col(READ_ERR)
-    ok = sg.split_errors(
-        node, whole, [(err.isNotNull(), err)], width, then=_without(READ_ERR), then_drops_only=True
-    )
+    ok = sg.split_errors(node, whole, [(err.isNotNull(), err)], width, drops=(READ_ERR,))
     if len(keep) == width or sg.dead_letters[-1].spooled is not None:
         return ok
     done = _read(sg, node, df, keep, fields).filter(err.isNull()).drop(READ_ERR)
@@ -294,11 +292,4 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     done = df.mapInArrow(run, out)
     # Failed events go to a dead letter, with the input event; the others go on.
     err = F.col(SQL_ERR)
-    return sg.split_errors(
-        node, done, [(err.isNotNull(), err)], width, then=_without(SQL_ERR), then_drops_only=True
-    )
-
-
-def _without(column: str) -> Callable[[DataFrame], DataFrame]:
-    """The step after a data store call's split: its error column dropped."""
-    return lambda kept: kept.drop(column)
+    return sg.split_errors(node, done, [(err.isNotNull(), err)], width, drops=(SQL_ERR,))

@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from deployer import settings
 from deployer.engine import check_bindings
-from deployer.spark.datastores.materialize import materialize_writer, table_shape
+from deployer.spark.datastores.materialize import TableOutput, materialize_writer, table_shape
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.run import progress
 from deployer.spark.run.checkpoint import drop_interrupted_log_writes, query_dir
@@ -217,12 +217,12 @@ class SparkDeployment:
             counted=self._count("dead"),
         )
         write = materialize_writer(self.sg, node, refused, applied=self._count("applied"), order=order)
-        self._start(*self._along(query, node.inputs[0], write, shape))
+        self._start(*self._along(query, node.inputs[0], TableOutput(shape, write)))
 
     def _along(
-        self, query: Query, port: g.Port, write: Writer, shape: list[Column] | None = None
+        self, query: Query, port: g.Port, output: Writer | TableOutput
     ) -> tuple[DataFrame, str, Writer]:
-        """What `query` runs and how it writes: the rows of `port` (a table's `shape` selected), or,
+        """What `query` runs and how it writes: the rows of `port` (a table's shape selected), or,
         where the plan has it write failures too, the rows before their split
         (deployer.spark.run.failures.along)."""
         assigned = {
@@ -232,8 +232,10 @@ class SparkDeployment:
         }
         if not assigned:
             rows = self.sg.port(port)
-            return (rows if shape is None else rows.select(*shape)), query.name, write
-        frame, both, written = along(self.sg, port, assigned, self._dead, write, shape)
+            if isinstance(output, TableOutput):
+                return rows.select(*output.shape), query.name, output.write
+            return rows, query.name, output
+        frame, both, written = along(self.sg, port, assigned, self._dead, output)
         self._written |= written
         return frame, query.name, both
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from deployer.spark.datastores.materialize import TableWriter
+from deployer.spark.datastores.materialize import TableOutput
 from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
 from deployer.spark.run.shared import batch_plans, observed, stem, unstem
@@ -62,8 +62,7 @@ def along(
     port: g.Port,
     assigned: Collection[str],
     dead: Callable[[str], Writer],
-    write: Writer,
-    shape: list[Column] | None,
+    output: Writer | TableOutput,
 ) -> tuple[DataFrame, Writer, set[str]]:
     """For a query that writes the rows of `port` and the failures of the nodes `assigned` to it
     (queries.written_with): what it runs, its foreachBatch, and the failure points it writes.
@@ -71,7 +70,7 @@ def along(
     It runs the rows of the window, join or store call the port's rows come from (`queries.split_chain`),
     before their split if any (`Split.whole`). Each micro-batch is persisted; its rows that did not
     fail go through the chain's Maps as a batch (their own failures written by `dead(query name of
-    the failure point)`) and, made the port's rows (a table's `shape` selected), to `write`; then its
+    the failure point)`) and, made the port's rows (a table's `shape` selected), to `output`; then its
     failed rows are written by `dead(...)` too. All are written again, whole, if the batch is
     replayed. (A table's rows after a store call through Maps that cannot fail are split on the
     driver: `_split_on_driver`.)"""
@@ -86,7 +85,7 @@ def along(
     split = own[0] if own and base.id in assigned else None
     maps = {dl.node: n for dl, n in named if dl.node in assigned and dl.node != base.id}
     writers = {n: dead(n) for n in [*([split[2]] if split else []), *maps.values()]}
-    if split is not None and (out := _collected(write, shape)) and _on_driver(sg, split[1], chain):
+    if split is not None and (out := _collected(output)) and _on_driver(sg, split[1], chain):
         return (*_split_on_driver(sg, split[:2], port, out, writers[split[2]]), set(writers))
     memo: dict[tuple[str, str], Any] = {}
     # a micro-batch's graph of the chain: Columns compiled once, its failures counted as it runs
@@ -95,6 +94,7 @@ def along(
     )
     # a batch's failed rows: one Column for every batch
     failed_rows = F.count(F.when(F.col(ERR).isNotNull(), F.lit(1))).alias("rows")
+    write = _shaped(output)
 
     def both(batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
@@ -109,7 +109,7 @@ def along(
                 over = batch_graph(ports={base_port: rows})
                 rows = over.port(port)
                 chained = over.dead_letters
-            write(rows if shape is None else rows.select(*shape), batch_id)
+            write(rows, batch_id)
             # then the dead letters, in the order the rows met their failure points
             if split is not None:
                 dl, cut, name = split
@@ -133,13 +133,22 @@ SPLIT_EVENT = "__split_event"
 Collected = tuple[Callable[[DataFrame], DataFrame], Callable[[DataFrame, int, pa.Table], Any]]
 
 
-def _collected(write: Writer, shape: list[Column] | None) -> Collected | None:
-    """`Collected` for a table's query (`shape` given: `write` is materialize_writer's, which takes
-    a batch collected already) or a sink's (`write` a DriverSink); None for any other writer."""
-    if shape is not None:
-        return (lambda rows: rows.select(*shape, ERR, SPLIT_EVENT)), cast(TableWriter, write)
-    if isinstance(write, DriverSink):
-        sink = write
+def _shaped(output: Writer | TableOutput) -> Writer:
+    """A foreachBatch of the port's rows: for a table's query, its shape selected first."""
+    if isinstance(output, TableOutput):
+        shape, table = output.shape, output.write
+        return lambda rows, batch_id: table(rows.select(*shape), batch_id)
+    return output
+
+
+def _collected(output: Writer | TableOutput) -> Collected | None:
+    """`Collected` for a table's query (its writer takes a batch collected already) or a sink's
+    (`output` a DriverSink); None for any other writer."""
+    if isinstance(output, TableOutput):
+        shape = output.shape
+        return (lambda rows: rows.select(*shape, ERR, SPLIT_EVENT)), output.write
+    if isinstance(output, DriverSink):
+        sink = output
         return (lambda rows: sink.collected(rows, ERR, SPLIT_EVENT)), (lambda _, b, data: sink.write(data, b))
     return None
 
@@ -149,14 +158,14 @@ def _on_driver(sg: SparkGraph, cut: Split, chain: list[g.Map]) -> bool:
     (`_split_on_driver`): the step after the split only drops columns, and no Map of the `chain`
     after it can fail."""
     maps = {m.id for m in chain}
-    return cut.through is not None and not any(dl.node in maps for dl in sg.dead_letters)
+    return cut.drops is not None and not any(dl.node in maps for dl in sg.dead_letters)
 
 
 def _split_on_driver(
     sg: SparkGraph, split: tuple[DeadLetter, Split], port: g.Port, collected: Collected, dead: Writer
 ) -> tuple[DataFrame, Writer]:
     """What a table's or a sink's query runs, and its foreachBatch, when the step after its rows'
-    split only drops columns (`Split.through`: a data store call's) and the Maps after it cannot
+    split only drops columns (`Split.drops`: a data store call's error column) and the Maps after it cannot
     fail: each row made the table's or the sink's (`collected`), every row kept, with its error
     (NULL unless it failed) and its failed event beside it. A micro-batch is one collect: its rows
     without an error go to the table's writer (materialize.py) or the sink as Arrow, then the failed
@@ -168,7 +177,6 @@ def _split_on_driver(
     0.28 and 0.63 s against 0.25-0.26 s (untraced). The same pipeline to a file sink: 117-118 ms
     against 75-95 ms (the same way)."""
     dl, cut = split
-    assert cut.through is not None
     over = SparkGraph(sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, SPLIT_EVENT))
     marked = cut.whole.withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), cut.event))
     over.ports[g.Port(dl.node)] = cut.through(marked)

@@ -81,10 +81,16 @@ class Split:
     failed: Callable[[DataFrame], DataFrame]  # `whole`'s failed rows as `reason` and `event`
     kept: Callable[[DataFrame], DataFrame]  # its other rows, without the error column, made the port's
     event: Column  # a failed row's `event`, over `whole`'s columns
-    # What makes `whole`'s rows the port's, every row and every other column kept, when the step
-    # after the split only drops columns (a data store call's): a micro-batch of `whole` made so
-    # can be split on the driver (deployer.spark.run.failures). None otherwise.
-    through: Callable[[DataFrame], DataFrame] | None = None
+    # The columns the step after the split drops, when that is all it does (a data store call's
+    # error column): `whole`'s rows without them are the port's, every row kept, so a micro-batch
+    # of `whole` can be split on the driver (deployer.spark.run.failures). None when the step does
+    # more (a window's HAVING and SELECT).
+    drops: tuple[str, ...] | None = None
+
+    def through(self, rows: DataFrame) -> DataFrame:
+        """`rows` (of `whole`'s shape) made the port's by dropping `drops`: every row kept."""
+        assert self.drops is not None, "the step after this split does more than drop columns"
+        return rows.drop(*self.drops)
 
 
 @dataclass
@@ -172,17 +178,22 @@ class SparkGraph:
         on_input: bool = False,
         then: Callable[[DataFrame], DataFrame] | None = None,
         event: Column | None = None,
-        then_drops_only: bool = False,
+        drops: tuple[str, ...] = (),
     ) -> DataFrame:
         """Route rows with an error to a dead letter; return the others without the error column.
         The dead letter's event is the first `width` columns (`_0`, `_1`, ...), or the given ones.
         `on_input`: the rows are the node's input (an Aggregate's events), not its results. `then`:
         the stateless steps (filters, projections) that make the other rows the node's port, applied
         here; given where the handler makes its port so, for a split after a stateful operator or a
-        data store call: the query writing the port can then write the failures too (`Split`; its
-        `through` when `then_drops_only`). `event`: the dead letter's event already encoded
+        data store call: the query writing the port can then write the failures too (`Split`).
+        `drops`: instead of `then`, the columns the step after the split drops, when that is all it
+        does (a data store call's error column): the `Split` can then be made on the driver
+        (`Split.drops`). `event`: the dead letter's event already encoded
         (`columns.encoded_event`), for rows not all events of one shape (a window's rows beside the
         events its state refused)."""
+        if drops:
+            assert then is None, "a split step either drops columns or is given as `then`"
+            then = _dropping(drops)
         if not errors:
             return df if then is None else then(df)
         stateless = self._stateless(node, on_input)
@@ -215,8 +226,9 @@ class SparkGraph:
             return spooled if then is None else then(spooled)
         df, failures = self._counted(node, on_input, df)
         rows = kept(df)
-        through = then if then_drops_only else None
-        split = Split(df, failed, kept, payload, through) if then is not None and not stateless else None
+        split = (
+            Split(df, failed, kept, payload, drops or None) if then is not None and not stateless else None
+        )
         self.dead_letters.append(
             DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split, failures=failures)
         )
@@ -254,6 +266,11 @@ class SparkGraph:
         k = 1 + sum(1 for d in self.dead_letters if d.node == node.id and not d.stateless)
         label = node.id if k == 1 else f"{node.id}-{k}"
         return label if label in self.spool.labels else None
+
+
+def _dropping(columns: tuple[str, ...]) -> Callable[[DataFrame], DataFrame]:
+    """The step after a split that only drops `columns` (SparkGraph.split_errors's `drops`)."""
+    return lambda kept: kept.drop(*columns)
 
 
 def any_of(conds: Iterable[Column]) -> Column:
