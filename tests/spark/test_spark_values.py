@@ -15,9 +15,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deployer.connectors.records import json_value
-from deployer.spark.streams.dead_letters import dead_letter_frame, dead_letter_line, decoded
+from deployer.spark.streams.dead_letters import arrow_letters, dead_letter_frame, dead_letter_line, decoded
 from deployer.spark.streams.driver_rows import ordered_values
-from deployer.spark.streams.spool import _letters
 from deployer.spark.translate.columns import double_text as _double_text
 from deployer.spark.translate.expr import like_pattern
 
@@ -95,10 +94,11 @@ def test_dead_letter_events_keep_every_value(spark: Any) -> None:
     got = [decoded(x) for x in row["event"]]
     assert [json_value(v) for v in got] == [json_value(v) for v in values]
     assert math.isnan(got[3])
-    # A spooling task builds the same dead letter from the row's own values (deployer.spark.streams.spool).
+    # A spooling task, or the driver splitting a collected batch, builds the same dead letter from
+    # the row's own values (dead_letters.arrow_letters).
     fixed = {"stage": "Map", "node": "n2", "line": 3}
     batch = df.withColumn("__event", F.col("event")).toArrow().to_batches()[0]
-    assert _letters(batch, "reason", fixed, []) == [dead_letter_line(row.asDict())]
+    assert arrow_letters(batch, "reason", "__event", fixed) == [dead_letter_line(row.asDict())]
 
 
 @pytest.mark.parametrize(

@@ -19,14 +19,12 @@ from pyspark.sql import types as T
 from deployer.spark import faults
 from deployer.spark.datastores.store_calls import bound, deployment_of, worker_stores
 from deployer.spark.streams.arrow_batches import in_order
-from deployer.spark.streams.dead_letters import dead_letter_writer
+from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_writer
 from deployer.spark.translate.columns import col_name
 from deployer.spark.translate.graph import SEQ, SparkGraph, named_columns
 from operators import graph as g
 from operators.analysis import in_release_order
 from stores.arrow import rows as arrow_rows
-
-DeadLetterWriter = Callable[[DataFrame, int], None]
 
 
 class TableWriter(Protocol):

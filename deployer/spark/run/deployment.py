@@ -53,7 +53,7 @@ from deployer.spark.run.session import prepare_session, set_log_level, shuffle_p
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
 from deployer.spark.run.starting import reuses_exchanges, started_with
 from deployer.spark.run.watermarks import runs_empty_batches
-from deployer.spark.streams.dead_letters import dead_letter_dir, dead_letter_writer
+from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir, dead_letter_writer
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer, sink_writer
 from deployer.spark.streams.spool import QUERY, Spool
@@ -255,7 +255,7 @@ class SparkDeployment:
         if shared is not None:
             self._start(shared[0], DEAD_LETTERS, shared[1])
 
-    def _dead(self, name: str) -> Writer:
+    def _dead(self, name: str) -> DeadLetterWriter:
         """The writer of the dead letters of failure point `name` (`failed:<node>`, or "stateless")."""
         return dead_letter_writer(self.dead_dir, name.removeprefix("failed:"), counted=self._count("dead"))
 

@@ -28,7 +28,7 @@ from deployer.spark.datastores.materialize import TableOutput
 from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
 from deployer.spark.run.shared import batch_plans, observed, stem, unstem
-from deployer.spark.streams.dead_letters import dead_letter_frame
+from deployer.spark.streams.dead_letters import DeadLetterWriter, arrow_letters, dead_letter_frame
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
 from deployer.spark.streams.sources import counted, events_of, rejects, released
@@ -61,7 +61,7 @@ def along(
     sg: SparkGraph,
     port: g.Port,
     assigned: Collection[str],
-    dead: Callable[[str], Writer],
+    dead: Callable[[str], DeadLetterWriter],
     output: Writer | TableOutput,
 ) -> tuple[DataFrame, Writer, set[str]]:
     """For a query that writes the rows of `port` and the failures of the nodes `assigned` to it
@@ -162,14 +162,19 @@ def _on_driver(sg: SparkGraph, cut: Split, chain: list[g.Map]) -> bool:
 
 
 def _split_on_driver(
-    sg: SparkGraph, split: tuple[DeadLetter, Split], port: g.Port, collected: Collected, dead: Writer
+    sg: SparkGraph,
+    split: tuple[DeadLetter, Split],
+    port: g.Port,
+    collected: Collected,
+    dead: DeadLetterWriter,
 ) -> tuple[DataFrame, Writer]:
     """What a table's or a sink's query runs, and its foreachBatch, when the step after its rows'
     split only drops columns (`Split.drops`: a data store call's error column) and the Maps after it cannot
     fail: each row made the table's or the sink's (`collected`), every row kept, with its error
     (NULL unless it failed) and its failed event beside it. A micro-batch is one collect: its rows
     without an error go to the table's writer (materialize.py) or the sink as Arrow, then the failed
-    ones, if any, to `dead` as dead letters. The other way (`along`) persists the batch, its job
+    ones, if any, to `dead` as dead letters, made from their collected values (`arrow_letters`, as a
+    task that spools makes them). The other way (`along`) persists the batch, its job
     writes the cache, and it builds the plans of its split, Maps and shape in every micro-batch: the
     foreachBatch of the stateless `ON SQL` pipeline of `bench/run --only e2e` took 133-178 ms a
     micro-batch that way, 88-99 ms this one (medians of three alternated in-process runs each, ad
@@ -182,16 +187,15 @@ def _split_on_driver(
     over.ports[g.Port(dl.node)] = cut.through(marked)
     select, out = collected
     frame = select(over.port(port))
-    failed_schema = cut.failed(cut.whole).schema  # what `dead_letter_frame` makes dead letters of
+    fixed = where(dl)
 
     def both(batch: DataFrame, batch_id: int) -> None:
         data = batch.toArrow()
         failed = pc.is_valid(data.column(ERR))
         out(batch, batch_id, data.filter(pc.invert(failed)).drop_columns([ERR, SPLIT_EVENT]))
         if pc.any(failed).as_py():
-            letters = data.filter(failed).select([ERR, SPLIT_EVENT]).rename_columns(["reason", "event"])
-            bad = batch.sparkSession.createDataFrame(letters, failed_schema)
-            dead(dead_letter_frame(bad, where(dl)), batch_id)
+            (rows,) = data.filter(failed).select([ERR, SPLIT_EVENT]).combine_chunks().to_batches()
+            dead.lines(arrow_letters(rows, ERR, SPLIT_EVENT, fixed), batch_id)
 
     return frame, both
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -23,7 +24,7 @@ from deployer.connectors.files import file_dir
 from deployer.connectors.records import json_value
 from deployer.spark.streams.sinks import Counter
 from deployer.spark.translate.columns import encoded_event
-from stores.arrow import micros_value
+from stores.arrow import column_values, micros_value
 
 # The key order of the local engine's dead letters (deployer.local.driver), so both write the same JSON.
 DEAD_KEYS = ("stage", "reason", "stream", "node", "line", "source", "record")
@@ -78,31 +79,78 @@ def dead_letter_columns(df: DataFrame, fixed: dict[str, Any]) -> list[Column]:
     return cols
 
 
+class DeadLetterWriter:
+    """foreachBatch for rejected records and failed events; the same JSON as the local engine's.
+
+    A batch is a `dead_letter_frame`, or any DataFrame of `reason` and `event` (a struct of the
+    event's values) and the other keys, which is made one with `fixed`; or, given to `lines`, the
+    dead letters already made (`arrow_letters`). `counted` is told how many were written, late
+    events aside (the run counts those apart: deployer.spark.streams.sources)."""
+
+    def __init__(
+        self, directory: Path | None, name: str, fixed: dict[str, Any] | None, counted: Counter | None
+    ) -> None:
+        self.directory, self.name, self.fixed, self.counted = directory, name, fixed or {}, counted
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if df.columns != [*DEAD_KEYS, "event"] or isinstance(df.schema["event"].dataType, T.StructType):
+            df = dead_letter_frame(df, self.fixed)
+        # One Spark job for the whole batch (toLocalIterator runs one per partition, and a union of
+        # many operators' dead letters has many), Arrow's columns as Python values.
+        rows = df.toArrow().to_pylist()
+        late = sum(row["stage"] == "late" for row in rows)
+        self.lines([dead_letter_line(row) for row in rows], batch_id, late)
+
+    def lines(self, lines: list[str], batch_id: int, late: int = 0) -> None:
+        """A batch's dead letters, made already; `late` of them late events."""
+        if self.counted is not None:
+            self.counted(len(lines) - late)
+        write_dead_letters(self.directory, self.name, batch_id, lines)
+
+
 def dead_letter_writer(
     directory: Path | None,
     name: str,
     fixed: dict[str, Any] | None = None,
     counted: Counter | None = None,
-) -> Any:
-    """foreachBatch for rejected records and failed events; the same JSON as the local engine's.
+) -> DeadLetterWriter:
+    """The `DeadLetterWriter` of failure point `name`, into `directory` (None: the console)."""
+    return DeadLetterWriter(directory, name, fixed, counted)
 
-    A batch is a `dead_letter_frame`, or any DataFrame of `reason` and `event` (a struct of the
-    event's values) and the other keys, which is made one with `fixed`. `counted` is told how many
-    were written, late events aside (the run counts those apart: deployer.spark.streams.sources)."""
 
-    def write(df: DataFrame, batch_id: int) -> None:
-        if df.columns != [*DEAD_KEYS, "event"] or isinstance(df.schema["event"].dataType, T.StructType):
-            df = dead_letter_frame(df, fixed or {})
-        # One Spark job for the whole batch (toLocalIterator runs one per partition, and a union of
-        # many operators' dead letters has many), Arrow's columns as Python values.
-        rows = df.toArrow().to_pylist()
-        late = sum(row["stage"] == "late" for row in rows)
-        lines = [dead_letter_line(row) for row in rows]
-        if counted is not None:
-            counted(len(lines) - late)
-        write_dead_letters(directory, name, batch_id, lines)
+def arrow_letters(
+    failed: pa.RecordBatch, reason: str, event: str, fixed: dict[str, Any], per_row: Sequence[str] = ()
+) -> list[str]:
+    """The dead letters of failed rows from their Arrow columns: the reason in `reason`, the event
+    in `event` (a struct of its values, or already encoded: `columns.encoded_event`), the other
+    keys from `fixed`, or from the columns `per_row` where not NULL. The lines `DeadLetterWriter`
+    makes of a `dead_letter_frame` of the same rows: the same Python values of the same columns,
+    with no Spark job to make them (a task that spools, the driver that splits a collected batch)."""
+    given = {key: failed.column(key).to_pylist() for key in per_row}
+    reasons = failed.column(reason).to_pylist()
+    events = _events(failed.column(event))
+    lines = []
+    for i, (why, ev) in enumerate(zip(reasons, events, strict=True)):
+        keys = {key: fixed.get(key) for key in DEAD_KEYS} | {"reason": why}
+        for key, values in given.items():
+            if values[i] is not None:
+                keys[key] = values[i]
+        for key, value in keys.items():  # as `dead_letter_columns` casts them
+            if value is not None:
+                keys[key] = int(value) if key == "line" else str(value)
+        lines.append(dead_letter_json(keys, ev))
+    return lines
 
-    return write
+
+def _events(column: pa.Array) -> list[list[Any] | None]:
+    """Each row's event as Python values: from a struct of its values, or from the tagged text of
+    one already encoded (`columns.encoded_event`); None where the row has none."""
+    if pa.types.is_struct(column.type):
+        values = list(zip(*(column_values(pa.chunked_array([f])) for f in column.flatten()), strict=True))
+        return [list(v) if ok else None for ok, v in zip(column.is_valid().to_pylist(), values, strict=True)]
+    if pa.types.is_list(column.type):
+        return [None if e is None else [decoded(x) for x in e] for e in column.to_pylist()]
+    return [None] * len(column)
 
 
 def dead_letter_line(row: dict[str, Any]) -> str:

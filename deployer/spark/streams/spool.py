@@ -38,15 +38,8 @@ from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import types as T
 
-from deployer.spark.streams.dead_letters import (
-    DEAD_KEYS,
-    dead_letter_json,
-    decoded,
-    write_dead_letters,
-    write_lines,
-)
+from deployer.spark.streams.dead_letters import DEAD_KEYS, arrow_letters, write_dead_letters, write_lines
 from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS
-from stores.arrow import column_values
 
 if TYPE_CHECKING:  # not at run time: a task that spools imports this module, and no sink
     from deployer.spark.streams.sinks import Writer
@@ -90,7 +83,7 @@ class Spool:
         same (a stream's late events, marked by its source: the plan counts them after the
         stream's watermark, and drops them there).
 
-        The task builds each dead letter from the failed row's values (`_letters`), as the driver
+        The task builds each dead letter from the failed row's values (`arrow_letters`), as the driver
         builds the others from a `dead_letter_frame` (the same values: both go through Python's
         values of the same Arrow columns); building those columns here cost about a hundred round
         trips to the JVM per failure point, and three plans more, at every deployment's start."""
@@ -278,38 +271,9 @@ def _spool(
     k: int,
 ) -> None:
     """The dead letters of `batch`'s `failed` rows into the spool's `folder` of a micro-batch."""
-    lines = _letters(batch.filter(failed), err, fixed, per_row)
+    lines = arrow_letters(batch.filter(failed), err, _EVENT, fixed, per_row)
     # One task's lines, whole or not at all: a task attempt run again rewrites its file.
     write_lines(folder / _file_name(batch, failed, lines, part, k), lines)
-
-
-def _letters(failed: pa.RecordBatch, err: str, fixed: dict[str, Any], per_row: list[str]) -> list[str]:
-    """The dead letters of a batch's failed rows: the reason in `err`, the event in `_EVENT`."""
-    given = {key: failed.column(key).to_pylist() for key in per_row}
-    reasons = failed.column(err).to_pylist()
-    events = _events(failed.column(_EVENT))
-    lines = []
-    for i, (reason, event) in enumerate(zip(reasons, events, strict=True)):
-        keys = {key: fixed.get(key) for key in DEAD_KEYS} | {"reason": reason}
-        for key, values in given.items():
-            if values[i] is not None:
-                keys[key] = values[i]
-        for key, value in keys.items():  # as `dead_letter_columns` casts them
-            if value is not None:
-                keys[key] = int(value) if key == "line" else str(value)
-        lines.append(dead_letter_json(keys, event))
-    return lines
-
-
-def _events(column: pa.Array) -> list[list[Any] | None]:
-    """Each row's event as Python values: from a struct of its values, or from the tagged text of
-    one already encoded (`columns.encoded_event`); None where the row has none."""
-    if pa.types.is_struct(column.type):
-        values = list(zip(*(column_values(pa.chunked_array([f])) for f in column.flatten()), strict=True))
-        return [list(v) if ok else None for ok, v in zip(column.is_valid().to_pylist(), values, strict=True)]
-    if pa.types.is_list(column.type):
-        return [None if e is None else [decoded(x) for x in e] for e in column.to_pylist()]
-    return [None] * len(column)
 
 
 _ORDER = "__seq"  # the rows' order key (deployer.spark.translate.graph SEQ)
