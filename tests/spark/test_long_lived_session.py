@@ -150,6 +150,28 @@ def test_a_stopped_deployment_leaves_no_arrow_allocator(spark: Any, tmp_path: Pa
     assert _arrow_children(spark) <= before
 
 
+def _store_loggers(spark: Any) -> int:
+    """The loggers SLF4J's log4j binding keeps that are named after a query's state store."""
+    jvm = spark.sparkContext._jvm
+    factory = jvm.org.slf4j.LoggerFactory.getILoggerFactory()
+    names: list[str] = []
+    for context in factory.getLoggerContexts().toArray():
+        names += str(jvm.java.lang.String.join("\n", factory.getLoggersInContext(context).keySet())).split(
+            "\n"
+        )
+    return sum("queryRunId=" in name for name in names)
+
+
+def test_a_stopped_deployment_leaves_no_logger_of_its_state_stores(spark: Any, tmp_path: Path) -> None:
+    """Spark's RocksDB state store takes three loggers per store, named after the store and the
+    query's run, which SLF4J's binding kept for the life of the application (deployer.spark.run.reclaim);
+    the stop of its deployment drops them. Its window's stores made some while it ran."""
+    before = _store_loggers(spark)
+    for k in range(2):
+        _run_one(spark, tmp_path, k)  # a window: a stateful query, its stores in this JVM
+    assert _store_loggers(spark) <= before
+
+
 def _jvm_sockets_in_close_wait(proc: Path) -> int:
     """How many of the JVM's TCP sockets wait for it to close them (their peer has: `CLOSE_WAIT`)."""
     held = set(fd_links(proc).values())
