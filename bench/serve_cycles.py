@@ -8,7 +8,8 @@ two files), and records after chosen cycles the driver JVM's heap in use after a
 (`MemoryMXBean` after `System.gc()`), the resident memory of the JVM and of this Python process,
 the JVM's open files (its /proc entry's `fd`: deployer.spark.run.reclaim says what a stopped
 deployment left open), the listeners on the application's listener bus (a stateful query's
-session left one) and the child allocators of Arrow's root allocator (a Python source left one).
+session left one), the child allocators of Arrow's root allocator (a Python source left one) and
+the loggers SLF4J's log4j binding keeps named after a state store (each store took three).
 The row compares the 200th with the 20th: the issue's goal is within 10 %.
 
 A stopped query's state stores stay loaded (their RocksDB instances open, their objects in the heap)
@@ -114,8 +115,25 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
         **({"jvm_open_files": float(len(os.listdir(fds)))} if fds.is_dir() else {}),
         "jvm_listeners": float(listeners),
         "jvm_arrow_allocators": float(allocators),
+        "jvm_store_loggers": float(_store_loggers(jvm)),
         **_native(jvm_pid, rss_mb),
     }
+
+
+def _store_loggers(jvm: Any) -> int:
+    """The loggers SLF4J's log4j binding keeps that are named after a query's state store (a stopped
+    deployment's are dropped: deployer.spark.run.reclaim.forget_store_loggers), -1 when they cannot
+    be read (another binding)."""
+    try:
+        factory = jvm.org.slf4j.LoggerFactory.getILoggerFactory()
+        names: list[str] = []
+        for context in factory.getLoggerContexts().toArray():
+            names += str(
+                jvm.java.lang.String.join("\n", factory.getLoggersInContext(context).keySet())
+            ).split("\n")
+    except Exception:  # not log4j's binding
+        return -1
+    return sum("queryRunId=" in name for name in names)
 
 
 def _loaded_stores(spark: Any) -> int:
@@ -202,6 +220,7 @@ _UNITS = {
     "jvm_open_files": "files",
     "jvm_listeners": "listeners",
     "jvm_arrow_allocators": "allocators",
+    "jvm_store_loggers": "loggers",
     "loaded_stores": "stores",
 }
 
@@ -224,6 +243,7 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         "jvm_open_files": "JVM open files",
         "jvm_listeners": "listeners on the application's bus",
         "jvm_arrow_allocators": "Arrow's child allocators",
+        "jvm_store_loggers": "state stores' loggers SLF4J keeps",
         # the JVM's own accounting, when it kept one (_native)
         "jvm_code_mb": "JVM compiled code",
         "jvm_untracked_mb": "JVM native memory it does not track",
