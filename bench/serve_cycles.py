@@ -98,6 +98,8 @@ def _native(jvm_pid: int, rss_mb: float) -> dict[str, float]:
 
 
 def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
+    from deployer.spark.run.reclaim import store_loggers
+
     gc.collect()  # py4j frees a JVM object once Python has freed its proxy (as cep serve does)
     jvm = spark.sparkContext._jvm
     for _ in range(2):
@@ -115,25 +117,10 @@ def _measure(spark: Any, jvm_pid: int) -> dict[str, float]:
         **({"jvm_open_files": float(len(os.listdir(fds)))} if fds.is_dir() else {}),
         "jvm_listeners": float(listeners),
         "jvm_arrow_allocators": float(allocators),
-        "jvm_store_loggers": float(_store_loggers(jvm)),
+        # named after a state store (a stopped deployment's are dropped: deployer.spark.run.reclaim)
+        "jvm_store_loggers": float(len(store_loggers(spark))),
         **_native(jvm_pid, rss_mb),
     }
-
-
-def _store_loggers(jvm: Any) -> int:
-    """The loggers SLF4J's log4j binding keeps that are named after a query's state store (a stopped
-    deployment's are dropped: deployer.spark.run.reclaim.forget_store_loggers), -1 when they cannot
-    be read (another binding)."""
-    try:
-        factory = jvm.org.slf4j.LoggerFactory.getILoggerFactory()
-        names: list[str] = []
-        for context in factory.getLoggerContexts().toArray():
-            names += str(
-                jvm.java.lang.String.join("\n", factory.getLoggersInContext(context).keySet())
-            ).split("\n")
-    except Exception:  # not log4j's binding
-        return -1
-    return sum("queryRunId=" in name for name in names)
 
 
 def _loaded_stores(spark: Any) -> int:

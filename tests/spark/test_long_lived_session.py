@@ -151,7 +151,9 @@ def test_a_stopped_deployment_leaves_no_arrow_allocator(spark: Any, tmp_path: Pa
 
 
 def _store_loggers(spark: Any) -> int:
-    """The loggers SLF4J's log4j binding keeps that are named after a query's state store."""
+    """The loggers SLF4J's log4j binding keeps that are named after a query's state store. Read here,
+    not with reclaim.store_loggers: were that to find none, the stop would drop none and the count
+    would still be 0."""
     jvm = spark.sparkContext._jvm
     factory = jvm.org.slf4j.LoggerFactory.getILoggerFactory()
     names: list[str] = []

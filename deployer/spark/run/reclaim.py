@@ -162,23 +162,33 @@ def close_source_allocators(queries: Iterable[Any]) -> int:
     return closed
 
 
-def forget_store_loggers(spark: Any, queries: Iterable[Any]) -> int:
-    """Take the loggers named after the state stores of the stopped `queries` (by their run ids:
-    `queryRunId=<id>`) out of the registry of SLF4J's log4j binding (see the module); how many. A
-    binding of another kind keeps them."""
-    runs = [f"queryRunId={q.runId}" for q in queries]
-    removed = 0
+_STORE_RUN = "queryRunId="  # in the name of a state store's logger, before the query's run id
+
+
+def store_loggers(spark: Any) -> list[tuple[Any, str]]:
+    """The loggers SLF4J's log4j binding keeps that are named after a query's state store (see the
+    module): each as the binding's map that holds it and its name; none with a binding of another
+    kind. One round trip for all the names of a map."""
+    found: list[tuple[Any, str]] = []
     with contextlib.suppress(Py4JError):  # not log4j's binding: no `getLoggersInContext`
         jvm = spark.sparkContext._jvm
         factory = jvm.org.slf4j.LoggerFactory.getILoggerFactory()
         for context in factory.getLoggerContexts().toArray():
             loggers = factory.getLoggersInContext(context)  # the registry's own map
             names = str(jvm.java.lang.String.join("\n", loggers.keySet())).split("\n")
-            for name in names:
-                if any(run in name for run in runs):
-                    loggers.remove(name)
-                    removed += 1
-    return removed
+            found += [(loggers, name) for name in names if _STORE_RUN in name]
+    return found
+
+
+def forget_store_loggers(spark: Any, queries: Iterable[Any]) -> int:
+    """Take the loggers named after the state stores of the stopped `queries` (by their run ids)
+    out of the registry of SLF4J's log4j binding (see the module); how many."""
+    runs = [f"{_STORE_RUN}{q.runId}" for q in queries]
+    gone = [(loggers, name) for loggers, name in store_loggers(spark) if any(r in name for r in runs)]
+    for loggers, name in gone:
+        with contextlib.suppress(Py4JError):
+            loggers.remove(name)
+    return len(gone)
 
 
 def jvm_field(obj: Any, name: str) -> Any:
