@@ -46,6 +46,8 @@ def col_name(index: int, side: int = 0) -> str:
 
 
 Message = Column | str  # an error message: fixed text, or text built from the failing values
+# The message of an error whose message, built from its values, could not be made (one is NULL).
+UNSHOWN = "the expression failed on a value it cannot show"
 
 
 def text(c: Column, t: DataType | None = None) -> Column:
@@ -123,12 +125,15 @@ def encoded_event(values: list[tuple[Column, T.DataType]]) -> Column:
 
 
 def error_column(errors: list[tuple[Column, Message]]) -> Column | None:
-    """One column holding the first error message of a row, NULL when it has none."""
+    """One column holding the first error message of a row, NULL when it has none: never NULL
+    when one of the conditions holds (a message made of values is given a fixed text if one of them
+    is NULL), so that the rows it is NULL for are exactly those no condition holds for, which is how
+    SparkGraph.split_errors filters the rows that go on."""
     if not errors:
         return None
     out: Column | None = None
     for cond, message in errors:
-        text = F.lit(message) if isinstance(message, str) else message
+        text = F.lit(message) if isinstance(message, str) else F.coalesce(message, F.lit(UNSHOWN))
         out = F.when(cond, text) if out is None else out.when(cond, text)
     assert out is not None
     return out

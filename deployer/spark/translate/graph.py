@@ -195,15 +195,15 @@ class SparkGraph:
             assert then is None, "a split step either drops columns or is given as `then`"
             then = _dropping(drops)
         if not errors:
-            return df if then is None else then(df)
+            return _then(then, df)
         stateless = self._stateless(node, on_input)
         label = self._spooled(node, stateless)
+        # not filtered by their message: docs/architecture.md, "The rows that go on past a failure"
+        ok = self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
         if not self.collect_dead_letters and label is None:
-            ok = self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
-            return df.filter(ok) if then is None else then(df.filter(ok))
+            return _then(then, df.filter(ok))
         err = error_column(errors)
         assert err is not None
-        df = df.withColumn(ERR, err)
         fields = [F.col(col_name(i)) for i in range(width)] if isinstance(width, int) else width
         payload = event if event is not None else F.struct(*[f.alias(f"_{i}") for i, f in enumerate(fields)])
 
@@ -213,19 +213,19 @@ class SparkGraph:
             )
 
         def kept(whole: DataFrame) -> DataFrame:
-            ok = whole.filter(F.col(ERR).isNull()).drop(ERR)
-            return ok if then is None else then(ok)
+            return _then(then, whole.filter(F.col(ERR).isNull()).drop(ERR))
 
         stream = node.stream if isinstance(node, g.Source) else None
         if label is not None:
             where = {"stage": node.op, "stream": stream, "node": node.id, "line": node.line}
-            spooled = self.spool(label, df, ERR, payload, where)
+            spooled = self.spool(label, df.withColumn(ERR, err), ERR, payload, where)
             self.dead_letters.append(  # its failures are never a frame: its tasks write them
                 DeadLetter(node.id, node.line, None, node.op, stream, stateless, spooled=label)
             )
-            return spooled if then is None else then(spooled)
-        df, failures = self._counted(node, on_input, df)
-        rows = kept(df)
+            return _then(then, spooled)
+        df, failures = self._counted(node, on_input, df, ok)
+        rows = _then(then, df.filter(ok))
+        df = df.withColumn(ERR, err)  # `whole`: the failed rows are those with a message
         split = (
             Split(df, failed, kept, payload, drops or None) if then is not None and not stateless else None
         )
@@ -234,15 +234,15 @@ class SparkGraph:
         )
         return rows
 
-    def _counted(self, node: g.Node, on_input: bool, df: DataFrame) -> tuple[DataFrame, Observation | None]:
-        """`df` with an Observation of its failed rows, when the graph `counts_failures`."""
+    def _counted(
+        self, node: g.Node, on_input: bool, df: DataFrame, ok: Column
+    ) -> tuple[DataFrame, Observation | None]:
+        """`df` with an Observation of its failed rows (not `ok`), when the graph `counts_failures`."""
         if not self.counts_failures:
             return df, None
         failures = Observation()
         counted = self.compiled(
-            node,
-            f"failures:{on_input}",
-            lambda: F.count(F.when(F.col(ERR).isNotNull(), F.lit(1))).alias("rows"),
+            node, f"failures:{on_input}", lambda: F.count(F.when(~ok, F.lit(1))).alias("rows")
         )
         return df.observe(failures, counted), failures
 
@@ -266,6 +266,11 @@ class SparkGraph:
         k = 1 + sum(1 for d in self.dead_letters if d.node == node.id and not d.stateless)
         label = node.id if k == 1 else f"{node.id}-{k}"
         return label if label in self.spool.labels else None
+
+
+def _then(then: Callable[[DataFrame], DataFrame] | None, rows: DataFrame) -> DataFrame:
+    """`rows` through SparkGraph.split_errors's `then`, if it has one."""
+    return rows if then is None else then(rows)
 
 
 def _dropping(columns: tuple[str, ...]) -> Callable[[DataFrame], DataFrame]:
