@@ -90,7 +90,7 @@ class Split:
     def through(self, rows: DataFrame) -> DataFrame:
         """`rows` (of `whole`'s shape) made the port's by dropping `drops`: every row kept."""
         assert self.drops is not None, "the step after this split does more than drop columns"
-        return rows.drop(*self.drops)
+        return _dropping(self.drops)(rows)
 
 
 @dataclass
