@@ -3,8 +3,9 @@
 The rows that go on are those no error condition holds for, filtered by that one boolean: the error
 messages, a CASE over the failing values, are only in the failures' plan. Spark's optimizer plans
 a streaming query again in every micro-batch, and pushed the messages' CASE below every projection
-and through every union each time (a third of a stateless micro-batch's planning). The two sides
-must still partition the rows exactly: a row is failed exactly when its message is not NULL.
+and through every union each time (docs/architecture.md, "The rows that go on past a failure
+point"). The two sides must still partition the rows exactly: a row is failed exactly when its
+message is not NULL.
 """
 
 from __future__ import annotations
