@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from deployer.spark import faults
 from deployer.spark.datastores.store_calls import bound, deployment_of, worker_stores
 from deployer.spark.streams.arrow_batches import in_order
-from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_writer
+from deployer.spark.streams.dead_letters import DeadLetterWriter
 from deployer.spark.translate.columns import col_name
 from deployer.spark.translate.graph import SEQ, SparkGraph, named_columns
 from operators import graph as g
@@ -86,7 +86,7 @@ def materialize_writer(
     table = node.table
     columns = node.input_schema.names
     deployment = deployment_of(sg)
-    fallback = dead_letter_writer(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
+    fallback = DeadLetterWriter(None, node.id, {"stage": node.op, "node": node.id, "line": node.line})
     failed_to = dead_letter or fallback
     fault = faults.after_commit_hook(table.name)  # None unless a fault test sets it
 

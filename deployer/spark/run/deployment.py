@@ -53,7 +53,7 @@ from deployer.spark.run.session import prepare_session, set_log_level, shuffle_p
 from deployer.spark.run.shared import batch_plans, shared_writer, stem
 from deployer.spark.run.starting import reuses_exchanges, started_with
 from deployer.spark.run.watermarks import runs_empty_batches
-from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir, dead_letter_writer
+from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer, sink_writer
 from deployer.spark.streams.spool import QUERY, Spool
@@ -210,7 +210,7 @@ class SparkDeployment:
             if isinstance(n, g.Materialize) and f"table:{n.table.name}" == query.name
         )
         shape, order = table_shape(self.sg, node)
-        refused = dead_letter_writer(
+        refused = DeadLetterWriter(
             self.dead_dir,
             f"table-{node.table.name}",
             {"stage": "Materialize", "node": node.id, "line": node.line},
@@ -257,7 +257,7 @@ class SparkDeployment:
 
     def _dead(self, name: str) -> DeadLetterWriter:
         """The writer of the dead letters of failure point `name` (`failed:<node>`, or "stateless")."""
-        return dead_letter_writer(self.dead_dir, name.removeprefix("failed:"), counted=self._count("dead"))
+        return DeadLetterWriter(self.dead_dir, name.removeprefix("failed:"), counted=self._count("dead"))
 
     def _count(self, what: str) -> Callable[[int], None]:
         def add(n: int) -> None:

@@ -88,8 +88,13 @@ class DeadLetterWriter:
     events aside (the run counts those apart: deployer.spark.streams.sources)."""
 
     def __init__(
-        self, directory: Path | None, name: str, fixed: dict[str, Any] | None, counted: Counter | None
+        self,
+        directory: Path | None,
+        name: str,
+        fixed: dict[str, Any] | None = None,
+        counted: Counter | None = None,
     ) -> None:
+        """The writer of failure point `name`'s dead letters, into `directory` (None: the console)."""
         self.directory, self.name, self.fixed, self.counted = directory, name, fixed or {}, counted
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -106,16 +111,6 @@ class DeadLetterWriter:
         if self.counted is not None:
             self.counted(len(lines) - late)
         write_dead_letters(self.directory, self.name, batch_id, lines)
-
-
-def dead_letter_writer(
-    directory: Path | None,
-    name: str,
-    fixed: dict[str, Any] | None = None,
-    counted: Counter | None = None,
-) -> DeadLetterWriter:
-    """The `DeadLetterWriter` of failure point `name`, into `directory` (None: the console)."""
-    return DeadLetterWriter(directory, name, fixed, counted)
 
 
 def arrow_letters(

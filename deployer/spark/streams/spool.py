@@ -124,7 +124,7 @@ class Spool:
     ) -> Writer:
         """`write`, a query's foreachBatch, made to write the dead letters its tasks spool (into
         `directory`, None: the console), telling `counted` how many (late events aside, as
-        `dead_letters.dead_letter_writer` does); `write` itself for a query that spools none."""
+        `dead_letters.DeadLetterWriter` does); `write` itself for a query that spools none."""
         labels = self.by_query.get(query, [])
         if not labels:
             return write
