@@ -198,10 +198,8 @@ class SparkGraph:
             return _then(then, df)
         stateless = self._stateless(node, on_input)
         label = self._spooled(node, stateless)
-        # not filtered by their message: docs/architecture.md, "The rows that go on past a failure"
-        ok = self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
         if not self.collect_dead_letters and label is None:
-            return _then(then, df.filter(ok))
+            return _then(then, df.filter(self._ok(node, on_input, errors)))
         err = error_column(errors)
         assert err is not None
         fields = [F.col(col_name(i)) for i in range(width)] if isinstance(width, int) else width
@@ -223,6 +221,7 @@ class SparkGraph:
                 DeadLetter(node.id, node.line, None, node.op, stream, stateless, spooled=label)
             )
             return _then(then, spooled)
+        ok = self._ok(node, on_input, errors)
         df, failures = self._counted(node, on_input, df, ok)
         rows = _then(then, df.filter(ok))
         df = df.withColumn(ERR, err)  # `whole`: the failed rows are those with a message
@@ -233,6 +232,12 @@ class SparkGraph:
             DeadLetter(node.id, node.line, failed(df), node.op, stream, stateless, split, failures=failures)
         )
         return rows
+
+    def _ok(self, node: g.Node, on_input: bool, errors: list[tuple[Column, Message]]) -> Column:
+        """Whether a row of `split_errors` goes on: no condition holds for it, rather than no message
+        (docs/architecture.md, "The rows that go on past a failure point"); built where it is used (a
+        spooled failure point never is), once per node with a `memo`."""
+        return self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
 
     def _counted(
         self, node: g.Node, on_input: bool, df: DataFrame, ok: Column
