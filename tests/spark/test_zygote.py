@@ -26,8 +26,9 @@ ROOT = WORKER_PATH.parents[3]
 
 # A process that forks the zygote (as the daemon does) and lives until its standard input closes.
 _PARENT = """
-import sys, time
+import faulthandler, signal, sys, time
 import cep_zygote
+faulthandler.register(signal.SIGUSR1)  # the zygote's Python stack, should a test wait for it in vain
 cep_zygote.PRELOADED = ("zygote_test.module",)  # as the zygote imports Spark's runners ahead
 cep_zygote.start()
 print("started", flush=True)
@@ -36,7 +37,8 @@ sys.stdin.read()
 
 # What a process Spark starts does first (sitecustomize): ask the zygote to run its module instead.
 _REQUESTER = """
-import sys, cep_zygote
+import faulthandler, signal, sys, cep_zygote
+faulthandler.register(signal.SIGUSR1)  # its Python stack, should a test wait for it in vain
 cep_zygote.delegate(sys.argv[1], sys.argv[2], sys.argv[3:])
 print("not delegated", flush=True)
 sys.exit(99)
@@ -122,12 +124,64 @@ def test_a_signal_to_the_requester_reaches_the_child(
     assert requester.stdout is not None
     child = int(requester.stdout.readline().split()[1])
     requester.send_signal(signal.SIGTERM)
-    requester.wait(30)
+    _ended(requester, zygote[2], child)
     assert requester.returncode == -signal.SIGTERM or requester.returncode == 128 + signal.SIGTERM
     deadline = time.monotonic() + 10
     while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{child}").exists()
+
+
+def test_a_requester_killed_outright_leaves_no_child_running(
+    zygote: tuple[str, dict[str, str], int], tmp_path: Path
+) -> None:
+    # A requester killed by a signal it cannot pass on (SIGKILL) closes its connection as it dies:
+    # the zygote kills its child, which nothing else would stop, and goes on serving.
+    path, env, zygote_pid = zygote
+    requester = _request(path, env, tmp_path, "wait")
+    assert requester.stdout is not None
+    child = int(requester.stdout.readline().split()[1])
+    assert child_processes(zygote_pid) == [child]
+    requester.kill()
+    requester.wait(30)  # (its output pipes stay open as long as the child runs)
+    deadline = time.monotonic() + 10
+    while child_processes(zygote_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child_processes(zygote_pid) == [], "the child of a killed requester is left running"
+    again = _request(path, env, tmp_path, "4")
+    out, err = again.communicate(timeout=30)
+    assert again.returncode == 4 and "not delegated" not in out, (out, err)
+
+
+def _ended(requester: subprocess.Popen[str], zygote_pid: int, child: int, timeout_s: float = 30) -> None:
+    """Wait for `requester` to end; if it does not, fail with where it and the zygote are (their
+    Python stacks through faulthandler, their states from /proc) and whether the child still runs."""
+    try:
+        requester.wait(timeout_s)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    states = {
+        name: _state(pid)
+        for name, pid in (("requester", requester.pid), ("zygote", zygote_pid), ("child", child))
+    }
+    for pid in (requester.pid, zygote_pid):  # the zygote's stack goes to this test's captured stderr
+        os.kill(pid, signal.SIGUSR1)
+    time.sleep(1)
+    requester.kill()
+    _, err = requester.communicate(timeout=10)
+    pytest.fail(f"the requester did not end within {timeout_s} s: {states}; its stderr:\n{err}")
+
+
+def _state(pid: int) -> str:
+    """A process's state, signal masks and kernel wait channel, from /proc ("gone" if it ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return "gone"
+    keys = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+    return " ".join([*(line for line in status if line.split(":")[0] in keys), f"wchan: {wchan}"])
 
 
 def test_a_signal_at_any_moment_of_the_request_leaves_no_child_running(

@@ -17,6 +17,8 @@ This module is both ends of a way round that:
 - `delegate` (called by worker_path/sitecustomize.py at the start of such a process) sends that
   request, passes on the signals it gets (Spark stops a worker with SIGTERM), and exits with the
   child's status. The child connects to the JVM itself and tells it its own pid, as the module does.
+  A requester ended by a signal it cannot pass on (SIGKILL, an out-of-memory kill) closes its
+  connection as it dies, and the zygote kills its child (`_abandoned`), which nothing would stop.
 
 Anything missing (no socket directory, the zygote not started yet, a refused connection) and the
 process starts as it always did. Only the modules in `MODULES` are delegated.
@@ -35,7 +37,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 MODULES = (
@@ -227,49 +229,86 @@ def serve(path: str) -> None:
     listener.bind(path + ".new")
     os.rename(path + ".new", path)  # requesters find it only once it listens
     listener.listen(64)
+    # each running child's requester's connection, by the child's pid
     waiting: dict[int, socket.socket] = {}
     try:
         while os.getppid() == parent and os.path.exists(path):  # its directory removed: the session's end
-            ready, _, _ = select.select([listener.fileno(), wake_r], [], [], 0.5)
+            ready = _readable([listener.fileno(), wake_r, *(c.fileno() for c in waiting.values())], 0.5)
             if wake_r in ready:
                 os.read(wake_r, 512)
             if listener.fileno() in ready:
                 conn, _ = listener.accept()
-                try:
-                    request, fds = _receive(conn)
-                except (OSError, ValueError):
-                    conn.close()
-                    continue
-                if request.get("python") != _interpreter():  # another Python: it starts as it would
-                    for fd in fds:
-                        os.close(fd)
-                    conn.close()
-                    continue
-                try:
-                    pid = os.fork()
-                except OSError:  # no process to be had: the requester starts as usual
-                    for fd in fds:
-                        os.close(fd)
-                    conn.close()
-                    continue
-                if pid == 0:
-                    signal.set_wakeup_fd(-1)
-                    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-                        signal.signal(sig, signal.SIG_DFL)
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
-                    for c in (listener, conn, *waiting.values()):
-                        c.close()
-                    os.close(wake_r)
-                    os.close(wake_w)
-                    _run_child(request, fds)
-                for fd in fds:
-                    os.close(fd)
-                conn.sendall(f"pid {pid}\n".encode())
-                waiting[pid] = conn
+                _fork_for(conn, listener, waiting, (wake_r, wake_w))
+            _abandoned(waiting, {fd for fd in ready if fd not in (wake_r, listener.fileno())})
             _reap(waiting)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def _fork_for(
+    conn: socket.socket, listener: socket.socket, waiting: dict[int, socket.socket], wake: tuple[int, int]
+) -> None:
+    """Fork a child for the request on `conn`, which then waits for its end (`waiting`); or, if the
+    request is malformed, from another Python, or no process is to be had, close `conn`: the
+    requester starts as it always did."""
+    try:
+        request, fds = _receive(conn)
+    except (OSError, ValueError):
+        conn.close()
+        return
+    pid = -1
+    if request.get("python") == _interpreter():  # another Python: it starts as it would
+        with contextlib.suppress(OSError):
+            pid = os.fork()
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for c in (listener, conn, *waiting.values()):
+            c.close()
+        for fd in wake:
+            os.close(fd)
+        _run_child(request, fds)
+    for fd in fds:
+        os.close(fd)
+    if pid < 0:
+        conn.close()
+        return
+    waiting[pid] = conn
+    try:
+        conn.sendall(f"pid {pid}\n".encode())
+    except OSError:  # the requester is gone already (stopped as it started): so is its child
+        _abandoned(waiting, {conn.fileno()})
+
+
+def _abandoned(waiting: dict[int, socket.socket], readable: Collection[int]) -> None:
+    """Kill the children whose requester's connection is among the `readable` and at its end: the
+    requester was stopped in a way it could not pass on (SIGKILL), and nothing would stop its child.
+    (A requester sends nothing after its request: readable means closed.)"""
+    for pid, conn in list(waiting.items()):
+        if conn.fileno() not in readable:
+            continue
+        try:
+            if conn.recv(64, socket.MSG_DONTWAIT):
+                continue
+        except BlockingIOError:
+            continue
+        except OSError:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        del waiting[pid]
+        conn.close()
+
+
+def _readable(fds: list[int], timeout_s: float) -> set[int]:
+    """Which of `fds` are readable (or closed) within `timeout_s` (poll: no limit on an fd's number)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return {fd for fd, _events in poller.poll(int(timeout_s * 1000))}
 
 
 def _reap(waiting: dict[int, socket.socket]) -> None:
