@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from operators.values import from_micros
@@ -46,6 +45,11 @@ def rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 
 def _timestamps(micros: pa.ChunkedArray | pa.Array) -> list[Any]:
+    # pandas only where timestamps are converted: a Python source's reader imports this module (its
+    # dead letters: deployer.spark.streams.task_spool) in a fresh process at every query start,
+    # where pandas alone took ~0.3 s (tests/architecture/test_worker_imports.py)
+    import pandas as pd
+
     try:
         values: list[Any] = list(
             pd.to_datetime(micros.fill_null(0).to_numpy(), unit="us", utc=True).to_pydatetime()

@@ -5,7 +5,7 @@ zero), read by two Maps (m21, m22) that one Union (u23) merges: the query writin
 pattern in both branches (Spark reuses no stateful subtree in a query: deployer/spark/run), and the
 tasks of both wrote the failure into the dead-letter spool, under their own partition numbers: two
 dead letters on Spark, one on the reference. A spool file is now named by its rows' order keys and
-lines (deployer/spark/streams/spool.py `_file_name`), so the same failures make the same file
+lines (deployer/spark/streams/task_spool.py `file_name`), so the same failures make the same file
 wherever a task finds them.
 """
 

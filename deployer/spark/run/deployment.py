@@ -56,7 +56,8 @@ from deployer.spark.run.watermarks import runs_empty_batches
 from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer, sink_writer
-from deployer.spark.streams.spool import QUERY, Spool
+from deployer.spark.streams.spool import Spool
+from deployer.spark.streams.task_spool import QUERY
 from deployer.spark.translate.graph import SparkGraph, filters_counted
 from operators import graph as g
 from stores.bindings import StoreBindings

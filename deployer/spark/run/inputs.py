@@ -78,21 +78,30 @@ def read_inputs(
         if uri.startswith("generator:"):
             frames[src.stream] = generator_source(spark, uri, src, watermarks)
             continue
+        spooled = spool is not None and f"input-{src.stream}" in spool.labels
+        # a file's or a Redis stream's rejected records are spooled by the stage that parses them
+        by_reader = spool if spooled and uri != SCHEME else None
         if uri == SCHEME:
             start = trigger_start(checkpoint, src.stream)
             parsed[src.stream] = trigger_parsed(spark, src, start, clock.current())
         elif is_redis_stream_uri(uri):
-            parsed[src.stream] = redis_parsed(spark, uri, src)
+            parsed[src.stream] = redis_parsed(spark, uri, src, by_reader)
         else:
             log = arrival_log(checkpoint, src.stream)
             if src.stream in alone:
                 in_source.add(src.stream)
             parsed[src.stream] = file_parsed(
-                spark, uri, src, log, max_files_per_trigger, sequenced=src.stream in in_source
+                spark,
+                uri,
+                src,
+                log,
+                max_files_per_trigger,
+                sequenced=src.stream in in_source,
+                spool=by_reader,
             )
-        if spool is not None and f"input-{src.stream}" in spool.labels:
+        if spooled and by_reader is None:  # a trigger's: by a stage after it
             good = spooled_events(counted(parsed[src.stream], src), src, spool)
-        else:  # its rejects: the dead-letters query's
+        else:  # spooled as parsed, or the dead-letters query's
             good = events_of(counted(parsed[src.stream], src), src)
         if src.event_time is None:
             frames[src.stream] = good

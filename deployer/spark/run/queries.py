@@ -282,7 +282,7 @@ def _spooled(
     query of `out` that computes their node (deployer.spark.streams.spool): it gains the failure
     point in `spooled`, and the queries still needed are returned. The other queries that compute
     the node pass the same stage, and their tasks write nothing (spool.Spool); a query whose plan
-    computes it on two paths writes each dead letter once (spool._file_name). One that no query of
+    computes it on two paths writes each dead letter once (task_spool.file_name). One that no query of
     `out` computes (an UpdateSQL whose rows nobody reads), or that is in `kept`, keeps its query."""
     spooled = set()
     inside = [_upstream(graph, w.ends) for w in out]  # what each query computes
@@ -311,7 +311,7 @@ def _by_readers(
     query's tasks know its name). A stream that passes the Sequencer with others
     (`sequenced_merges`) is read by every query that reads one of them. The shared query's sinks
     may compute an operator twice in a micro-batch; its tasks then spool the same rows under the
-    same file name (spool._file_name).
+    same file name (task_spool.file_name).
     `kept`: the checkpoint has the dead-letters query of an earlier layout (deployer.spark.run.
     layout): `DEAD_LETTERS`, which wrote them all, still does; `SINGLE_READERS`, which wrote those
     of the sources and operators two queries compute, still does."""
@@ -349,7 +349,7 @@ def _by_readers(
     for node in stateless:
         computing = [q.name for q in out if node in inside[q.name]]
         # The shared query's sinks may compute it twice in a micro-batch: the same failed rows make
-        # the same spool file (spool._file_name). In the layout between, it dropped them.
+        # the same spool file (task_spool.file_name). In the layout between, it dropped them.
         fit = [
             q for q in computing if (not alone if q == SHARED_QUERY else _paths(graph, node, ends[q]) == 1)
         ]

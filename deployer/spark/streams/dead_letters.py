@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -22,9 +22,11 @@ from pyspark.sql import types as T
 
 from deployer.connectors.files import file_dir
 from deployer.connectors.records import json_value
-from deployer.spark.streams.sinks import Counter
 from deployer.spark.translate.columns import encoded_event
 from stores.arrow import column_values, micros_value
+
+if TYPE_CHECKING:  # not at run time: a source's reader imports this module (task_spool), and no sink
+    from deployer.spark.streams.sinks import Counter
 
 # The key order of the local engine's dead letters (deployer.local.driver), so both write the same JSON.
 DEAD_KEYS = ("stage", "reason", "stream", "node", "line", "source", "record")

@@ -46,7 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_type
@@ -60,6 +62,7 @@ from pyspark.sql.streaming.datasource import (
 from deployer.connectors.files import list_files, read_file
 from deployer.connectors.records import converted
 from deployer.spark.streams.lateness import LATE, LATE_TS, NONE, latest_after, marked
+from deployer.spark.streams.task_spool import EVENT, spool_failed, task_of, writes_for
 from deployer.spark.translate.columns import col_name, struct_of
 from operators.datatypes import Schema
 
@@ -131,9 +134,11 @@ def options(
     schema: Schema,
     max_files: int | None,
     sequenced: tuple[int, str] | None = None,
+    spooled: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """The data source's options (strings, as Spark passes them). `sequenced`: the position of the
-    stream's event-time field and its name, for a stream whose late events are marked here."""
+    stream's event-time field and its name, for a stream whose late events are marked here;
+    `spooled`: what its reader needs to spool its rejected records (`spool_rejects`)."""
     opts = {
         "path": str(directory.resolve()),
         "shown": shown,
@@ -144,6 +149,8 @@ def options(
         opts["maxfilespertrigger"] = str(max_files)  # Spark hands options over lower-cased
     if sequenced is not None:
         opts["sequenced"] = json.dumps({"ts": sequenced[0], "stream": sequenced[1]})
+    if spooled is not None:
+        opts["spooled"] = json.dumps(spooled)
     return opts
 
 
@@ -195,6 +202,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_files = int(opts["maxfilespertrigger"]) if "maxfilespertrigger" in opts else None
         self.target: int | None = None  # Trigger.AvailableNow: the files there when the query started
         self.sequenced = _sequenced(opts)
+        self.spooled = json.loads(opts["spooled"]) if "spooled" in opts else None
         self._made: tuple[Schema, pa.Schema] | None = None  # `_schemas`
         # A sequenced stream's largest event time after each file of the log up to a planned batch's
         # end, by position: noted by `_with_latest`, read by `partitions`, dropped by `commit`.
@@ -279,9 +287,14 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Files)
-        if self.sequenced is not None:
-            yield from self._marked(partition)
-            return
+        for k, rows in enumerate(
+            self._marked(partition) if self.sequenced is not None else self._read(partition)
+        ):
+            if self.spooled is not None:
+                spool_rejects(rows, self.spooled, k)
+            yield rows
+
+    def _read(self, partition: _Files) -> Iterator[pa.RecordBatch]:
         for k, name in enumerate(partition.names):
             yield self._rows(partition.first + k, name)
         if partition.end:
@@ -312,6 +325,57 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         # The files are not ours to move or delete; what the driver noted of them is no longer needed.
         self._after = {p: latest for p, latest in self._after.items() if p >= end["files"]}
+
+
+def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None:
+    """Spool the dead letters among a source's parsed `rows` (`k`: their place in the task's
+    batches), as the spooling stage of deployer.spark.streams.sources.spooled_events would, in the
+    task that parses them (this reader's; a Redis stream's parsing stage; `spooled`:
+    sources.reader_spool): the records that did not convert and the events without event time
+    (`input-<stream>`), and the late events when this reader marks them (`late-<stream>`). The
+    rows go on whole: the plan counts the records read and drops these. One Python stage less per
+    micro-batch than spooling after the parse."""
+    batch_id, part = task_of()
+    ts, late = spooled["ts"], spooled["late"]
+    if late is not None and LATE in rows.schema.names and writes_for(late[1]):
+        is_late = pc.is_valid(rows.column(LATE))
+        if pc.any(is_late).as_py():
+            given = [rows.column(LATE_TS if v == ts else v) for v in spooled["values"]]
+            event = pa.StructArray.from_arrays(given, names=spooled["values"])
+            folder = Path(late[0]) / batch_id
+            spool_failed(
+                folder, rows.append_column(EVENT, event), is_late, LATE, spooled["late_fixed"], [], part, k
+            )
+    rejected = pc.is_valid(rows.column(REASON))
+    untimed = pa.array(np.zeros(rows.num_rows, dtype=bool))
+    if ts is not None:
+        ended = pc.fill_null(rows.column(END), False)
+        untimed = pc.and_(pc.and_(pc.invert(rejected), pc.invert(ended)), pc.is_null(rows.column(ts)))
+        if LATE in rows.schema.names:  # a late event marked here has its event time in LATE_TS
+            untimed = pc.and_(untimed, pc.is_null(rows.column(LATE)))
+    failed = pc.or_(rejected, untimed)
+    if not pc.any(failed).as_py() or not writes_for(spooled["input"][1]):
+        return
+    text, number = pa.scalar(None, pa.string()), pa.scalar(None, pa.int64())
+    columns = {  # as spooled_events says them
+        _REJECTED: pc.if_else(rejected, rows.column(REASON), pc.if_else(untimed, spooled["untimed"], text)),
+        "stage": pc.if_else(rejected, "input", spooled["op"]),
+        "record": pc.if_else(rejected, rows.column(RAW), text),
+        "source": pc.if_else(rejected, rows.column(ORIGIN), text),
+        "node": pc.if_else(untimed, spooled["node"], text),
+        "line": pc.if_else(untimed, pa.scalar(spooled["line"], pa.int64()), number),
+        EVENT: pa.StructArray.from_arrays(
+            [rows.column(v) for v in spooled["values"]], names=spooled["values"], mask=pc.invert(untimed)
+        ),
+        SEQ: rows.column(SEQ),
+    }
+    dead = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+    per_row = ["stage", "record", "source", "node", "line"]
+    folder = Path(spooled["input"][0]) / batch_id
+    spool_failed(folder, dead, failed, _REJECTED, spooled["fixed"], per_row, part, k)
+
+
+_REJECTED = "__rejected"  # `spool_rejects`' reason a row is a dead letter
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:

@@ -39,8 +39,8 @@ from deployer.connectors.redis_stream import (
     previous_id,
     seq_of,
 )
-from deployer.spark.streams.file_source import parsed_schema
-from deployer.spark.streams.sources import split
+from deployer.spark.streams.file_source import parsed_schema, spool_rejects
+from deployer.spark.streams.sources import reader_spool, split
 from operators import graph as g
 from operators.datatypes import Schema
 from stores.errors import scrub
@@ -256,14 +256,16 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(RedisStreamDataSource)
 
 
-def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
+def _parser(key: str, shown: str, schema: Schema, out: T.StructType, spooled: dict[str, Any] | None) -> Any:
+    """The stage that parses a Redis stream's entries into its parsed rows, and, given `spooled`
+    (sources.reader_spool), spools its rejected records as it parses them (file_source.spool_rejects)."""
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields]
     )
     width = len(schema)
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
+        for k, batch in enumerate(batches):
             cols: list[list[Any]] = [[] for _ in out.fields]
             for entry_id, text in zip(
                 batch.column("id").to_pylist(), batch.column("value").to_pylist(), strict=True
@@ -281,10 +283,13 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType) -> Any:
                 cols[width + 2].append(text if reason else None)
                 cols[width + 3].append(origin if reason else None)
                 cols[width + 4].append(None)
-            yield pa.RecordBatch.from_arrays(
+            rows = pa.RecordBatch.from_arrays(
                 [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
                 schema=arrow_schema,
             )
+            if spooled is not None:
+                spool_rejects(rows, spooled, k)
+            yield rows
 
     return parse
 
@@ -294,12 +299,15 @@ def redis_stream_source(spark: SparkSession, uri: str, node: g.Source) -> tuple[
     return split(redis_parsed(spark, uri, node), node)
 
 
-def redis_parsed(spark: SparkSession, uri: str, node: g.Source) -> DataFrame:
-    """A Redis stream → its parsed rows (`file_source.parsed_schema`), for `sources.split`."""
+def redis_parsed(spark: SparkSession, uri: str, node: g.Source, spool: Any = None) -> DataFrame:
+    """A Redis stream → its parsed rows (`file_source.parsed_schema`), for `sources.split`; `spool`:
+    the deployment's spool, whose `input-<stream>` label it has, its parsing stage spools the
+    stream's rejected records (sources.reader_spool)."""
     s = parse_stream_uri(uri)
     register(spark)
     reader = spark.readStream.format(NAME)
     for k, v in _options(s, spark.sparkContext.defaultParallelism).items():
         reader = reader.option(k, v)
     out = parsed_schema(node.schema)
-    return reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, out), out)
+    spooled = None if spool is None else reader_spool(node, spool, False)
+    return reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, out, spooled), out)

@@ -52,10 +52,12 @@ def file_parsed(
     log: Path,
     max_files: int | None = None,
     sequenced: bool = False,
+    spool: Any = None,
 ) -> DataFrame:
     """A directory of event files → its parsed rows (`file_source.parsed_schema`), for `split`;
     `sequenced`: its late events marked by the source, for a stream alone with WATERMARK 0
-    (`sequence`'s `in_source`)."""
+    (`sequence`'s `in_source`); `spool`: the deployment's spool, whose `input-<stream>` label it
+    has, its reader's tasks spool its rejected records (`reader_spool`)."""
     directory = file_dir(uri)
     if directory is None:
         raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
@@ -64,7 +66,9 @@ def file_parsed(
     spark.dataSource.register(files.FileStreamDataSource)
     reader = spark.readStream.format(files.NAME)
     marks = (_event_time(node)[0], node.stream) if sequenced else None
-    for key, value in files.options(directory, str(directory), log, node.schema, max_files, marks).items():
+    spooled = None if spool is None else reader_spool(node, spool, sequenced)
+    given = files.options(directory, str(directory), log, node.schema, max_files, marks, spooled)
+    for key, value in given.items():
         reader = reader.option(key, value)
     return reader.load()
 
@@ -169,6 +173,29 @@ def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
 
 
 _ERR = "__rejected"  # `spooled_events`' reason a row is a dead letter
+
+
+def reader_spool(node: g.Source, spool: Any, sequenced: bool) -> dict[str, Any]:
+    """What the stage that parses a source's records (a file source's reader, a Redis stream's
+    parser) needs to spool the dead letters `spooled_events` spools, as its tasks parse them
+    (file_source.spool_rejects): where each goes and which query writes it, and what they say.
+    `sequenced`: a file source's reader marks the stream's late events, spooled if `spool` has them."""
+    late = f"late-{node.stream}"
+    where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
+    return {
+        "input": [str(spool.root / f"input-{node.stream}"), spool.owner.get(f"input-{node.stream}")],
+        "late": [str(spool.root / late), spool.owner.get(late)]
+        if sequenced and late in spool.labels
+        else None,
+        "fixed": {"stream": node.stream},
+        "late_fixed": where,
+        "ts": None if node.event_time is None else col_name(_event_time(node)[0]),
+        "untimed": f"event time field '{node.event_time}' is NULL",
+        "op": node.op,
+        "node": node.id,
+        "line": node.line,
+        "values": _values(node),
+    }
 
 
 def sequence(

@@ -10,7 +10,7 @@ task and Arrow batch:
 
     <checkpoint>/spool/<failure point>/<batch id>/part-<first order key>-<digest>.jsonl
 
-(named by what it holds: `_file_name`)
+(named by what it holds: deployer.spark.streams.task_spool.file_name)
 
 The batch id is the task's `streaming.sql.batchId` local property, which Spark sets on every job of
 a micro-batch. The query's spool directories are emptied as it starts (`Spool.clear`), and its
@@ -26,7 +26,6 @@ The spool lives beside the checkpoint, which Spark's tasks write to as well (the
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
@@ -34,21 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import types as T
 
-from deployer.spark.streams.dead_letters import DEAD_KEYS, arrow_letters, write_dead_letters, write_lines
+from deployer.spark.streams.dead_letters import DEAD_KEYS, write_dead_letters
 from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS
+from deployer.spark.streams.task_spool import EVENT, ORDER, spool_failed, task_of, writes_for
 
 if TYPE_CHECKING:  # not at run time: a task that spools imports this module, and no sink
     from deployer.spark.streams.sinks import Writer
 
-_BATCH_ID = "streaming.sql.batchId"  # the local property Spark's micro-batch execution sets
-# The query a task runs for, as the deployment names it in its plan: a setting of the query's own
-# session (deployer.spark.run.starting), which Spark hands its tasks as a local property.
-QUERY = "spark.cep.query"
-_EVENT = "__event"  # a row's event, as its dead letter carries it
 _PASSED_EVENT = "__passed_event"  # the same, for `Spool.__call__`'s `passed` failure point
 
 
@@ -57,7 +51,7 @@ class Spool:
     `n6`, `n6-2`; one query spools each) spool their dead letters; the translation's hook
     (`SparkGraph.spool`) and the driver's gatherer. Other queries may pass the same spooling stage
     (the queries of a deployment share the frames of its sources and operators); their tasks see
-    from `QUERY` that they run for another query, and write nothing (`_writes`)."""
+    from `QUERY` that they run for another query, and write nothing (task_spool.writes_for)."""
 
     def __init__(self, root: Path, by_query: Mapping[str, Collection[str]]):
         self.root = root
@@ -96,7 +90,7 @@ class Spool:
             also = (str(self.root / passed[0]), passed[1], passed[3], self.owner.get(passed[0]))
         where = (str(self.root / label), self.owner.get(label))
         # the fields keep their metadata: the event-time column's tells Spark where the watermark is
-        return df.withColumn(_EVENT, payload).mapInArrow(
+        return df.withColumn(EVENT, payload).mapInArrow(
             _spooler(where, err, [f.name for f in fields], fixed, per_row, also),
             T.StructType(fields),
         )
@@ -178,19 +172,19 @@ def _spooler(
     directory, owner = where
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batch_id, part = _task()
-        writes, also_writes = _writes(owner), passed is not None and _writes(passed[3])
+        batch_id, part = task_of()
+        writes, also_writes = writes_for(owner), passed is not None and writes_for(passed[3])
         for k, batch in enumerate(batches):
             if passed is not None and also_writes:
                 also = pc.is_valid(batch.column(passed[1]))
                 if pc.any(also).as_py():
-                    at = batch.schema.get_field_index(_EVENT)
-                    given = batch.set_column(at, _EVENT, batch.column(_PASSED_EVENT))
-                    _spool(Path(passed[0]) / batch_id, given, also, passed[1], passed[2], [], part, k)
+                    at = batch.schema.get_field_index(EVENT)
+                    given = batch.set_column(at, EVENT, batch.column(_PASSED_EVENT))
+                    spool_failed(Path(passed[0]) / batch_id, given, also, passed[1], passed[2], [], part, k)
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
                 if writes:
-                    _spool(Path(directory) / batch_id, batch, failed, err, fixed, per_row, part, k)
+                    spool_failed(Path(directory) / batch_id, batch, failed, err, fixed, per_row, part, k)
                 batch = batch.filter(pc.invert(failed))
             yield batch.select(names)
 
@@ -205,12 +199,12 @@ def _late_spooler(
     tasks of the query that writes them (`where`: the directory and that query), the others passed
     on, and a count row after a blob that had late ones (in every query: a run counts the late
     events of a stream as the most any query did, deployer.spark.run.progress)."""
-    values = [n for n in released if n != _ORDER]
+    values = [n for n in released if n != ORDER]
     directory, owner = where
 
     def unpack_and_spool(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batch_id, part = _task()
-        writes = _writes(owner)
+        batch_id, part = task_of()
+        writes = writes_for(owner)
         k = 0
         for packed_rows in batches:
             for blob in packed_rows.column("__events").to_pylist():
@@ -222,9 +216,9 @@ def _late_spooler(
                     if n and writes:
                         given = [batch.column(LATE_TS if v == ts else v) for v in values]
                         event = pa.StructArray.from_arrays(given, names=values)
-                        _spool(
+                        spool_failed(
                             Path(directory) / batch_id,
-                            batch.append_column(_EVENT, event),
+                            batch.append_column(EVENT, event),
                             late,
                             LATE,
                             fixed,
@@ -243,53 +237,3 @@ def _late_spooler(
                     k += 1
 
     return unpack_and_spool  # its name shows in the query plan
-
-
-def _writes(owner: str | None) -> bool:
-    """Whether the task running this writes the dead letters of a failure point `owner` writes:
-    yes in that query's tasks, and outside any query of a deployment (a plan run by hand)."""
-    ctx = TaskContext.get()
-    query = ctx.getLocalProperty(QUERY) if ctx is not None else None
-    return owner is None or query is None or query == owner
-
-
-def _task() -> tuple[str, int]:
-    """The micro-batch and partition of the task that runs this (outside a task: "none", 0)."""
-    ctx = TaskContext.get()
-    batch_id = (ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None) or "none"
-    return batch_id, ctx.partitionId() if ctx is not None else 0
-
-
-def _spool(
-    folder: Path,
-    batch: pa.RecordBatch,
-    failed: pa.Array,
-    err: str,
-    fixed: dict[str, Any],
-    per_row: list[str],
-    part: int,
-    k: int,
-) -> None:
-    """The dead letters of `batch`'s `failed` rows into the spool's `folder` of a micro-batch."""
-    lines = arrow_letters(batch.filter(failed), err, _EVENT, fixed, per_row)
-    # One task's lines, whole or not at all: a task attempt run again rewrites its file.
-    write_lines(folder / _file_name(batch, failed, lines, part, k), lines)
-
-
-_ORDER = "__seq"  # the rows' order key (deployer.spark.translate.graph SEQ)
-
-
-def _file_name(batch: pa.RecordBatch, failed: pa.Array, lines: list[str], part: int, k: int) -> str:
-    """The spool file of one Arrow batch's dead letters: named by their rows' order keys and lines,
-    when the rows have order keys, so that the same failures make the same file wherever a task
-    finds them. A query whose plan computes a failure point twice (a stream read by two branches of
-    one Union: Spark reuses no stateful subtree) spools its dead letters twice, from tasks of
-    different partition numbers, and must write them once (found by the fuzzer, seed 8203: a
-    pattern's failed condition dead-lettered twice on Spark). The first order key leads the name,
-    so that the gathered lines keep the rows' order; without order keys, the task's partition."""
-    if _ORDER not in batch.schema.names:
-        return f"part-{part:05d}-{k:05d}.jsonl"
-    keys = [str(v) for v in batch.column(_ORDER).filter(failed).to_pylist()]
-    digest = hashlib.sha256("\n".join([*keys, *lines]).encode()).hexdigest()[:24]
-    # the key as hex (its text may hold any character), which sorts as the text does, cut short
-    return f"part-{keys[0].encode()[:60].hex()}-{digest}.jsonl"
