@@ -28,7 +28,6 @@ from deployer.spark.streams.sources import (
     file_parsed,
     generator_source,
     sequence,
-    spooled_events,
 )
 from deployer.spark.streams.trigger_source import trigger_parsed
 from deployer.triggers import clock
@@ -78,31 +77,22 @@ def read_inputs(
         if uri.startswith("generator:"):
             frames[src.stream] = generator_source(spark, uri, src, watermarks)
             continue
-        spooled = spool is not None and f"input-{src.stream}" in spool.labels
-        # a file's or a Redis stream's rejected records are spooled by the stage that parses them
-        by_reader = spool if spooled and uri != SCHEME else None
+        # its rejected records spooled by the tasks that parse them, where its query writes them
+        spooled = spool if spool is not None and f"input-{src.stream}" in spool.labels else None
         if uri == SCHEME:
             start = trigger_start(checkpoint, src.stream)
-            parsed[src.stream] = trigger_parsed(spark, src, start, clock.current())
+            parsed[src.stream] = trigger_parsed(spark, src, start, clock.current(), spooled)
         elif is_redis_stream_uri(uri):
-            parsed[src.stream] = redis_parsed(spark, uri, src, by_reader)
+            parsed[src.stream] = redis_parsed(spark, uri, src, spooled)
         else:
             log = arrival_log(checkpoint, src.stream)
             if src.stream in alone:
                 in_source.add(src.stream)
             parsed[src.stream] = file_parsed(
-                spark,
-                uri,
-                src,
-                log,
-                max_files_per_trigger,
-                sequenced=src.stream in in_source,
-                spool=by_reader,
+                spark, uri, src, log, max_files_per_trigger, sequenced=src.stream in in_source, spool=spooled
             )
-        if spooled and by_reader is None:  # a trigger's: by a stage after it
-            good = spooled_events(counted(parsed[src.stream], src), src, spool)
-        else:  # spooled as parsed, or the dead-letters query's
-            good = events_of(counted(parsed[src.stream], src), src)
+        # the records read counted; the rejected ones dropped (spooled, or the dead-letters query's)
+        good = events_of(counted(parsed[src.stream], src), src)
         if src.event_time is None:
             frames[src.stream] = good
         else:

@@ -329,12 +329,12 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None:
     """Spool the dead letters among a source's parsed `rows` (`k`: their place in the task's
-    batches), as the spooling stage of deployer.spark.streams.sources.spooled_events would, in the
-    task that parses them (this reader's; a Redis stream's parsing stage; `spooled`:
-    sources.reader_spool): the records that did not convert and the events without event time
-    (`input-<stream>`), and the late events when this reader marks them (`late-<stream>`). The
-    rows go on whole: the plan counts the records read and drops these. One Python stage less per
-    micro-batch than spooling after the parse."""
+    batches) in the task that parses them (this reader's, a trigger's, a Redis stream's parsing
+    stage; `spooled`: sources.reader_spool), as sources.rejects says them: the records that did
+    not convert and the events without event time (`input-<stream>`), and the late events when
+    this reader marks them (`late-<stream>`), for the query that writes them. The rows go on
+    whole: the plan counts the records read and drops these. A `mapInArrow` after the parse
+    spooled them before: a Python stage more per micro-batch."""
     batch_id, part = task_of()
     ts, late = spooled["ts"], spooled["late"]
     if late is not None and LATE in rows.schema.names and writes_for(late[1]):
@@ -357,7 +357,7 @@ def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None
     if not pc.any(failed).as_py() or not writes_for(spooled["input"][1]):
         return
     text, number = pa.scalar(None, pa.string()), pa.scalar(None, pa.int64())
-    columns = {  # as spooled_events says them
+    columns = {  # as sources.rejects says them
         _REJECTED: pc.if_else(rejected, rows.column(REASON), pc.if_else(untimed, spooled["untimed"], text)),
         "stage": pc.if_else(rejected, "input", spooled["op"]),
         "record": pc.if_else(rejected, rows.column(RAW), text),

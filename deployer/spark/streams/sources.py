@@ -138,47 +138,11 @@ def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
     return bad.unionByName(untimed, allowMissingColumns=True)
 
 
-def spooled_events(parsed: DataFrame, node: g.Source, spool: Any) -> DataFrame:
-    """`events_of`, with `rejects` written by the tasks that find them (deployer.spark.streams.spool,
-    failure point `input-<stream>`): the rows of one query that alone reads the source. The late
-    events that a source marks (`file_parsed`'s `sequenced`) are written in the same pass
-    (`late-<stream>`) and passed on, to be counted after the stream's watermark (`sequence`)."""
-    is_end = F.coalesce(F.col(END), F.lit(False))
-    rejected = F.col(REASON).isNotNull()
-    values = _values(node)
-    reason = F.when(rejected, F.col(REASON))
-    untimed = F.lit(False)
-    if node.event_time is not None:
-        untimed = _untimed(parsed, node, rejected, is_end)
-        reason = reason.when(untimed, F.lit(f"event time field '{node.event_time}' is NULL"))
-    marked = parsed.withColumns(
-        {
-            _ERR: reason,
-            # as `rejects` says them: a record that did not convert, or an event without event time
-            "stage": F.when(rejected, F.lit("input")).otherwise(F.lit(node.op)),
-            "record": F.when(rejected, F.col(RAW)),
-            "source": F.when(rejected, F.col(ORIGIN)),
-            "node": F.when(untimed, F.lit(node.id)),
-            "line": F.when(untimed, F.lit(node.line)),
-        }
-    )
-    payload = F.when(untimed, F.struct(*values))
-    late = f"late-{node.stream}"
-    passed = None
-    if _marked_by_source(parsed) and late in spool.labels:  # its late events, in the same pass
-        where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
-        passed = (late, LATE, _late_event(node), where)
-    kept = spool(f"input-{node.stream}", marked, _ERR, payload, {"stream": node.stream}, passed)
-    return events_of(kept, node)
-
-
-_ERR = "__rejected"  # `spooled_events`' reason a row is a dead letter
-
-
 def reader_spool(node: g.Source, spool: Any, sequenced: bool) -> dict[str, Any]:
     """What the stage that parses a source's records (a file source's reader, a Redis stream's
-    parser) needs to spool the dead letters `spooled_events` spools, as its tasks parse them
-    (file_source.spool_rejects): where each goes and which query writes it, and what they say.
+    parser, a trigger's reader) needs to spool the stream's dead letters as its tasks parse them
+    (file_source.spool_rejects): where each goes and which query writes it, and what they say (as
+    `rejects` says them).
     `sequenced`: a file source's reader marks the stream's late events, spooled if `spool` has them."""
     late = f"late-{node.stream}"
     where = {"stage": "late", "stream": node.stream, "node": node.id, "line": node.line}
@@ -221,7 +185,7 @@ def sequence(
     `in_source`: streams alone with WATERMARK 0 whose file source marked their late events
     (`file_parsed`'s `sequenced`), which pass no Sequencer: their late events are counted after
     their watermark and dropped there (when `spool` has their label, its spool of the source's
-    rejected records wrote them: `spooled_events`). `watermarks`: Spark's watermark declared on each
+    rejected records wrote them: file_source.spool_rejects). `watermarks`: Spark's watermark declared on each
     stream (deployer.spark.run.watermarks.declares_watermarks)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked

@@ -43,8 +43,6 @@ from deployer.spark.streams.task_spool import EVENT, ORDER, spool_failed, task_o
 if TYPE_CHECKING:  # not at run time: a task that spools imports this module, and no sink
     from deployer.spark.streams.sinks import Writer
 
-_PASSED_EVENT = "__passed_event"  # the same, for `Spool.__call__`'s `passed` failure point
-
 
 class Spool:
     """Where the failure points of `by_query` (query name -> its labels, `failed:<label>` once:
@@ -66,16 +64,12 @@ class Spool:
         err: str,
         payload: Column,
         fixed: dict[str, Any],
-        passed: tuple[str, str, Column, dict[str, Any]] | None = None,
     ) -> DataFrame:
         """The rows of `df` whose column `err` is NULL, without it; the others, as dead letters of
         `payload` (the failed event: a struct of its values, or already encoded) with the reason in
         `err` and `fixed` (stage, node, line), are written into the spool by the task. A column of
         `df` named as a key of a dead letter (`DEAD_KEYS`) gives that key per row, where not NULL,
-        and is not passed on. `passed`: (label, err, payload, fixed) of a second failure point in
-        the same pass, whose rows are written as dead letters of its own and passed on all the
-        same (a stream's late events, marked by its source: the plan counts them after the
-        stream's watermark, and drops them there).
+        and is not passed on.
 
         The task builds each dead letter from the failed row's values (`arrow_letters`), as the driver
         builds the others from a `dead_letter_frame` (the same values: both go through Python's
@@ -84,14 +78,10 @@ class Spool:
         schema = df.schema  # once: each look at it is a round trip to the JVM
         per_row = [n for n in schema.names if n in DEAD_KEYS]
         fields = [f for f in schema.fields if f.name != err and f.name not in per_row]
-        also = None
-        if passed is not None:
-            df = df.withColumn(_PASSED_EVENT, passed[2])
-            also = (str(self.root / passed[0]), passed[1], passed[3], self.owner.get(passed[0]))
         where = (str(self.root / label), self.owner.get(label))
         # the fields keep their metadata: the event-time column's tells Spark where the watermark is
         return df.withColumn(EVENT, payload).mapInArrow(
-            _spooler(where, err, [f.name for f in fields], fixed, per_row, also),
+            _spooler(where, err, [f.name for f in fields], fixed, per_row),
             T.StructType(fields),
         )
 
@@ -164,23 +154,15 @@ def _spooler(
     names: list[str],
     fixed: dict[str, Any],
     per_row: list[str],
-    passed: tuple[str, str, dict[str, Any], str | None] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """`Spool.__call__`'s function; `where`: the failure point's directory and the query that
-    writes it; `passed`: the second failure point's directory, reason column, fixed keys (its event
-    in `_PASSED_EVENT`) and query, whose rows are spooled and passed on."""
+    writes it."""
     directory, owner = where
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batch_id, part = task_of()
-        writes, also_writes = writes_for(owner), passed is not None and writes_for(passed[3])
+        writes = writes_for(owner)
         for k, batch in enumerate(batches):
-            if passed is not None and also_writes:
-                also = pc.is_valid(batch.column(passed[1]))
-                if pc.any(also).as_py():
-                    at = batch.schema.get_field_index(EVENT)
-                    given = batch.set_column(at, EVENT, batch.column(_PASSED_EVENT))
-                    spool_failed(Path(passed[0]) / batch_id, given, also, passed[1], passed[2], [], part, k)
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
                 if writes:

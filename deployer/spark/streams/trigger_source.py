@@ -33,7 +33,14 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 
-from deployer.spark.streams.file_source import arrow_schema, end_batch, parsed_schema, records_batch
+from deployer.spark.streams.file_source import (
+    arrow_schema,
+    end_batch,
+    parsed_schema,
+    records_batch,
+    spool_rejects,
+)
+from deployer.spark.streams.sources import reader_spool
 from deployer.triggers.clock import Clock, parse
 from deployer.triggers.ticks import MOST_PER_READ, Ticking, records
 from operators import graph as g
@@ -42,8 +49,12 @@ from operators.triggers import Trigger
 NAME = "cep_trigger"
 
 
-def trigger_parsed(spark: SparkSession, node: g.Source, start_file: Path, clock: Clock) -> DataFrame:
-    """The rows of trigger `node` (file_source.parsed_schema), ticking on `clock`."""
+def trigger_parsed(
+    spark: SparkSession, node: g.Source, start_file: Path, clock: Clock, spool: Any = None
+) -> DataFrame:
+    """The rows of trigger `node` (file_source.parsed_schema), ticking on `clock`; `spool`: the
+    deployment's spool, whose `input-<stream>` label it has, its reader's tasks spool the stream's
+    dead letters, as a file source's do (sources.reader_spool)."""
     assert node.trigger is not None
     spark.dataSource.register(TriggerDataSource)
     options = {
@@ -52,6 +63,8 @@ def trigger_parsed(spark: SparkSession, node: g.Source, start_file: Path, clock:
         "clock": clock.spec(),
         "trigger": base64.b64encode(pickle.dumps((node.trigger, node.schema))).decode("ascii"),
     }
+    if spool is not None:
+        options["spooled"] = json.dumps(reader_spool(node, spool, False))
     reader = spark.readStream.format(NAME)
     for key, value in options.items():
         reader = reader.option(key, value)
@@ -111,6 +124,7 @@ class TriggerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.clock = parse(opts.get("clock", ""))
         self.start = recorded_start(Path(opts["start"]), self.clock)
         self.until: int | None = None  # Trigger.AvailableNow: the clock when the query started
+        self.spooled = json.loads(opts["spooled"]) if "spooled" in opts else None
 
     def initialOffset(self) -> dict:
         return {"ticks": 0, "at": None}
@@ -142,6 +156,12 @@ class TriggerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Ticks)
+        for k, rows in enumerate(self._read(partition)):
+            if self.spooled is not None:
+                spool_rejects(rows, self.spooled, k)
+            yield rows
+
+    def _read(self, partition: _Ticks) -> Iterator[pa.RecordBatch]:
         arrow = arrow_schema(self.schema)
         if partition.count:
             # the same ticks whenever this partition is read: they follow from the offsets alone
