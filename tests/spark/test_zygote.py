@@ -120,9 +120,7 @@ def test_a_signal_to_the_requester_reaches_the_child(
 ) -> None:
     # Spark stops a worker with SIGTERM to the process it started: the child must stop with it.
     path, env, _ = zygote
-    requester = _request(path, env, tmp_path, "wait")
-    assert requester.stdout is not None
-    child = int(requester.stdout.readline().split()[1])
+    requester, child = _waiting(path, env, tmp_path)
     requester.send_signal(signal.SIGTERM)
     _ended(requester, zygote[2], child)
     assert requester.returncode == -signal.SIGTERM or requester.returncode == 128 + signal.SIGTERM
@@ -138,9 +136,7 @@ def test_a_requester_killed_outright_leaves_no_child_running(
     # A requester killed by a signal it cannot pass on (SIGKILL) closes its connection as it dies:
     # the zygote kills its child, which nothing else would stop, and goes on serving.
     path, env, zygote_pid = zygote
-    requester = _request(path, env, tmp_path, "wait")
-    assert requester.stdout is not None
-    child = int(requester.stdout.readline().split()[1])
+    requester, child = _waiting(path, env, tmp_path)
     assert child_processes(zygote_pid) == [child]
     requester.kill()
     requester.wait(30)  # (its output pipes stay open as long as the child runs)
@@ -151,6 +147,14 @@ def test_a_requester_killed_outright_leaves_no_child_running(
     again = _request(path, env, tmp_path, "4")
     out, err = again.communicate(timeout=30)
     assert again.returncode == 4 and "not delegated" not in out, (out, err)
+
+
+def _waiting(path: str, env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], int]:
+    """A requester whose child runs the module until a signal ends it, and the child's pid (the
+    word after "pid" in the first line the child prints)."""
+    requester = _request(path, env, cwd, "wait")
+    assert requester.stdout is not None
+    return requester, int(requester.stdout.readline().split()[1])
 
 
 def _ended(requester: subprocess.Popen[str], zygote_pid: int, child: int, timeout_s: float = 30) -> None:
