@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import types as T
 
-from deployer.spark.streams.dead_letters import DEAD_KEYS, write_dead_letters
+from deployer.spark.streams.dead_letters import write_dead_letters
 from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS
 from deployer.spark.streams.task_spool import EVENT, ORDER, spool_failed, task_of, writes_for
 
@@ -67,21 +67,18 @@ class Spool:
     ) -> DataFrame:
         """The rows of `df` whose column `err` is NULL, without it; the others, as dead letters of
         `payload` (the failed event: a struct of its values, or already encoded) with the reason in
-        `err` and `fixed` (stage, node, line), are written into the spool by the task. A column of
-        `df` named as a key of a dead letter (`DEAD_KEYS`) gives that key per row, where not NULL,
-        and is not passed on.
+        `err` and `fixed` (stage, node, line), are written into the spool by the task.
 
         The task builds each dead letter from the failed row's values (`arrow_letters`), as the driver
         builds the others from a `dead_letter_frame` (the same values: both go through Python's
         values of the same Arrow columns); building those columns here cost about a hundred round
         trips to the JVM per failure point, and three plans more, at every deployment's start."""
         schema = df.schema  # once: each look at it is a round trip to the JVM
-        per_row = [n for n in schema.names if n in DEAD_KEYS]
-        fields = [f for f in schema.fields if f.name != err and f.name not in per_row]
+        fields = [f for f in schema.fields if f.name != err]
         where = (str(self.root / label), self.owner.get(label))
         # the fields keep their metadata: the event-time column's tells Spark where the watermark is
         return df.withColumn(EVENT, payload).mapInArrow(
-            _spooler(where, err, [f.name for f in fields], fixed, per_row),
+            _spooler(where, err, [f.name for f in fields], fixed),
             T.StructType(fields),
         )
 
@@ -153,7 +150,6 @@ def _spooler(
     err: str,
     names: list[str],
     fixed: dict[str, Any],
-    per_row: list[str],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """`Spool.__call__`'s function; `where`: the failure point's directory and the query that
     writes it."""
@@ -166,7 +162,7 @@ def _spooler(
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
                 if writes:
-                    spool_failed(Path(directory) / batch_id, batch, failed, err, fixed, per_row, part, k)
+                    spool_failed(Path(directory) / batch_id, batch, failed, err, fixed, [], part, k)
                 batch = batch.filter(pc.invert(failed))
             yield batch.select(names)
 
