@@ -287,12 +287,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Files)
-        for k, rows in enumerate(
-            self._marked(partition) if self.sequenced is not None else self._read(partition)
-        ):
-            if self.spooled is not None:
-                spool_rejects(rows, self.spooled, k)
-            yield rows
+        yield from spooling(
+            self._marked(partition) if self.sequenced is not None else self._read(partition), self.spooled
+        )
 
     def _read(self, partition: _Files) -> Iterator[pa.RecordBatch]:
         for k, name in enumerate(partition.names):
@@ -327,6 +324,15 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._after = {p: latest for p, latest in self._after.items() if p >= end["files"]}
 
 
+def spooling(batches: Iterator[pa.RecordBatch], spooled: dict[str, Any] | None) -> Iterator[pa.RecordBatch]:
+    """A source's parsed `batches`, their dead letters spooled on the way (`spool_rejects`) when
+    the stage that parses them is given `spooled` (sources.reader_spool)."""
+    for k, rows in enumerate(batches):
+        if spooled is not None:
+            spool_rejects(rows, spooled, k)
+        yield rows
+
+
 def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None:
     """Spool the dead letters among a source's parsed `rows` (`k`: their place in the task's
     batches) in the task that parses them (this reader's, a trigger's, a Redis stream's parsing
@@ -335,11 +341,11 @@ def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None
     this reader marks them (`late-<stream>`), for the query that writes them. The rows go on
     whole: the plan counts the records read and drops these. A `mapInArrow` after the parse
     spooled them before: a Python stage more per micro-batch."""
-    batch_id, part = task_of()
     ts, late = spooled["ts"], spooled["late"]
     if late is not None and LATE in rows.schema.names and writes_for(late[1]):
         is_late = pc.is_valid(rows.column(LATE))
         if pc.any(is_late).as_py():
+            batch_id, part = task_of()
             given = [rows.column(LATE_TS if v == ts else v) for v in spooled["values"]]
             event = pa.StructArray.from_arrays(given, names=spooled["values"])
             folder = Path(late[0]) / batch_id
@@ -371,6 +377,7 @@ def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None
     }
     dead = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
     per_row = ["stage", "record", "source", "node", "line"]
+    batch_id, part = task_of()
     folder = Path(spooled["input"][0]) / batch_id
     spool_failed(folder, dead, failed, _REJECTED, spooled["fixed"], per_row, part, k)
 

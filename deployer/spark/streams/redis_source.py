@@ -39,7 +39,7 @@ from deployer.connectors.redis_stream import (
     previous_id,
     seq_of,
 )
-from deployer.spark.streams.file_source import parsed_schema, spool_rejects
+from deployer.spark.streams.file_source import parsed_schema, spooling
 from deployer.spark.streams.sources import reader_spool, split
 from operators import graph as g
 from operators.datatypes import Schema
@@ -258,14 +258,17 @@ def register(spark: SparkSession) -> None:
 
 def _parser(key: str, shown: str, schema: Schema, out: T.StructType, spooled: dict[str, Any] | None) -> Any:
     """The stage that parses a Redis stream's entries into its parsed rows, and, given `spooled`
-    (sources.reader_spool), spools its rejected records as it parses them (file_source.spool_rejects)."""
+    (sources.reader_spool), spools its rejected records as it parses them (file_source.spooling)."""
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields]
     )
     width = len(schema)
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for k, batch in enumerate(batches):
+        yield from spooling(rows_of(batches), spooled)
+
+    def rows_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
             cols: list[list[Any]] = [[] for _ in out.fields]
             for entry_id, text in zip(
                 batch.column("id").to_pylist(), batch.column("value").to_pylist(), strict=True
@@ -283,13 +286,10 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType, spooled: di
                 cols[width + 2].append(text if reason else None)
                 cols[width + 3].append(origin if reason else None)
                 cols[width + 4].append(None)
-            rows = pa.RecordBatch.from_arrays(
+            yield pa.RecordBatch.from_arrays(
                 [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
                 schema=arrow_schema,
             )
-            if spooled is not None:
-                spool_rejects(rows, spooled, k)
-            yield rows
 
     return parse
 

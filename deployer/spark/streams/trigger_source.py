@@ -38,7 +38,7 @@ from deployer.spark.streams.file_source import (
     end_batch,
     parsed_schema,
     records_batch,
-    spool_rejects,
+    spooling,
 )
 from deployer.spark.streams.sources import reader_spool
 from deployer.triggers.clock import Clock, parse
@@ -156,10 +156,7 @@ class TriggerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Ticks)
-        for k, rows in enumerate(self._read(partition)):
-            if self.spooled is not None:
-                spool_rejects(rows, self.spooled, k)
-            yield rows
+        yield from spooling(self._read(partition), self.spooled)
 
     def _read(self, partition: _Ticks) -> Iterator[pa.RecordBatch]:
         arrow = arrow_schema(self.schema)
