@@ -33,7 +33,7 @@ from deployer.spark.datastores.materialize import TableOutput, materialize_write
 from deployer.spark.handlers import HANDLERS
 from deployer.spark.run import progress
 from deployer.spark.run.checkpoint import drop_interrupted_log_writes, query_dir
-from deployer.spark.run.failures import along, dead_letters, failure_queries
+from deployer.spark.run.failures import along, dead_letters, failure_queries, stateless_on_driver
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
 from deployer.spark.run.layout import earlier_layout
@@ -223,22 +223,23 @@ class SparkDeployment:
     def _along(
         self, query: Query, port: g.Port, output: Writer | TableOutput
     ) -> tuple[DataFrame, str, Writer]:
-        """What `query` runs and how it writes: the rows of `port` (a table's shape selected), or,
-        where the plan has it write failures too, the rows before their split
-        (deployer.spark.run.failures.along)."""
+        """What `query` runs and how it writes: the rows of `port` (a table's shape selected), or, where
+        it writes failures too, those before their split (failures.py `along`, `stateless_on_driver`)."""
         assigned = {
             w.removeprefix("failures of ")
             for w in query.writes
             if w.startswith("failures of ") and not w.endswith(BY_TASKS)
         }
-        if not assigned:
-            rows = self.sg.port(port)
-            if isinstance(output, TableOutput):
-                return rows.select(*output.shape), query.name, output.write
-            return rows, query.name, output
-        frame, both, written = along(self.sg, port, assigned, self._dead, output)
-        self._written |= written
-        return frame, query.name, both
+        if assigned:
+            frame, write, written = along(self.sg, port, assigned, self._dead, output)
+            self._written |= written
+        elif (label := query.on_driver) is not None:
+            frame, write = stateless_on_driver(self.sg, port, label, output, self._dead(label))
+        elif isinstance(output, TableOutput):
+            frame, write = self.sg.port(port).select(*output.shape), output.write
+        else:
+            frame, write = self.sg.port(port), output
+        return frame, query.name, write
 
     def _start_dead_letters(self, planned: Mapping[str, Any]) -> None:
         """The queries that write failures only (deployer.spark.run.failures): one per failure point that

@@ -32,7 +32,7 @@ from deployer.spark.streams.dead_letters import DeadLetterWriter, arrow_letters,
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
 from deployer.spark.streams.sources import counted, events_of, rejects, released
-from deployer.spark.translate.graph import ERR, DeadLetter, SparkGraph, Split
+from deployer.spark.translate.graph import ERR, SPLIT_EVENT, DeadLetter, SparkGraph, Split
 from operators import graph as g
 from operators.analysis import ancestors
 
@@ -124,10 +124,6 @@ def along(
     return (sg.port(base_port) if split is None else split[1].whole), both, set(writers)
 
 
-# A failed row's event, beside ERR, in a batch `_split_on_driver` splits: a name of its own, apart
-# from the pattern processor's output column `__failed_event` (patterns/processor.py), which a
-# pattern's split on the driver would have overwritten (tried: docs/architecture.md).
-SPLIT_EVENT = "__split_event"
 # How a query that writes collected rows selects them (with the columns given) and writes a batch
 # of them (the batch's DataFrame, its id, its rows collected)
 Collected = tuple[Callable[[DataFrame], DataFrame], Callable[[DataFrame, int, pa.Table], Any]]
@@ -185,9 +181,37 @@ def _split_on_driver(
     over = SparkGraph(sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, SPLIT_EVENT))
     marked = cut.whole.withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), cut.event))
     over.ports[g.Port(dl.node)] = cut.through(marked)
-    select, out = collected
-    frame = select(over.port(port))
-    fixed = where(dl)
+    return collected[0](over.port(port)), _split_writer(collected[1], dead, where(dl))
+
+
+def stateless_on_driver(
+    sg: SparkGraph, port: g.Port, label: str, output: Writer | TableOutput, dead: DeadLetterWriter
+) -> tuple[DataFrame, Writer]:
+    """What a sink's or a table's query runs, and its foreachBatch, when it writes the failures of
+    the stateless Map of `label` (`stateless-<node>`) its rows come from through Maps that cannot fail (deployer.spark.run.
+    driver_split): every row of the Map kept, with its error and its failed event beside it
+    (`SparkGraph.marked`), split on the driver as `_split_on_driver` splits a data store call's.
+    The tasks spooled them before, in a `mapInArrow` of their own: a Python worker per task that
+    each micro-batch sent its rows to and back (docs/architecture.md, "A stateless failure point
+    split on the driver")."""
+    node = sg.graph.node(label.removeprefix("stateless-"))
+    marked = frozenset({node.id})
+    over = SparkGraph(
+        sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, SPLIT_EVENT), marked=marked
+    )
+    over.ports[node.inputs[0]] = sg.port(node.inputs[0])
+    collected = _collected(output)
+    assert collected is not None, f"{output!r} takes no collected batch"
+    fixed = {"stage": node.op, "stream": None, "node": node.id, "line": node.line}
+    return collected[0](over.port(port)), _split_writer(collected[1], dead, fixed)
+
+
+def _split_writer(
+    out: Callable[[DataFrame, int, pa.Table], Any], dead: DeadLetterWriter, fixed: dict[str, Any]
+) -> Writer:
+    """The foreachBatch of a query that splits its collected batches on the driver: the rows without
+    an error to `out`, then the failed ones, if any, to `dead` as dead letters (`fixed`: their stage,
+    stream, node and line)."""
 
     def both(batch: DataFrame, batch_id: int) -> None:
         data = batch.toArrow()
@@ -197,7 +221,7 @@ def _split_on_driver(
             (rows,) = data.filter(failed).select([ERR, SPLIT_EVENT]).combine_chunks().to_batches()
             dead.lines(arrow_letters(rows, ERR, SPLIT_EVENT, fixed), batch_id)
 
-    return frame, both
+    return both
 
 
 def _failed(failures: Observation | None, rows: Callable[[], DataFrame]) -> int:

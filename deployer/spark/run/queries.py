@@ -41,6 +41,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
+from deployer.spark.run.driver_split import on_driver
 from deployer.spark.windows.state_layout import bucketed
 from operators import expr as ir
 from operators import graph as g
@@ -54,6 +55,7 @@ DEAD_LETTERS = "dead-letters"
 # failures of the sources and operators that two queries compute (deployer.spark.run.layout)
 SINGLE_READERS = "dead-letters of what two queries compute"
 BY_TASKS = " (by its tasks)"  # ends what a query writes of a failure point its tasks write
+_ON_DRIVER = " (split on the driver)"  # of one it splits on the driver (driver_split)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class Query:
     # points whose dead letters its tasks write (`failed_query` without its prefix: `n6`, `n6-2`)
     ends: tuple[str, ...] = field(default=(), compare=False)
     spooled: tuple[str, ...] = ()
+    # the one of `spooled` whose rows it splits on the driver instead (deployer.spark.run.driver_split)
+    on_driver: str | None = None
 
     def describe(self, graph: g.Graph) -> str:
         parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
@@ -291,11 +295,9 @@ def _spooled(
         if q.name in kept or first is None:
             continue
         spooled.add(q.name)
-        label = q.name.removeprefix("failed:")
-        w = out[first]
-        out[first] = replace(
-            w, writes=(*w.writes, f"failures of {label}{BY_TASKS}"), spooled=(*w.spooled, label)
-        )
+        w, label = out[first], q.name.removeprefix("failed:")
+        written = f"failures of {label}{BY_TASKS}"
+        out[first] = replace(w, writes=(*w.writes, written), spooled=(*w.spooled, label))
     return [q for _, q in own if q.name not in spooled]
 
 
@@ -303,15 +305,14 @@ def _by_readers(
     graph: g.Graph, out: list[Query], sources: Mapping[str, str], stateless: list[str], kept: Collection[str]
 ) -> set[str]:
     """The source streams the dead-letters query reads; the others' rejected records and late
-    events, and the stateless failure points, are written by the tasks of one query of `out` that
-    computes them, if there is one (`out` gains them in `spooled`: `input-<stream>`,
-    `late-<stream>`, `stateless-<node>`): the first in plan order that computes them on one path
-    (`_paths`). The other queries that read the source, or compute the operator, pass the same
-    stage, whose tasks see that they are not that query's and write nothing (spool.Spool: each
-    query's tasks know its name). A stream that passes the Sequencer with others
-    (`sequenced_merges`) is read by every query that reads one of them. The shared query's sinks
-    may compute an operator twice in a micro-batch; its tasks then spool the same rows under the
-    same file name (task_spool.file_name).
+    events, and the stateless failure points, are written by one query of `out` that computes them
+    (`out` gains them in `spooled`: `input-<stream>`, `late-<stream>`, `stateless-<node>`): the
+    first in plan order that computes them on one path (`_paths`), by its tasks or, for a Map's, on
+    the driver (driver_split). The other queries that read the source, or compute the operator,
+    pass the same stage, whose tasks see that they are not that query's and write nothing
+    (spool.Spool). A stream that passes the Sequencer with others (`sequenced_merges`) is read by
+    every query that reads one of them. The shared query's sinks may compute an operator twice in a
+    micro-batch; its tasks then spool the same rows under the same file name (task_spool.file_name).
     `kept`: the checkpoint has the dead-letters query of an earlier layout (deployer.spark.run.
     layout): `DEAD_LETTERS`, which wrote them all, still does; `SINGLE_READERS`, which wrote those
     of the sources and operators two queries compute, still does."""
@@ -359,10 +360,10 @@ def _by_readers(
             reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
     for i, q in enumerate(out):
         if q.name in labels:
-            written = tuple(
-                f"{_LABELS[x.split('-')[0]]} {x.partition('-')[2]}{BY_TASKS}" for x in labels[q.name]
-            )
-            out[i] = replace(q, writes=(*q.writes, *written), spooled=(*q.spooled, *labels[q.name]))
+            mine = (*q.spooled, *labels[q.name])
+            driver = on_driver(graph, q.name, q.writes, mine)
+            written = tuple(_written(x, x == driver) for x in labels[q.name])
+            out[i] = replace(q, writes=(*q.writes, *written), spooled=mine, on_driver=driver)
     return reads
 
 
@@ -385,6 +386,12 @@ def _paths(graph: g.Graph, start: str, ends: tuple[str, ...]) -> int:
         return counted[n]
 
     return count(start)
+
+
+def _written(label: str, on_driver: bool) -> str:
+    """What a query writes of a failure point `label` its tasks write, or it splits `on_driver`."""
+    what, _, name = label.partition("-")
+    return f"{_LABELS[what]} {name}{_ON_DRIVER if on_driver else BY_TASKS}"
 
 
 _LABELS = {"input": "rejected records of", "late": "late events of", "stateless": "stateless failures of"}

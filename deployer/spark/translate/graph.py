@@ -29,6 +29,11 @@ from operators.datatypes import Schema
 from stores.bindings import StoreBindings
 
 ERR = "__err"  # the per-row error column while it exists
+# A failed row's event, beside ERR, in a frame whose micro-batches a query splits on the driver
+# (deployer.spark.run.failures): a name of its own, apart from the pattern processor's output column
+# `__failed_event` (patterns/processor.py), which a pattern's split on the driver would have
+# overwritten (tried: docs/architecture.md).
+SPLIT_EVENT = "__split_event"
 _T = TypeVar("_T")
 
 # Every row carries its arrival position: a string that sorts in arrival order and is the same when
@@ -137,6 +142,9 @@ class SparkGraph:
     # the Maps after a split that a query's foreachBatch splits on the driver (deployer.spark.run.
     # failures).
     carried: tuple[str, ...] = ()
+    # The stateless operators (node ids) whose rows a query splits on the driver (deployer.spark.
+    # run.failures `stateless_on_driver`): `split_errors` keeps every row, with ERR and SPLIT_EVENT.
+    marked: frozenset[str] = frozenset()
 
     def compiled(self, node: g.Node, what: str, build: Callable[[], _T]) -> _T:
         """`build()`, once per node and `what` when the graph has a `memo`."""
@@ -188,9 +196,8 @@ class SparkGraph:
         data store call: the query writing the port can then write the failures too (`Split`).
         `drops`: instead of `then`, the columns the step after the split drops, when that is all it
         does (a data store call's error column): the `Split` can then be made on the driver
-        (`Split.drops`). `event`: the dead letter's event already encoded
-        (`columns.encoded_event`), for rows not all events of one shape (a window's rows beside the
-        events its state refused)."""
+        (`Split.drops`). `event`: the dead letter's event already encoded (`columns.encoded_event`),
+        for rows not all events of one shape (a window's rows beside the events its state refused)."""
         if drops:
             assert then is None, "a split step either drops columns or is given as `then`"
             then = _dropping(drops)
@@ -213,6 +220,8 @@ class SparkGraph:
         def kept(whole: DataFrame) -> DataFrame:
             return _then(then, whole.filter(F.col(ERR).isNull()).drop(ERR))
 
+        if node.id in self.marked:
+            return _then(then, _marked(df, err, payload))
         stream = node.stream if isinstance(node, g.Source) else None
         if label is not None:
             where = {"stage": node.op, "stream": stream, "node": node.id, "line": node.line}
@@ -276,6 +285,12 @@ class SparkGraph:
 def _then(then: Callable[[DataFrame], DataFrame] | None, rows: DataFrame) -> DataFrame:
     """`rows` through SparkGraph.split_errors's `then`, if it has one."""
     return rows if then is None else then(rows)
+
+
+def _marked(df: DataFrame, err: Column, payload: Column) -> DataFrame:
+    """Every row of `df` with its error (NULL unless it failed) and its failed event beside it, for a
+    query that splits them on the driver (SparkGraph.marked)."""
+    return df.withColumn(ERR, err).withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), payload))
 
 
 def _dropping(columns: tuple[str, ...]) -> Callable[[DataFrame], DataFrame]:
