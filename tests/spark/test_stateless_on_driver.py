@@ -1,18 +1,19 @@
-"""A sink's or a table's rows that come from a Map that can fail, through Maps that cannot: the query
-that writes them writes that Map's failures too, split from the one collected batch on the driver
-(deployer.spark.run.driver_split, failures.py `stateless_on_driver`), where its tasks spooled them
-in a Python stage of their own (a `mapInArrow`) in every micro-batch.
+"""A sink's or a table's rows that come from a Map or a Filter that can fail, through Maps and
+Filters that cannot: the query that writes them writes that step's failures too, split from the one
+collected batch on the driver (deployer.spark.run.driver_split, failures.py `stateless_on_driver`),
+where its tasks spooled them in a Python stage of their own (a `mapInArrow`) in every micro-batch.
 
-The runs have the reference executor's rows, table and dead letters (the Maps' failures beside the
-source's rejected records, events without event time and late events, which the source's reader
-spools), each once and counted, over files read one a micro-batch; a checkpoint whose queries
-spooled the Maps' failures resumes with the new layout and writes none of them twice.
+The runs have the reference executor's rows, tables, dead letters and counts (the steps' failures
+beside the source's rejected records, events without event time and late events, which the source's
+reader spools; the events the Filters drop), each once, over files read one a micro-batch; a
+checkpoint whose queries spooled the failures resumes with the new layout and writes none twice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,34 +27,36 @@ from spark_helpers import (
     compile_text,
     iso,
     prepare,
-    run_deployment,
-    run_reference,
     sqlite_rows,
     sqlite_store,
     write_files,
 )
 
+from deployer.local.driver import run_local
 from deployer.runner import bind_stores
 from deployer.spark.run import queries
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.queries import plan_queries, store_kinds
 from deployer.spark.translate.graph import SPLIT_EVENT
 from operators import graph as g
+from stores.registry import StoreRegistry
 
 pytestmark = pytest.mark.spark
 
-# Two Maps that can fail (a division by zero each, on other events), one into a sink through a Map
-# that cannot fail, one into a table.
+# Three steps that can fail (a division by zero each, on other events): a Map into a sink through a
+# Filter and a Map that cannot fail, a Map into a table, a Filter into a table through a Map.
 SCRIPT = """
 CREATE STREAMSCHEMA calls WITH k integer, caller integer, n integer, ts timestamp TIMESTAMP BY ts;
 CREATE DATASTORE out TYPE sqlite;
 CREATE TABLE shares (k integer, s integer) IN out;
+CREATE TABLE picked (k integer, n integer) IN out;
 INSERT INTO ratio SELECT k, caller, 100 / n AS r, ts FROM calls;
-INSERT INTO per_call SELECT k, r, caller, ts FROM ratio;
+INSERT INTO per_call SELECT k, r, caller, ts FROM ratio WHERE caller > 0;
 INSERT INTO TABLE shares SELECT k, 1000 / (n - 1) AS s FROM calls;
+INSERT INTO TABLE picked SELECT k, n FROM calls WHERE 60 / (n - 2) > 25;
 """
 SINKS = ["per_call"]
-SHARES = "SELECT k, s FROM shares"
+TABLES = "CREATE TABLE shares (k integer, s integer); CREATE TABLE picked (k integer, n integer);"
 
 
 def _event(k: int, seconds: int) -> dict[str, Any]:
@@ -72,31 +75,33 @@ def _files() -> list[list[Any]]:
     return files
 
 
-def test_the_queries_of_a_failing_map_split_it_on_the_driver() -> None:
+def test_the_queries_of_a_failing_step_split_it_on_the_driver() -> None:
     graph = compile_text(SCRIPT)
-    ratio, shares = graph.streams["ratio"].node, _into_table(graph)
+    ratio, (shares, picked) = graph.streams["ratio"].node, _into_tables(graph)
     plan = {q.name: q for q in plan_queries(graph, SINKS, {"calls": "file:x"}, store_kinds(None))}
     assert plan["sink:per_call"].on_driver == f"stateless-{ratio}"
-    assert plan["table:shares"].on_driver == f"stateless-{shares}"
     assert f"stateless failures of {ratio} (split on the driver)" in plan["sink:per_call"].writes
-    # a Filter after the Map would drop its failed rows with the others: its tasks spool them
-    filtered = compile_text(SCRIPT.replace("FROM ratio;", "FROM ratio WHERE caller > 0;"))
-    (sink, table) = plan_queries(filtered, SINKS, {"calls": "file:x"}, store_kinds(None))
-    assert sink.on_driver is None and f"stateless-{ratio}" in sink.spooled
+    assert plan["table:shares"].on_driver == f"stateless-{shares}"
+    where = graph.node(picked).inputs[0].node  # the Filter under the table's Map
+    assert plan["table:picked"].on_driver == f"stateless-{where}"
+    # a step after it that can fail comes first: the Map's failures are spooled by the tasks
+    failing = compile_text(SCRIPT.replace("WHERE caller > 0", "WHERE 10 / caller > 0"))
+    sink = plan_queries(failing, SINKS, {"calls": "file:x"}, store_kinds(None))[0]
+    assert sink.on_driver == f"stateless-{failing.node(failing.streams['per_call'].node).inputs[0].node}"
     assert f"stateless failures of {ratio} (by its tasks)" in sink.writes
-    assert table.on_driver == f"stateless-{_into_table(filtered)}"
-    # the query that writes them is the first that computes the Map: a sink of the shared query's
+    # the query that writes them is the first that computes the step: the shared query of the
     # stateless sinks does not split on the driver (its batch splits into several sinks' rows)
     two = plan_queries(graph, [*SINKS, "ratio"], {"calls": "file:x"}, store_kinds(None))
     assert [(q.name, q.on_driver) for q in two] == [
         ("sinks:stateless", None),
         ("table:shares", f"stateless-{shares}"),
+        ("table:picked", f"stateless-{where}"),
     ]
 
 
-def _into_table(graph: g.Graph) -> str:
-    """The node whose rows the table's query writes."""
-    return next(n for n in graph.nodes if isinstance(n, g.Materialize)).inputs[0].node
+def _into_tables(graph: g.Graph) -> list[str]:
+    """The nodes whose rows the tables' queries write."""
+    return [n.inputs[0].node for n in graph.nodes if isinstance(n, g.Materialize)]
 
 
 def _plans(deployment: SparkDeployment) -> dict[str, str]:
@@ -113,42 +118,67 @@ def _physical(explained: str) -> str:
     return explained.split("== Physical Plan ==", 1)[1]
 
 
+def _run(
+    spark: Any, graph: g.Graph, tmp: Path, sources: dict[str, str], url: str
+) -> tuple[Any, dict[str, str]]:
+    """A run until idle, one file a micro-batch, on checkpoint tmp/ck: its counts, its queries' plans."""
+    deployment = SparkDeployment(
+        spark,
+        graph,
+        sources,
+        {s: f"file:{tmp / 'spark-out'}" for s in SINKS},
+        str(tmp / "ck"),
+        dead_letter=f"file:{tmp / 'spark-dead'}",
+        stores=bind_stores(graph, {"out": url}),
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    return deployment.run(out=io.StringIO()), _plans(deployment)
+
+
+def _tables(url: str) -> dict[str, list[Any]]:
+    return {t: sorted(sqlite_rows(url, f"SELECT * FROM {t}")) for t in ("shares", "picked")}
+
+
 @pytest.mark.parametrize("earlier", [False, True], ids=["new", "resumed-from-spooled"])
-def test_the_runs_write_the_references_rows_and_dead_letters_once(
+def test_the_runs_write_the_references_rows_dead_letters_and_counts_once(
     spark: Any, tmp_path: Path, earlier: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     graph = compile_text(SCRIPT)
     files = _files()
-    url = sqlite_store(tmp_path / "spark.sqlite3", "CREATE TABLE shares (k integer, s integer);")
-    options: dict[str, Any] = {
-        "checkpoint": tmp_path / "ck",
-        "stores": bind_stores(graph, {"out": url}),
-        "max_files": 1,
-    }
+    url = sqlite_store(tmp_path / "spark.sqlite3", TABLES)
     sources = prepare(tmp_path, {"calls": files[:3]})
     with monkeypatch.context() as patch:
-        if earlier:  # the layout before: the Maps' failures spooled by the tasks
+        if earlier:  # the layout before: the steps' failures spooled by the tasks
             patch.setattr(queries, "on_driver", lambda *_: None)
-        first = run_deployment(spark, graph, tmp_path, sources, SINKS, **options)
-    plans = _plans(first)
-    assert first.written["dead"] > 0
+        first, plans = _run(spark, graph, tmp_path, sources, url)
+    assert first.dead_lettered > 0
     assert ("MapInArrow" in _physical(plans["cep:sink:per_call"])) == earlier
     write_files(tmp_path / "in" / "calls", files[3:])
-    then = run_deployment(spark, graph, tmp_path, sources, SINKS, **options)
-    plans = _plans(then)
+    then, plans = _run(spark, graph, tmp_path, sources, url)
     spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)
-    ref_url = sqlite_store(tmp_path / "ref.sqlite3", "CREATE TABLE shares (k integer, s integer);")
-    ref = run_reference(graph, tmp_path / "ref", sources, SINKS, bind_stores(graph, {"out": ref_url}))
-    assert {d["stage"] for d in ref.dead} == {"input", "Source", "late", "Map"}
+    ref_url = sqlite_store(tmp_path / "ref.sqlite3", TABLES)
+    bound = bind_stores(graph, {"out": ref_url})
+    assert bound is not None
+    registry = StoreRegistry(bound)
+    try:
+        sinks, dead = {s: f"file:{tmp_path / 'ref-out'}" for s in SINKS}, f"file:{tmp_path / 'ref-dead'}"
+        counts = run_local(graph, sources, sinks, registry, dead_letter=dead, until_idle=True)
+    finally:
+        registry.close()
+    ref = collect("reference", tmp_path / "ref-out", tmp_path / "ref-dead", SINKS)
 
-    assert_same(ref, spk, "per_call", min_rows=30, ordered=True)
-    assert sorted(sqlite_rows(url, SHARES)) == sorted(sqlite_rows(ref_url, SHARES))
+    assert_same(ref, spk, "per_call", min_rows=20, ordered=True)
+    assert _tables(url) == _tables(ref_url)
     assert_same_dead_letters(ref, spk)
-    assert first.written["dead"] + then.written["dead"] == sum(d["stage"] != "late" for d in ref.dead)
-    maps = sum(d["stage"] == "Map" for d in ref.dead)
-    assert maps == 12 + 12, maps  # n = 0 for the sink's Map, n = 1 for the table's
-    for name in ("cep:sink:per_call", "cep:table:shares"):
+    stages = Counter(d["stage"] for d in ref.dead)
+    # n = 0 fails the sink's Map, n = 1 the table's, n = 2 the other table's WHERE
+    assert (stages["Map"], stages["Filter"]) == (24, 12), stages
+    assert {"input", "Source", "late"} < set(stages), stages
+    assert first.dead_lettered + then.dead_lettered == sum(stages.values()) - stages["late"]
+    assert first.filtered + then.filtered == sum(counts.filtered.values()) > 0
+    for name in ("cep:sink:per_call", "cep:table:shares", "cep:table:picked"):
         analyzed = plans[name].split("== Analyzed Logical Plan ==\n", 1)[1].splitlines()[0]
         assert SPLIT_EVENT in analyzed, analyzed
-        # no Python stage after the source's reader: the Maps' failures are split on the driver
+        # no Python stage after the source's reader: the steps' failures are split on the driver
         assert "MapInArrow" not in _physical(plans[name]), plans[name]

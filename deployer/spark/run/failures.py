@@ -188,12 +188,12 @@ def stateless_on_driver(
     sg: SparkGraph, port: g.Port, label: str, output: Writer | TableOutput, dead: DeadLetterWriter
 ) -> tuple[DataFrame, Writer]:
     """What a sink's or a table's query runs, and its foreachBatch, when it writes the failures of
-    the stateless Map of `label` (`stateless-<node>`) its rows come from through Maps that cannot fail (deployer.spark.run.
-    driver_split): every row of the Map kept, with its error and its failed event beside it
-    (`SparkGraph.marked`), split on the driver as `_split_on_driver` splits a data store call's.
-    The tasks spooled them before, in a `mapInArrow` of their own: a Python worker per task that
-    each micro-batch sent its rows to and back (docs/architecture.md, "A stateless failure point
-    split on the driver")."""
+    the Map or Filter of `label` (`stateless-<node>`) that its rows come from through Maps and
+    Filters that cannot fail (deployer.spark.run.driver_split): every row of that step kept, with
+    its error and its failed event beside it (`SparkGraph.marked`), and split on the driver as
+    `_split_on_driver` splits a data store call's. Its tasks spooled them before, in a `mapInArrow`
+    of their own: a Python worker per task that each micro-batch sent its rows to and back
+    (docs/architecture.md, "The rows that go on past a failure point")."""
     node = sg.graph.node(label.removeprefix("stateless-"))
     marked = frozenset({node.id})
     over = SparkGraph(

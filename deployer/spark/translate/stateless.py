@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from deployer.spark.translate.columns import Message, col_name, spark_type
 from deployer.spark.translate.expr import ExprCompiler
-from deployer.spark.translate.graph import SEQ, SparkGraph, any_of, count_filtered, project
+from deployer.spark.translate.graph import ERR, SEQ, SparkGraph, any_of, count_filtered, project
 from operators import graph as g
 
 
@@ -58,6 +58,8 @@ def filter_(sg: SparkGraph, node: g.Node) -> None:
 
     pred, errors = sg.compiled(node, "filter", build)
     df = sg.split_errors(node, sg.input(node), errors, len(node.input_schema))
+    if ERR in sg.carried:  # a failed row goes on to the query that splits it on the driver
+        pred = F.col(ERR).isNotNull() | F.coalesce(pred, F.lit(False))
     # counted after the split: an event that fails the predicate is dead-lettered, not filtered
     sg.ports[g.Port(node.id)] = count_filtered(sg, node, df, pred).filter(pred)
 
