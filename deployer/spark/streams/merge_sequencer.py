@@ -61,7 +61,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.spark.streams.arrow_batches import unpacked
-from deployer.spark.streams.file_source import END, SEQ
+from deployer.spark.streams.parsed_rows import END, SEQ
 from deployer.spark.streams.sequencer import (
     ALL,
     KEY,

@@ -39,7 +39,7 @@ from deployer.connectors.redis_stream import (
     previous_id,
     seq_of,
 )
-from deployer.spark.streams.file_source import parsed_schema, spooling
+from deployer.spark.streams.parsed_rows import parsed_schema, spooling
 from deployer.spark.streams.sources import reader_spool, split
 from operators import graph as g
 from operators.datatypes import Schema
@@ -258,7 +258,7 @@ def register(spark: SparkSession) -> None:
 
 def _parser(key: str, shown: str, schema: Schema, out: T.StructType, spooled: dict[str, Any] | None) -> Any:
     """The stage that parses a Redis stream's entries into its parsed rows, and, given `spooled`
-    (sources.reader_spool), spools its rejected records as it parses them (file_source.spooling)."""
+    (sources.reader_spool), spools its rejected records as it parses them (parsed_rows.spooling)."""
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields]
     )
@@ -300,7 +300,7 @@ def redis_stream_source(spark: SparkSession, uri: str, node: g.Source) -> tuple[
 
 
 def redis_parsed(spark: SparkSession, uri: str, node: g.Source, spool: Any = None) -> DataFrame:
-    """A Redis stream → its parsed rows (`file_source.parsed_schema`), for `sources.split`; `spool`:
+    """A Redis stream → its parsed rows (`parsed_rows.parsed_schema`), for `sources.split`; `spool`:
     the deployment's spool, whose `input-<stream>` label it has, its parsing stage spools the
     stream's rejected records (sources.reader_spool)."""
     s = parse_stream_uri(uri)

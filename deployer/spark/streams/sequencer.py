@@ -45,8 +45,8 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.spark.streams.arrow_batches import coalesced, packed, unpacked
-from deployer.spark.streams.file_source import END, SEQ
 from deployer.spark.streams.lateness import LATE, LATE_TS, NONE, lateness, micros
+from deployer.spark.streams.parsed_rows import END, SEQ
 from deployer.spark.translate.columns import col_name
 
 if TYPE_CHECKING:

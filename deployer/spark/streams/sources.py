@@ -23,8 +23,8 @@ from pyspark.sql import types as T
 from deployer.connectors.files import file_dir
 from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC, RELEASED_METRIC
 from deployer.spark.streams import file_source as files
-from deployer.spark.streams.file_source import END, ORIGIN, RAW, REASON, SEQ
 from deployer.spark.streams.merge_sequencer import PLACEHOLDER, Merged, sequenced_jointly
+from deployer.spark.streams.parsed_rows import END, ORIGIN, RAW, REASON, SEQ
 from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS, out_schema, sequencer_rows, unpacked_rows
 from deployer.spark.translate.columns import col_name, struct_of
 from operators import graph as g
@@ -54,7 +54,7 @@ def file_parsed(
     sequenced: bool = False,
     spool: Any = None,
 ) -> DataFrame:
-    """A directory of event files → its parsed rows (`file_source.parsed_schema`), for `split`;
+    """A directory of event files → its parsed rows (`parsed_rows.parsed_schema`), for `split`;
     `sequenced`: its late events marked by the source, for a stream alone with WATERMARK 0
     (`sequence`'s `in_source`); `spool`: the deployment's spool, whose `input-<stream>` label it
     has, its reader's tasks spool its rejected records (`reader_spool`)."""
@@ -74,7 +74,7 @@ def file_parsed(
 
 
 def split(parsed: DataFrame, node: g.Source) -> tuple[DataFrame, DataFrame]:
-    """A source's parsed rows (`file_source.parsed_schema`) → (events, dead letters).
+    """A source's parsed rows (`parsed_rows.parsed_schema`) → (events, dead letters).
 
     The records read are counted as the local engine counts them (deployer.spark.run.progress sums the
     observation). Records that did not convert are dead letters of stage `input`; with event time,
@@ -141,7 +141,7 @@ def rejects(parsed: DataFrame, node: g.Source) -> DataFrame:
 def reader_spool(node: g.Source, spool: Any, sequenced: bool) -> dict[str, Any]:
     """What the stage that parses a source's records (a file source's reader, a Redis stream's
     parser, a trigger's reader) needs to spool the stream's dead letters as its tasks parse them
-    (file_source.spool_rejects): where each goes and which query writes it, and what they say (as
+    (parsed_rows.spool_rejects): where each goes and which query writes it, and what they say (as
     `rejects` says them).
     `sequenced`: a file source's reader marks the stream's late events, spooled if `spool` has them."""
     late = f"late-{node.stream}"
@@ -185,7 +185,7 @@ def sequence(
     `in_source`: streams alone with WATERMARK 0 whose file source marked their late events
     (`file_parsed`'s `sequenced`), which pass no Sequencer: their late events are counted after
     their watermark and dropped there (when `spool` has their label, its spool of the source's
-    rejected records wrote them: file_source.spool_rejects). `watermarks`: Spark's watermark declared on each
+    rejected records wrote them: parsed_rows.spool_rejects). `watermarks`: Spark's watermark declared on each
     stream (deployer.spark.run.watermarks.declares_watermarks)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked

@@ -33,11 +33,13 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 
-from deployer.spark.streams.file_source import (
+from deployer.spark.streams.parsed_rows import (
     arrow_schema,
     end_batch,
     parsed_schema,
     records_batch,
+    spool_option,
+    spool_options,
     spooling,
 )
 from deployer.spark.streams.sources import reader_spool
@@ -52,7 +54,7 @@ NAME = "cep_trigger"
 def trigger_parsed(
     spark: SparkSession, node: g.Source, start_file: Path, clock: Clock, spool: Any = None
 ) -> DataFrame:
-    """The rows of trigger `node` (file_source.parsed_schema), ticking on `clock`; `spool`: the
+    """The rows of trigger `node` (parsed_rows.parsed_schema), ticking on `clock`; `spool`: the
     deployment's spool, whose `input-<stream>` label it has, its reader's tasks spool the stream's
     dead letters, as a file source's do (sources.reader_spool)."""
     assert node.trigger is not None
@@ -64,7 +66,7 @@ def trigger_parsed(
         "trigger": base64.b64encode(pickle.dumps((node.trigger, node.schema))).decode("ascii"),
     }
     if spool is not None:
-        options["spooled"] = json.dumps(reader_spool(node, spool, False))
+        options |= spool_options(reader_spool(node, spool, False))
     reader = spark.readStream.format(NAME)
     for key, value in options.items():
         reader = reader.option(key, value)
@@ -124,7 +126,7 @@ class TriggerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.clock = parse(opts.get("clock", ""))
         self.start = recorded_start(Path(opts["start"]), self.clock)
         self.until: int | None = None  # Trigger.AvailableNow: the clock when the query started
-        self.spooled = json.loads(opts["spooled"]) if "spooled" in opts else None
+        self.spooled = spool_option(opts)
 
     def initialOffset(self) -> dict:
         return {"ticks": 0, "at": None}
