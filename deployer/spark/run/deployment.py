@@ -5,11 +5,8 @@ requested sinks (two or more computed without state or data store share one quer
 input once for all of them: deployer.spark.run.shared), the tables, and the dead letters. Each query
 keeps its own checkpoint under `--checkpoint DIR`, named after its output, so a restart with the
 same DIR resumes every output where it stopped (a query's name must not change between runs of a
-deployment, or it starts over).
-
-With `until_idle` the queries run with the availableNow trigger, a few at a time (see
-`max_concurrent`); the run ends when all have consumed their input.
-"""
+deployment, or it starts over). With `until_idle` the queries run with the availableNow trigger, a
+few at a time (`max_concurrent`); the run ends when all have consumed their input."""
 
 from __future__ import annotations
 
@@ -50,7 +47,7 @@ from deployer.spark.run.queries import (
 from deployer.spark.run.reclaim import give_back
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
-from deployer.spark.run.shared import batch_plans, shared_writer, stem
+from deployer.spark.run.shared import batch_plans, driver_splits, shared_writer, stem
 from deployer.spark.run.starting import reuses_exchanges, started_with
 from deployer.spark.run.watermarks import runs_empty_batches
 from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir
@@ -178,7 +175,7 @@ class SparkDeployment:
         by_name = {q.name: q for q in self.plan}
         for query in self.plan:
             if query.name == SHARED_QUERY:
-                self._start_shared([w for w in query.writes if w in self.sinks])  # its dead letters aside
+                self._start_shared(query)
             elif query.name.startswith("sink:"):
                 stream = query.writes[0]
                 writer = self._sink_writer(stream, self.sinks[stream])
@@ -194,12 +191,14 @@ class SparkDeployment:
                 self.sg.port(g.Port(node.id))
         self._start_dead_letters(by_name)
 
-    def _start_shared(self, together: list[str]) -> None:
+    def _start_shared(self, query: Query) -> None:
         """The query of the sinks that need no state: it reads each input once (deployer.spark.run.shared)."""
+        together = [w for w in query.writes if w in self.sinks]
         inputs = shared_inputs(self.graph, together)
         writers = {stream: self._sink_writer(stream, self.sinks[stream]) for stream in together}
         plan = batch_plans(self.graph, self.sg.stores_config, self.sg.timed_sources, spool=self.spool)
-        write = shared_writer(self.graph, inputs, writers, plan, self.tally.shared_report)
+        split = driver_splits(self.graph, query.name, query.writes, query.on_driver, self._dead)
+        write = shared_writer(self.graph, inputs, writers, plan, self.tally.shared_report, split)
         self._start(stem(self.sg.sources, inputs), SHARED_QUERY, write)
         for stream in together:
             self.sg.port(self.graph.streams[stream])  # translated all the same, for its dead letters
@@ -233,7 +232,8 @@ class SparkDeployment:
         if assigned:
             frame, write, written = along(self.sg, port, assigned, self._dead, output)
             self._written |= written
-        elif (label := query.on_driver) is not None:
+        elif query.on_driver:
+            label = query.on_driver[0]
             frame, write = stateless_on_driver(self.sg, port, label, output, self._dead(label))
         elif isinstance(output, TableOutput):
             frame, write = self.sg.port(port).select(*output.shape), output.write

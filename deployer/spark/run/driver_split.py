@@ -1,7 +1,8 @@
 """Which stateless failure point a sink's or a table's query splits on the driver, answered from the
 graph alone (no pyspark here: deployer.spark.run.queries plans with it, `cep explain` prints it).
 
-A sink's and a table's query brings its rows to the driver (a sink's writer, a table's statements).
+A sink's and a table's query brings its rows to the driver (a sink's writer, a table's statements),
+as does the query the stateless sinks share (deployer.spark.run.shared), each sink's rows apart.
 When those rows come from a Map or a Filter that can fail through Maps and Filters that cannot, and
 that query writes its failures (deployer.spark.run.queries `_by_readers`: `stateless-<node>`), it
 runs every row of that step with its error and failed event beside it and splits the collected
@@ -20,18 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from operators import graph as g
-from operators.analysis import can_fail
-
-
-def output_port(graph: g.Graph, query: str, writes: Sequence[str]) -> g.Port | None:
-    """The port whose rows query `query` brings to the driver: a sink's stream, a table's input;
-    None for any other query."""
-    if query.startswith("sink:"):
-        return graph.streams[writes[0]]
-    table = query.removeprefix("table:")
-    if table == query:
-        return None
-    return next(n.inputs[0] for n in graph.nodes if isinstance(n, g.Materialize) and n.table.name == table)
+from operators.analysis import ancestors, can_fail
 
 
 def failing_step(graph: g.Graph, port: g.Port) -> str | None:
@@ -47,10 +37,34 @@ def failing_step(graph: g.Graph, port: g.Port) -> str | None:
     return None
 
 
-def on_driver(graph: g.Graph, query: str, writes: Sequence[str], spooled: Sequence[str]) -> str | None:
-    """The label (`stateless-<node>`) of the failure point of `spooled`, the ones query `query`
-    writes, that it splits on the driver; None if none."""
-    port = output_port(graph, query, writes)
-    node = failing_step(graph, port) if port is not None else None
-    label = f"stateless-{node}"
-    return label if node is not None and label in spooled else None
+def on_driver(graph: g.Graph, query: str, writes: Sequence[str], spooled: Sequence[str]) -> tuple[str, ...]:
+    """The labels (`stateless-<node>`) of the failure points of `spooled`, the ones query `query`
+    writes, that it splits on the driver."""
+    return tuple(f"stateless-{node}" for node in split_steps(graph, query, writes, spooled).values())
+
+
+def split_steps(graph: g.Graph, query: str, writes: Sequence[str], spooled: Sequence[str]) -> dict[str, str]:
+    """The outputs of query `query` (a sink's stream, a table's name) whose rows bring the failures
+    of a step of `spooled` (`stateless-<node>`) to the driver -> that step. Of the shared query's
+    sinks, one whose step another of them computes too is left out: that one would drop its failed
+    rows, or bring them again."""
+    ports = _outputs(graph, query, writes)
+    out = {}
+    for name, port in ports.items():
+        node = failing_step(graph, port)
+        if node is None or f"stateless-{node}" not in spooled:
+            continue
+        others = {a.id for n, p in ports.items() if n != name for a in ancestors(graph, p.node)}
+        if node not in others:
+            out[name] = node
+    return out
+
+
+def _outputs(graph: g.Graph, query: str, writes: Sequence[str]) -> dict[str, g.Port]:
+    """The ports whose rows query `query` brings to the driver, by output: a sink's stream, the
+    shared query's sinks', a table's input; none for any other query."""
+    if query.startswith(("sink:", "sinks:")):
+        return {w: graph.streams[w] for w in writes if w in graph.streams}
+    table = query.removeprefix("table:")
+    found = [n.inputs[0] for n in graph.nodes if isinstance(n, g.Materialize) and n.table.name == table]
+    return {table: found[0]} if query != table and found else {}

@@ -20,15 +20,14 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from deployer.spark.datastores.materialize import TableOutput
 from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
-from deployer.spark.run.shared import batch_plans, observed, stem, unstem
-from deployer.spark.streams.dead_letters import DeadLetterWriter, arrow_letters, dead_letter_frame
+from deployer.spark.run.shared import batch_plans, observed, split_collected, stem, unstem, where_failed
+from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_frame
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
 from deployer.spark.streams.sources import counted, events_of, rejects, released
@@ -195,15 +194,10 @@ def stateless_on_driver(
     of their own: a Python worker per task that each micro-batch sent its rows to and back
     (docs/architecture.md, "The rows that go on past a failure point")."""
     node = sg.graph.node(label.removeprefix("stateless-"))
-    marked = frozenset({node.id})
-    over = SparkGraph(
-        sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, SPLIT_EVENT), marked=marked
-    )
-    over.ports[node.inputs[0]] = sg.port(node.inputs[0])
     collected = _collected(output)
     assert collected is not None, f"{output!r} takes no collected batch"
-    fixed = {"stage": node.op, "stream": None, "node": node.id, "line": node.line}
-    return collected[0](over.port(port)), _split_writer(collected[1], dead, fixed)
+    frame = collected[0](sg.marking(node.id, {}).port(port))
+    return frame, _split_writer(collected[1], dead, where_failed(node))
 
 
 def _split_writer(
@@ -214,12 +208,10 @@ def _split_writer(
     stream, node and line)."""
 
     def both(batch: DataFrame, batch_id: int) -> None:
-        data = batch.toArrow()
-        failed = pc.is_valid(data.column(ERR))
-        out(batch, batch_id, data.filter(pc.invert(failed)).drop_columns([ERR, SPLIT_EVENT]))
-        if pc.any(failed).as_py():
-            (rows,) = data.filter(failed).select([ERR, SPLIT_EVENT]).combine_chunks().to_batches()
-            dead.lines(arrow_letters(rows, ERR, SPLIT_EVENT, fixed), batch_id)
+        rows, failed = split_collected(batch.toArrow(), fixed)
+        out(batch, batch_id, rows)
+        if failed:
+            dead.lines(failed, batch_id)
 
     return both
 

@@ -72,8 +72,8 @@ class Query:
     # points whose dead letters its tasks write (`failed_query` without its prefix: `n6`, `n6-2`)
     ends: tuple[str, ...] = field(default=(), compare=False)
     spooled: tuple[str, ...] = ()
-    # the one of `spooled` whose rows it splits on the driver instead (deployer.spark.run.driver_split)
-    on_driver: str | None = None
+    # those of `spooled` whose rows it splits on the driver instead (deployer.spark.run.driver_split)
+    on_driver: tuple[str, ...] = ()
 
     def describe(self, graph: g.Graph) -> str:
         parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
@@ -307,8 +307,8 @@ def _by_readers(
     """The source streams the dead-letters query reads; the others' rejected records and late
     events, and the stateless failure points, are written by one query of `out` that computes them
     (`out` gains them in `spooled`: `input-<stream>`, `late-<stream>`, `stateless-<node>`): the
-    first in plan order that computes them on one path (`_paths`), by its tasks or, for a Map's, on
-    the driver (driver_split). The other queries that read the source, or compute the operator,
+    first in plan order that computes them on one path (`_paths`), by its tasks or, where the rows
+    come to the driver, there (driver_split). The other queries that read the source, or the operator,
     pass the same stage, whose tasks see that they are not that query's and write nothing
     (spool.Spool). A stream that passes the Sequencer with others (`sequenced_merges`) is read by
     every query that reads one of them. The shared query's sinks may compute an operator twice in a
@@ -362,7 +362,7 @@ def _by_readers(
         if q.name in labels:
             mine = (*q.spooled, *labels[q.name])
             driver = on_driver(graph, q.name, q.writes, mine)
-            written = tuple(_written(x, x == driver) for x in labels[q.name])
+            written = tuple(_written(x, x in driver) for x in labels[q.name])
             out[i] = replace(q, writes=(*q.writes, *written), spooled=mine, on_driver=driver)
     return reads
 

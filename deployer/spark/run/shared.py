@@ -18,8 +18,8 @@ events before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -28,9 +28,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark.handlers import HANDLERS
+from deployer.spark.run.driver_split import split_steps
+from deployer.spark.streams.dead_letters import DeadLetterWriter, arrow_letters
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
-from deployer.spark.translate.graph import SparkGraph
+from deployer.spark.translate.graph import ERR, SPLIT_EVENT, SparkGraph
 from operators import graph as g
 from stores.bindings import StoreBindings
 
@@ -118,16 +120,23 @@ class Report:
 
 
 def collected_together(
-    sg: SparkGraph, graph: g.Graph, sinks: Mapping[str, DriverSink]
+    sg: SparkGraph, graph: g.Graph, sinks: Mapping[str, DriverSink], split: Mapping[str, DriverSplit]
 ) -> tuple[DataFrame, list[list[str]]]:
     """What every sink of `sinks` collects of the batch, in one DataFrame, and each sink's column
     names: sink k's columns renamed `__s<k>_<i>` beside the tag `__sink` = k (the other sinks'
     columns NULL), so that one job brings them all to the driver where three sinks ran three jobs
-    (`apart` splits them again)."""
+    (`apart` splits them again). A sink of `split` collects its failed rows too (`DriverSplit`)."""
     out: DataFrame | None = None
     names: list[list[str]] = []
     for k, (stream, sink) in enumerate(sinks.items()):
-        mine = sink.collected(sg.port(graph.streams[stream]))
+        if stream in split:
+            mine = sink.collected(
+                sg.marking(split[stream].node, split[stream].memo).port(graph.streams[stream]),
+                ERR,
+                SPLIT_EVENT,
+            )
+        else:
+            mine = sink.collected(sg.port(graph.streams[stream]))
         names.append(mine.columns)
         cols = [F.col(c).alias(f"__s{k}_{i}") for i, c in enumerate(mine.columns)]
         tagged = mine.select(F.lit(k).alias(_SINK), *cols)
@@ -142,16 +151,60 @@ def apart(table: pa.Table, k: int, columns: list[str]) -> pa.Table:
     return mine.select([f"__s{k}_{i}" for i in range(len(columns))]).rename_columns(columns)
 
 
+@dataclass(frozen=True)
+class DriverSplit:
+    """A sink of the shared query that splits the failures of the Map or Filter `node` its rows come
+    from on the driver (deployer.spark.run.driver_split), writing them to `dead`."""
+
+    node: str
+    dead: DeadLetterWriter
+    fixed: dict[str, Any]  # their stage, stream, node and line (`where_failed`)
+    memo: dict[tuple[str, str], Any] = field(default_factory=dict)  # its graph's Columns, every batch
+
+
+def driver_splits(
+    graph: g.Graph,
+    query: str,
+    writes: Sequence[str],
+    labels: Sequence[str],
+    dead: Callable[[str], DeadLetterWriter],
+) -> dict[str, DriverSplit]:
+    """The sinks of the shared query `query` that split the failures of a step of `labels` on the
+    driver (deployer.spark.run.driver_split), each with its step's dead letters' writer, `dead(label)`."""
+    steps = split_steps(graph, query, writes, labels).items()
+    return {s: DriverSplit(n, dead(f"stateless-{n}"), where_failed(graph.node(n))) for s, n in steps}
+
+
+def where_failed(node: g.Node) -> dict[str, Any]:
+    """What the dead letters of a stateless step's failed rows say of where they failed."""
+    return {"stage": node.op, "stream": None, "node": node.id, "line": node.line}
+
+
+def split_collected(data: pa.Table, fixed: dict[str, Any]) -> tuple[pa.Table, list[str]]:
+    """A batch collected with its rows' errors and failed events (ERR, SPLIT_EVENT): the rows that
+    did not fail, without those columns, and the dead letters of those that did (`fixed`: their
+    stage, stream, node and line), made from their collected values as a task that spools makes
+    them (`arrow_letters`)."""
+    failed = pc.is_valid(data.column(ERR))
+    letters: list[str] = []
+    if pc.any(failed).as_py():
+        (rows,) = data.filter(failed).select([ERR, SPLIT_EVENT]).combine_chunks().to_batches()
+        letters = arrow_letters(rows, ERR, SPLIT_EVENT, fixed)
+    return data.filter(pc.invert(failed)).drop_columns([ERR, SPLIT_EVENT]), letters
+
+
 def shared_writer(
     graph: g.Graph,
     inputs: list[str],
     writers: Mapping[str, DriverSink],
     plan: Callable[[dict[str, DataFrame]], SparkGraph],
     report: Callable[[int, Report], None],
+    split: Mapping[str, DriverSplit] | None = None,
 ) -> Writer:
     """foreachBatch of the shared query: persist the batch, write every sink of `writers` (stream ->
     its writer, the same as a query of its own would use) from it, then `report` the batch. `plan`
-    makes the batch's SparkGraph from the source events.
+    makes the batch's SparkGraph from the source events. The sinks of `split` bring the failures
+    of the step their rows come from with them, written as dead letters after their rows.
 
     The sinks' rows come to the driver in one job (`collected_together`): each job costs a
     micro-batch tens of milliseconds of scheduling whatever its rows (bench/run's "3 sinks of a
@@ -164,11 +217,19 @@ def shared_writer(
         try:
             sg = plan(unstem(batch, inputs))
             sg.observations = {}  # the Filters count in Observations: batch DataFrames report no progress
-            together, names = collected_together(sg, graph, writers)
+            together, names = collected_together(sg, graph, writers, split or {})
             table = together.toArrow()
-            out = sum(
-                sink.write(apart(table, k, names[k]), batch_id) for k, sink in enumerate(writers.values())
-            )
+            out = 0
+            for k, (stream, sink) in enumerate(writers.items()):
+                rows = apart(table, k, names[k])
+                cut = (split or {}).get(stream)
+                if cut is None:
+                    out += sink.write(rows, batch_id)
+                    continue
+                rows, failed = split_collected(rows, cut.fixed)
+                out += sink.write(rows, batch_id)
+                if failed:  # after the sink's rows, as its own query writes them (failures.py)
+                    cut.dead.lines(failed, batch_id)
             dropped = {node: observed(obs) for node, obs in sg.observations.items()}
             if not out and not any(dropped.values()):
                 # No sink wrote a row and no Filter counted what it dropped, so perhaps no sink's

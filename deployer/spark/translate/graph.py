@@ -155,6 +155,19 @@ class SparkGraph:
             self.memo[key] = build()
         return self.memo[key]
 
+    def marking(self, node_id: str, memo: dict[tuple[str, str], Any]) -> SparkGraph:
+        """A graph over this one's frames in which the Map or Filter `node_id` keeps every row, with
+        its error and failed event beside it (`marked`), and the steps after it carry them on, for a
+        query that splits its collected rows on the driver (deployer.spark.run.driver_split). Its
+        Filters count what they drop where this graph's do."""
+        node = self.graph.node(node_id)
+        over = SparkGraph(
+            self.graph, {}, self.handlers, self.stores_config, memo=memo, carried=(ERR, SPLIT_EVENT)
+        )
+        over.marked, over.observations = frozenset({node_id}), self.observations
+        over.ports[node.inputs[0]] = self.port(node.inputs[0])
+        return over
+
     def live(self, port: g.Port) -> frozenset[int] | None:
         """The fields of `port` some consumer reads; None when all may be (operators.analysis)."""
         if self._live is None:
