@@ -139,6 +139,26 @@ class Outputs:
         return self.streams[stream]
 
 
+def call_files(n: int) -> list[list[Any]]:
+    """`n` files of eight events of a stream `calls` (k, caller, n = k % 4, ts), each with every kind
+    of a source's dead letter: a line that does not parse, a record that does not convert, an event
+    without event time and, after the first file, a late event (its file's events are past it)."""
+
+    def event(k: int, seconds: int) -> dict[str, Any]:
+        return {"k": k, "caller": k % 3, "n": k % 4, "ts": iso(T0 + timedelta(seconds=seconds))}
+
+    files: list[list[Any]] = []
+    for f in range(n):
+        rows: list[Any] = [event(10 * f + i, 20 * f + 2 * i) for i in range(8)]
+        rows.insert(3, "{not json")
+        rows.insert(5, {"k": "seven", "caller": 1, "n": 1, "ts": iso(T0)})
+        rows.append({"k": 100 + f, "caller": 2, "n": 1, "ts": None})
+        if f:
+            rows.append(event(200 + f, 20 * f - 15))
+        files.append(rows)
+    return files
+
+
 def read_jsonl(directory: Path, prefix: str) -> list[Row]:
     """Rows of every `prefix*.jsonl` file in name order (a Spark sink writes one file per batch)."""
     if not directory.is_dir():

@@ -12,18 +12,16 @@ a dead-letters query, resumes with it.
 from __future__ import annotations
 
 import io
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from spark_helpers import (
-    T0,
     assert_same,
     assert_same_dead_letters,
+    call_files,
     collect,
     compile_text,
-    iso,
     prepare,
     run_reference,
 )
@@ -40,23 +38,6 @@ INSERT INTO per_caller SELECT caller, count(*) AS c, sum(r) AS rs
   FROM ratio WINDOW TIME SIZE 10 SECONDS GROUP BY caller;
 """
 SINKS = ["per_caller"]
-
-
-def _event(k: int, seconds: int) -> dict[str, Any]:
-    return {"k": k, "caller": k % 3, "n": k % 4, "ts": iso(T0 + timedelta(seconds=seconds))}
-
-
-def _files() -> list[list[Any]]:
-    files: list[list[Any]] = []
-    for f in range(4):
-        rows: list[Any] = [_event(10 * f + i, 20 * f + 2 * i) for i in range(8)]
-        rows.insert(3, "{not json")  # does not parse
-        rows.insert(5, {"k": "seven", "caller": 1, "n": 1, "ts": iso(T0)})  # does not convert
-        rows.append({"k": 100 + f, "caller": 2, "n": 1, "ts": None})  # no event time
-        if f:
-            rows.append(_event(200 + f, 20 * f - 15))  # late: its file's events are past it
-        files.append(rows)
-    return files
 
 
 def _run(
@@ -113,7 +94,7 @@ def test_a_source_one_query_computes_twice_keeps_the_dead_letters_query() -> Non
 @pytest.mark.parametrize("layout", ["by readers", "earlier"])
 def test_the_reading_query_writes_them_once(spark: Any, tmp_path: Path, layout: str) -> None:
     graph = compile_text(SCRIPT)
-    files = _files()
+    files = call_files(4)
     sources = prepare(tmp_path, {"calls": files})  # one directory: a dead letter names its file
     ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
     stages = {d["stage"] for d in ref.dead}
@@ -160,7 +141,7 @@ def test_the_first_of_two_readers_writes_them_once(
     monkeypatch.setenv("CEP_MAX_QUERIES", "1")
     graph = compile_text(SCRIPT)
     sinks = [*SINKS, "ratio"]
-    sources = prepare(tmp_path, {"calls": _files()})
+    sources = prepare(tmp_path, {"calls": call_files(4)})
     ref = run_reference(graph, tmp_path / "ref", sources, sinks)
     ck = tmp_path / "ck"
     if layout == "between":
@@ -205,7 +186,7 @@ def test_the_shared_query_writes_the_failures_of_its_stateless_operators(spark: 
         ("sinks:stateless", ("input-calls", "late-calls")),
         ("dead-letters", ()),
     ]
-    sources = prepare(tmp_path, {"calls": _files()})
+    sources = prepare(tmp_path, {"calls": call_files(4)})
     ref = run_reference(graph, tmp_path / "ref", sources, sinks)
     assert sum(d["stage"] == "Map" for d in ref.dead) >= 4
     ck = tmp_path / "ck"
@@ -234,7 +215,7 @@ def test_the_streams_of_a_merge_spool_their_late_events_as_they_are_unpacked(
     """Streams that pass their Sequencer together (a Union with event time) have their late events
     spooled as their Sequencer's rows are unpacked too, and counted as the reference counts them."""
     graph = compile_text(MERGED)
-    sources = prepare(tmp_path, {"calls": _files(), "more": _files()})
+    sources = prepare(tmp_path, {"calls": call_files(4), "more": call_files(4)})
     ref = run_reference(graph, tmp_path / "ref", sources, SINKS)
     queries, dead, late, plan = _run(spark, tmp_path, sources, tmp_path / "ck", MERGED)
     spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", SINKS)

@@ -14,18 +14,16 @@ from __future__ import annotations
 import contextlib
 import io
 from collections import Counter
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from spark_helpers import (
-    T0,
     assert_same,
     assert_same_dead_letters,
+    call_files,
     collect,
     compile_text,
-    iso,
     prepare,
     sqlite_rows,
     sqlite_store,
@@ -59,22 +57,6 @@ INSERT INTO calm SELECT k, caller + 1 AS c, ts FROM calls;
 SINKS = ["per_call"]
 SHARED = ["per_call", "calm"]  # two stateless sinks: one query, deployer.spark.run.shared
 TABLES = "CREATE TABLE shares (k integer, s integer); CREATE TABLE picked (k integer, n integer);"
-
-
-def _event(k: int, seconds: int) -> dict[str, Any]:
-    return {"k": k, "caller": k % 3, "n": k % 4, "ts": iso(T0 + timedelta(seconds=seconds))}
-
-
-def _files() -> list[list[Any]]:
-    files: list[list[Any]] = []
-    for f in range(6):
-        rows: list[Any] = [_event(10 * f + i, 20 * f + 2 * i) for i in range(8)]
-        rows.insert(3, "{not json")  # does not parse
-        rows.append({"k": 100 + f, "caller": 2, "n": 1, "ts": None})  # no event time
-        if f:
-            rows.append(_event(200 + f, 20 * f - 15))  # late: its file's events are past it
-        files.append(rows)
-    return files
 
 
 def test_the_queries_of_a_failing_step_split_it_on_the_driver() -> None:
@@ -152,7 +134,7 @@ def test_the_runs_write_the_references_rows_dead_letters_and_counts_once(
     spark: Any, tmp_path: Path, sinks: list[str], earlier: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     graph = compile_text(SCRIPT)
-    files = _files()
+    files = call_files(6)
     url = sqlite_store(tmp_path / "spark.sqlite3", TABLES)
     sources = prepare(tmp_path, {"calls": files[:3]})
     with monkeypatch.context() as patch:
