@@ -15,7 +15,6 @@ import redis
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.streaming.datasource import (
     ReadLimit,
     ReadMaxRows,
@@ -39,7 +38,7 @@ from deployer.connectors.redis_stream import (
     previous_id,
     seq_of,
 )
-from deployer.spark.streams.parsed_rows import parsed_schema, spooling
+from deployer.spark.streams.parsed_rows import arrow_schema, parsed_schema, spooling
 from deployer.spark.streams.sources import reader_spool, split
 from operators import graph as g
 from operators.datatypes import Schema
@@ -256,12 +255,10 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(RedisStreamDataSource)
 
 
-def _parser(key: str, shown: str, schema: Schema, out: T.StructType, spooled: dict[str, Any] | None) -> Any:
+def _parser(key: str, shown: str, schema: Schema, spooled: dict[str, Any] | None) -> Any:
     """The stage that parses a Redis stream's entries into its parsed rows, and, given `spooled`
     (sources.reader_spool), spools its rejected records as it parses them (parsed_rows.spooling)."""
-    arrow_schema = pa.schema(
-        [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out.fields]
-    )
+    arrow = arrow_schema(schema)
     width = len(schema)
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -269,7 +266,7 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType, spooled: di
 
     def rows_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            cols: list[list[Any]] = [[] for _ in out.fields]
+            cols: list[list[Any]] = [[] for _ in arrow]
             for entry_id, text in zip(
                 batch.column("id").to_pylist(), batch.column("value").to_pylist(), strict=True
             ):
@@ -287,8 +284,8 @@ def _parser(key: str, shown: str, schema: Schema, out: T.StructType, spooled: di
                 cols[width + 3].append(origin if reason else None)
                 cols[width + 4].append(None)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
-                schema=arrow_schema,
+                [pa.array(c, type=f.type) for c, f in zip(cols, arrow, strict=True)],
+                schema=arrow,
             )
 
     return parse
@@ -310,4 +307,4 @@ def redis_parsed(spark: SparkSession, uri: str, node: g.Source, spool: Any = Non
         reader = reader.option(k, v)
     out = parsed_schema(node.schema)
     spooled = None if spool is None else reader_spool(node, spool, False)
-    return reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, out, spooled), out)
+    return reader.load().mapInArrow(_parser(s.key, s.redacted(), node.schema, spooled), out)
