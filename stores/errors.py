@@ -17,6 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import quote
 
+# psycopg's own words for a text value it will not send (here, not in stores/sql: the Spark
+# translation checks for it without importing the Postgres driver)
+NUL_IN_TEXT = "PostgreSQL text fields cannot contain NUL (0x00) bytes"
+
 
 class StoreError(Exception):
     """A data store could not do what was asked. `store` is the CPL name of the store, if known."""

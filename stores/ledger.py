@@ -11,7 +11,7 @@ happened, never more, never less:
 - Materialize: one entry per batch, key = the Spark batch id, under (deployment, node id). The entry
   keeps the rows that failed (JSON), for the same reason.
 
-In SQL stores the ledger is the table `cep_ledger`, created on first use, with the primary key
+In SQL stores the ledger is the table `cep_ledger` (stores/sql/ledger_table.py), created on first use, with the primary key
 (deployment, operator, key). A Materialize *claims* its batch's entry first (`INSERT`), an UpdateSQL
 inserts its events' entries, with their counts, after executing them, in the same transaction;
 either way a concurrent transaction writing the same key waits for the first one to commit and then
@@ -31,26 +31,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 TABLE = "cep_ledger"
 MAX_KEY = 200  # longer ids are stored as a digest, to keep the index small
 MAX_NAME = 200  # deployment names and operator ids
-
-_metadata = sa.MetaData()
-LEDGER = sa.Table(
-    TABLE,
-    _metadata,
-    sa.Column("deployment", sa.String(MAX_NAME), nullable=False),
-    sa.Column("operator", sa.String(MAX_NAME), nullable=False),
-    sa.Column("key", sa.String(MAX_KEY + 8), nullable=False),
-    sa.Column("affected", sa.BigInteger, nullable=True),  # UpdateSQL: the event's affected-row count
-    sa.Column("error", sa.Text, nullable=True),  # why the event failed; Materialize: JSON {row: reason}
-    sa.Column(
-        "created_at", sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False
-    ),
-    sa.PrimaryKeyConstraint("deployment", "operator", "key", name="cep_ledger_pkey"),
-)
 
 
 @dataclass(frozen=True)

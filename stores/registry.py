@@ -19,7 +19,6 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from operators.graph import SqlQuery, Table
-from stores import arrow
 from stores.api import (
     LedgerKey,
     MaterializeResult,
@@ -32,8 +31,6 @@ from stores.api import (
 from stores.bindings import StoreBindings
 from stores.cache import ReadCache
 from stores.errors import StoreConfigError
-from stores.redis.store import RedisStore
-from stores.sql.store import SqlStore
 from stores.urls import StoreURL
 
 Row = tuple[Any, ...]
@@ -56,6 +53,9 @@ class _Store(Protocol):
         rows: Sequence[Row],
         *,
         ledger_key: LedgerKey | None = None,
+    ) -> MaterializeResult: ...
+    def materialize_arrow(
+        self, table: Table, columns: Sequence[str], data: pa.Table, *, ledger_key: LedgerKey | None = None
     ) -> MaterializeResult: ...
     def close(self) -> None: ...
 
@@ -99,9 +99,16 @@ class StoreRegistry:
             if url is None:
                 raise StoreConfigError(f"data store {ds.name} is not bound to a URL", store=ds.name)
             created: _Store
+            # Each kind's module is imported when a store of that kind is first opened: the Redis
+            # client and the SQL drivers (psycopg, SQLAlchemy; pandas through pyarrow) took ~1 s of
+            # every `cep run`'s start, a script with no data store included (docs/architecture.md).
             if url.kind == "redis":
+                from stores.redis.store import RedisStore
+
                 created = RedisStore(url, ds.name, retry=self._retry)
             else:
+                from stores.sql.store import SqlStore
+
                 created = SqlStore(url, ds.name, self._timeout, retry=self._retry)
             self._open[key] = created
             return created
@@ -121,8 +128,10 @@ class StoreRegistry:
         the cache, which works per parameter tuple.
         """
         store = self.store(query.store)
-        if not query.cache_rows and isinstance(store, SqlStore):
-            return store.read_columns(query, columns, n, width=width, outer=outer)
+        columnar = getattr(store, "read_columns", None)  # a SQL store's; Redis reads row by row
+        if not query.cache_rows and columnar is not None:
+            result: ReadColumns = columnar(query, columns, n, width=width, outer=outer)
+            return result
         rows = rows_of(columns, n)
         # the events the store refuses are left out and reported, as the store's own path does
         return split_reads(
@@ -154,10 +163,7 @@ class StoreRegistry:
     ) -> MaterializeResult:
         """`materialize` for an Arrow batch: Postgres encodes it for binary COPY and Redis packs it
         with Arrow kernels; SQLite (and refused batches) get its rows."""
-        store = self.store(table.store)
-        if isinstance(store, SqlStore | RedisStore):
-            return store.materialize_arrow(table, columns, data, ledger_key=ledger_key)
-        return store.materialize(table, columns, arrow.rows(data), ledger_key=ledger_key)
+        return self.store(table.store).materialize_arrow(table, columns, data, ledger_key=ledger_key)
 
     def _cache(self, query: SqlQuery) -> ReadCache:
         with self._lock:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -243,7 +243,14 @@ def _frame(
 
 # ---- Arrow batches (Spark's): texts and RESP framing by Arrow kernels ----------------------------
 
-_EMPTY = pa.scalar(b"", pa.large_binary())
+
+@cache
+def _scalar(value: bytes) -> pa.Scalar:
+    """`value` as a large_binary scalar, made on first use: `pa.scalar` imports pandas (~0.35 s), which
+    a run that never writes to Redis need not pay at this module's import."""
+    return pa.scalar(value, pa.large_binary())
+
+
 _MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999  # years 1 to 9999
 
 
@@ -273,18 +280,15 @@ def arrow_texts(col: pa.Array) -> pa.Array:
             out = pc.binary_join_element_wise(seconds, fraction, "+00:00", "")
     if out is None:
         return pa.array(text_values(arrow.column_values(col)), pa.large_binary())
-    return out.cast(pa.large_binary()).fill_null(_EMPTY)
+    return out.cast(pa.large_binary()).fill_null(_scalar(b""))
 
 
 def _resp(texts: pa.Array) -> pa.Array:
     """Each value framed as a RESP bulk string: `$<length>\r\n<bytes>\r\n`."""
     lengths = pc.binary_length(texts).cast(pa.string()).cast(pa.large_binary())
     return pc.binary_join_element_wise(
-        pa.scalar(b"$", pa.large_binary()), lengths, _CRLF, texts, _CRLF, _EMPTY
+        _scalar(b"$"), lengths, _scalar(b"\r\n"), texts, _scalar(b"\r\n"), _scalar(b"")
     )
-
-
-_CRLF = pa.scalar(b"\r\n", pa.large_binary())
 
 
 def pack_arrow(
@@ -315,7 +319,7 @@ def pack_arrow(
                 _resp(mask.cast(pa.large_binary())),
                 *(_resp(arrow_texts(c)) for c in columns),
             ]
-            rows = pc.binary_join_element_wise(*framed, _EMPTY)
+            rows = pc.binary_join_element_wise(*framed, _scalar(b""))
             _, offsets_buf, buf = rows.buffers()
             offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=m + 1, offset=rows.offset * 8)
             yield range(lo, lo + m), memoryview(buf)[int(offsets[0]) : int(offsets[m])].tobytes()

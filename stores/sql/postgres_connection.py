@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from stores import ledger
 from stores.errors import StoreConnectError, StoreError, StoreQueryError, scrub
 from stores.sql.base import is_event_error
+from stores.sql.ledger_table import LEDGER
 from stores.urls import StoreURL
 
 T = TypeVar("T")
@@ -257,7 +258,7 @@ class PgConnections:
         for attempt in (1, 2):
             try:
                 with engine.begin() as conn:
-                    ledger.LEDGER.create(conn, checkfirst=True)
+                    LEDGER.create(conn, checkfirst=True)
                 break
             except (sa.exc.IntegrityError, sa.exc.ProgrammingError) as e:
                 if attempt == 1:  # another process created it at the same moment: look again

@@ -27,14 +27,11 @@ from psycopg import errors as pg_errors
 
 from operators.graph import SqlQuery
 from stores.api import ReadColumns, columns_of, rows_of
-from stores.errors import StoreError
+from stores.errors import NUL_IN_TEXT, StoreError
 from stores.sql.base import Row
 from stores.sql.lateral import SelectText, describe_statements, lateral_query, select_text
 from stores.sql.postgres_connection import PgConnections
 from stores.values import coerce_column, from_db, normalize_row, pg_array_literal, pg_array_type
-
-# psycopg's own words for a text value it will not send
-NUL_IN_TEXT = "PostgreSQL text fields cannot contain NUL (0x00) bytes"
 
 _CACHE_LIMIT = 1024
 _PARAM_NUMBER = re.compile(r"\$(\d+)")

@@ -42,6 +42,7 @@ from stores.api import LedgerKey, MaterializeResult, UpdateResult
 from stores.errors import StoreError, StoreQueryError
 from stores.schema import declared_shape, existing_shape, schema_mismatch, stored_name
 from stores.sql.base import MaterializePlan, Row, materialize_plan
+from stores.sql.ledger_table import LEDGER
 from stores.urls import StoreURL
 from stores.values import conform_decimals, from_db, normalize_row, sqlite_value
 
@@ -261,7 +262,7 @@ class SqliteBackend:
             return
         try:
             with self._lock, self.engine().begin() as conn:
-                ledger.LEDGER.create(conn, checkfirst=True)
+                LEDGER.create(conn, checkfirst=True)
         except sa.exc.SQLAlchemyError as e:
             raise self._error(e, f"creating table {ledger.TABLE}") from e
         self._ledger_ready = True

@@ -28,6 +28,8 @@ LAZY = {
     ("deployer.cli.service", "deployer.service.daemon"): "Spark, pandas and the engine, for `cep serve` only",
     ("deployer.runner", "stores.sql.describe"): "psycopg and SQLAlchemy, for a script that asks a store",
     ("deployer.spark.engine", "deployer.spark.run.deployment"): "imported while the run's JVM starts",
+    ("stores.registry", "stores.sql.store"): "psycopg and SQLAlchemy, once a SQL store is opened",
+    ("stores.registry", "stores.redis.store"): "the Redis client, once a Redis store is opened",
 }
 
 

@@ -55,8 +55,7 @@ from operators.analysis import vouched_results
 from operators.results import TypeChanged, Vouched, result_columns
 from stores import ledger
 from stores.api import ReadColumns
-from stores.errors import StoreSchemaError
-from stores.sql.postgres_read import NUL_IN_TEXT
+from stores.errors import NUL_IN_TEXT, StoreSchemaError
 
 _STORES: dict[int, Any] = {}
 SQL_ERR = "__sqlerr"  # UpdateSQL: why the database refused the event, NULL when it did not
