@@ -58,3 +58,16 @@ def test_a_query_start_imports_no_pandas(module: str) -> None:
     imported = set(json.loads(done.stdout))
     assert module.split(".")[0] in imported  # the probe did import it
     assert imported & set(HEAVY) == set()
+
+
+def test_the_daemon_preloads_the_drivers_of_the_stores_its_workers_open() -> None:
+    """The executors' workers are forked from the daemon (worker_path/cep_daemon.py): a worker that
+    calls a store finds its driver imported, though the driver's run imports it only once a store
+    is opened (stores/registry.py)."""
+    probe = (
+        "import json, sys; sys.path.insert(0, 'deployer/spark/run/worker_path'); import cep_daemon, importlib; "
+        "[importlib.import_module(m) for m in cep_daemon.PRELOADED]; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert {"psycopg", "sqlalchemy", "redis", "pandas"} <= set(json.loads(done.stdout))

@@ -26,6 +26,10 @@ PRELOADED = (
     "deployer.spark.streams.merge_sequencer",
     "deployer.spark.streams.spool",
     "deployer.spark.datastores.sql",
+    # the stores a ReadSQL, UpdateSQL or materialization opens in its worker (stores/registry.py
+    # imports them when one is first opened)
+    "stores.sql.store",
+    "stores.redis.store",
     "deployer.spark.windows.window_state",
     "deployer.spark.windows.tuple_buckets",
     "deployer.spark.patterns.processor",
