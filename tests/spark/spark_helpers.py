@@ -19,6 +19,7 @@ imported last.)
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -448,3 +449,18 @@ def assert_same_dead_letters(ref: Outputs, spk: Outputs) -> None:
             *map(str, only_spk),
         ]
         raise AssertionError("\n".join(lines))
+
+
+def query_plans(deployment: SparkDeployment) -> dict[str, str]:
+    """Each query's plans, as `StreamingQuery.explain` prints them (after its run, its last batch's)."""
+    plans = {}
+    for query in deployment.queries:
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            query.explain(extended=True)
+        plans[query.name] = out.getvalue()
+    return plans
+
+
+def physical(explained: str) -> str:
+    """The physical plan of `query_plans`' text."""
+    return explained.split("== Physical Plan ==", 1)[1]

@@ -25,13 +25,16 @@ from spark_helpers import (
     collect,
     compile_text,
     iso,
+    physical,
     prepare,
+    query_plans,
     run_reference,
 )
 
 from deployer.runner import bind_stores
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.queries import BY_TASKS, plan_queries, store_kinds
+from deployer.spark.translate.graph import SparkGraph
 from stores.bindings import StoreBindings
 
 pytestmark = pytest.mark.spark
@@ -98,7 +101,7 @@ def test_a_checkpoint_of_the_earlier_layout_keeps_its_failure_query() -> None:
 
 def _run(
     spark: Any, tmp: Path, sources: dict[str, str], stores: StoreBindings, ck: Path
-) -> tuple[list[str], int]:
+) -> tuple[list[str], int, dict[str, str]]:
     graph = compile_text(SCRIPT)
     deployment = SparkDeployment(
         spark,
@@ -112,10 +115,15 @@ def _run(
         max_files_per_trigger=1,
     )
     stats = deployment.run(out=io.StringIO())
-    return stats.queries, stats.dead_lettered
+    return stats.queries, stats.dead_lettered, query_plans(deployment)
 
 
-def test_they_are_written_once_across_batches_and_a_resumed_run(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("earlier", [False, True], ids=["new", "resumed-from-a-spooling-stage"])
+def test_they_are_written_once_across_batches_and_a_resumed_run(
+    spark: Any, tmp_path: Path, earlier: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read spools its failures in its own stage (task_spool.InStage); a checkpoint whose first
+    batches were run with a spooling stage after the read (`earlier`) resumes with it."""
     graph = compile_text(SCRIPT)
     first, more = _files(30, 3), _files(20, 2, start=30)
     ref = run_reference(
@@ -128,12 +136,17 @@ def test_they_are_written_once_across_batches_and_a_resumed_run(spark: Any, tmp_
     stores = bind_stores(graph, {"crm": _store(tmp_path / "spark.sqlite3")})
     sources = prepare(tmp_path / "spark-in", {"calls": first})
     ck = tmp_path / "ck"
-    queries, dead = _run(spark, tmp_path, sources, stores, ck)
+    with monkeypatch.context() as patch:
+        if earlier:  # the layout before: a spooling `mapInArrow` after the read's
+            patch.setattr(SparkGraph, "spooled_in_stage", lambda *_: None)
+        queries, dead, plans = _run(spark, tmp_path, sources, stores, ck)
     assert queries == ["cep:sink:per_caller"], queries
     assert dead == 6  # callers 1 of 30 events: k = 1, 6, ..., 26
+    assert physical(plans["cep:sink:per_caller"]).count("MapInArrow") == (2 if earlier else 1)
     prepare(tmp_path / "spark-in", {"calls": more})  # named after the first
-    _, dead = _run(spark, tmp_path, sources, stores, ck)
+    _, dead, plans = _run(spark, tmp_path, sources, stores, ck)
     assert dead == 4
+    assert physical(plans["cep:sink:per_caller"]).count("MapInArrow") == 1
     spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", ["per_caller"])
     assert_same(ref, spk, "per_caller", min_rows=5)
     assert {d["node"] for d in ref.dead} == {"n2"} and len(ref.dead) == 10
@@ -191,7 +204,68 @@ def test_the_earlier_layouts_checkpoint_resumes_with_its_query(spark: Any, tmp_p
     ck = tmp_path / "ck"
     (ck / "failed_n2").mkdir(parents=True)  # the earlier layout's query of the ReadSQL's failures
     sources = prepare(tmp_path / "spark-in", {"calls": _files(20, 2)})
-    queries, dead = _run(spark, tmp_path, sources, stores, ck)
+    queries, dead, _ = _run(spark, tmp_path, sources, stores, ck)
     assert queries == ["cep:sink:per_caller", "cep:failed:n2"], queries
     assert dead == 4
     assert (ck / "failed_n2" / "commits").is_dir()
+
+
+# an account's CHECK fails the charges that would overdraw it: those events are dead-lettered by
+# the UpdateSQL (n2), before the window; the statements run in event order on both engines
+CHARGES = """
+CREATE STREAMSCHEMA calls WITH k integer, idcaller integer, ts timestamp TIMESTAMP BY ts;
+CREATE DATASTORE crm TYPE sqlite;
+CREATE SQLQUERY charge ON crm AS 'UPDATE accounts SET amount = amount - ? WHERE idcaller = ?';
+INSERT INTO charged SELECT k, idcaller, c.n AS n, ts FROM calls ON SQL charge, c, k, idcaller, n;
+INSERT INTO per_caller SELECT idcaller, count(*) AS c, sum(n) AS n
+  FROM charged WINDOW TIME SIZE 10 SECONDS GROUP BY idcaller;
+"""
+
+
+def _accounts(path: Path) -> str:
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "CREATE TABLE accounts (idcaller integer PRIMARY KEY, amount integer CHECK (amount >= 0));"
+            "INSERT INTO accounts VALUES (0, 30), (1, 30), (2, 30), (3, 30), (4, 30);"
+        )
+    return f"sqlite:///{path}"
+
+
+def test_an_updates_failures_are_spooled_by_its_own_stage(spark: Any, tmp_path: Path) -> None:
+    """The UpdateSQL's stage spools the events whose statement failed (task_spool.InStage): the
+    reference's rows, dead letters and balances, and no spooling stage after the statements'. One
+    store file, made anew for each engine: the dead letters' reasons name it."""
+    graph = compile_text(CHARGES)
+    files = _files(30, 3)
+    db = tmp_path / "crm.sqlite3"
+    stores = bind_stores(graph, {"crm": _accounts(db)})
+    ref = run_reference(
+        graph, tmp_path / "ref", prepare(tmp_path / "all", {"calls": files}), ["per_caller"], stores
+    )
+    balances = "SELECT idcaller, amount FROM accounts ORDER BY idcaller"
+    with sqlite3.connect(db) as conn:
+        ref_balances = conn.execute(balances).fetchall()
+    conn.close()
+    db.unlink()
+    _accounts(db)
+    deployment = SparkDeployment(
+        spark,
+        graph,
+        prepare(tmp_path / "spark-in", {"calls": files}),
+        {"per_caller": f"file:{tmp_path / 'spark-out'}"},
+        str(tmp_path / "ck"),
+        dead_letter=f"file:{tmp_path / 'spark-dead'}",
+        stores=stores,
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    stats = deployment.run(out=io.StringIO())
+    assert physical(query_plans(deployment)["cep:sink:per_caller"]).count("MapInArrow") == 1
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", ["per_caller"])
+    assert_same(ref, spk, "per_caller", min_rows=5)
+    assert {d["node"] for d in ref.dead} == {"n2"} and len(ref.dead) > 5
+    assert stats.dead_lettered == len(ref.dead)
+    assert_same_dead_letters(ref, spk)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(balances).fetchall() == ref_balances
+    conn.close()

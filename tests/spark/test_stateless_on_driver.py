@@ -11,7 +11,6 @@ checkpoint whose queries spooled the failures resumes with the new layout and wr
 
 from __future__ import annotations
 
-import contextlib
 import io
 from collections import Counter
 from pathlib import Path
@@ -24,7 +23,9 @@ from spark_helpers import (
     call_files,
     collect,
     compile_text,
+    physical,
     prepare,
+    query_plans,
     sqlite_rows,
     sqlite_store,
     write_files,
@@ -89,20 +90,6 @@ def _into_tables(graph: g.Graph) -> list[str]:
     return [n.inputs[0].node for n in graph.nodes if isinstance(n, g.Materialize)]
 
 
-def _plans(deployment: SparkDeployment) -> dict[str, str]:
-    """Each query's plans, as `StreamingQuery.explain` prints them."""
-    plans = {}
-    for query in deployment.queries:
-        with contextlib.redirect_stdout(io.StringIO()) as out:
-            query.explain(extended=True)
-        plans[query.name] = out.getvalue()
-    return plans
-
-
-def _physical(explained: str) -> str:
-    return explained.split("== Physical Plan ==", 1)[1]
-
-
 def _run(
     spark: Any, graph: g.Graph, tmp: Path, sources: dict[str, str], url: str, sinks: list[str]
 ) -> tuple[Any, dict[str, str]]:
@@ -118,7 +105,7 @@ def _run(
         until_idle=True,
         max_files_per_trigger=1,
     )
-    return deployment.run(out=io.StringIO()), _plans(deployment)
+    return deployment.run(out=io.StringIO()), query_plans(deployment)
 
 
 def _tables(url: str) -> dict[str, list[Any]]:
@@ -146,7 +133,7 @@ def test_the_runs_write_the_references_rows_dead_letters_and_counts_once(
     spooled = tmp_path / "ck" / "spool" / f"stateless-{graph.streams['ratio'].node}"
     assert spooled.exists() == earlier
     if sinks == SINKS:
-        assert ("MapInArrow" in _physical(plans["cep:sink:per_call"])) == earlier
+        assert ("MapInArrow" in physical(plans["cep:sink:per_call"])) == earlier
     write_files(tmp_path / "in" / "calls", files[3:])
     then, plans = _run(spark, graph, tmp_path, sources, url, sinks)
     assert not spooled.exists()
@@ -177,4 +164,4 @@ def test_the_runs_write_the_references_rows_dead_letters_and_counts_once(
         analyzed = plans[name].split("== Analyzed Logical Plan ==\n", 1)[1].splitlines()[0]
         assert SPLIT_EVENT in analyzed, analyzed
         # no Python stage after the source's reader: the steps' failures are split on the driver
-        assert "MapInArrow" not in _physical(plans[name]), plans[name]
+        assert "MapInArrow" not in physical(plans[name]), plans[name]

@@ -47,6 +47,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from deployer.spark import faults
 from deployer.spark.datastores.store_calls import bound, deployment_of, worker_stores
 from deployer.spark.streams.arrow_batches import coalesced
+from deployer.spark.streams.task_spool import InStage
 from deployer.spark.translate.columns import carried, col_name, spark_type, struct_of
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph
@@ -54,7 +55,7 @@ from operators import graph as g
 from operators.analysis import vouched_results
 from operators.results import TypeChanged, Vouched, result_columns
 from stores import ledger
-from stores.api import ReadColumns
+from stores.api import ReadColumns, UpdateResult
 from stores.errors import NUL_IN_TEXT, StoreSchemaError
 
 _STORES: dict[int, Any] = {}
@@ -109,6 +110,9 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
     live = sg.live(g.Port(node.id))
     keep = [i for i in range(width) if live is None or i in live]
     fields = carried(list(struct_of(node.schema).fields), df)
+    spool = sg.spooled_in_stage(node, READ_ERR, width)
+    if spool is not None:  # the read's own stage spools its failures: one Python stage, not two
+        return _read(sg, node, df, list(range(width)), fields, spool)
     whole = _read(sg, node, df, list(range(width)), fields)
     err = F.col(READ_ERR)
     ok = sg.split_errors(node, whole, [(err.isNotNull(), err)], width, drops=(READ_ERR,))
@@ -125,11 +129,17 @@ def read_sql(sg: SparkGraph, node: g.ReadSQL) -> DataFrame:
 
 
 def _read(
-    sg: SparkGraph, node: g.ReadSQL, df: DataFrame, keep: list[int], fields: list[T.StructField]
+    sg: SparkGraph,
+    node: g.ReadSQL,
+    df: DataFrame,
+    keep: list[int],
+    fields: list[T.StructField],
+    spool: InStage | None = None,
 ) -> DataFrame:
     """The read of `df`'s events (of `_with_args`) with the event fields in `keep`: each result row
     is those fields, the result values, SEQ and READ_ERR (one row of NULL results per event to
-    dead-letter, with the reason)."""
+    dead-letter, with the reason); with `spool`, the rows with a reason are spooled by the stage
+    and the others go on without READ_ERR."""
     config = bound(sg)
     width = len(node.input_schema)
     out_fields = [
@@ -154,6 +164,7 @@ def _read(
         # Vectorised around the one store call per batch: the event's own columns are gathered
         # with Arrow `take` (one index per result row); only the result values pass through Python.
         stores = worker_stores(config)
+        split = spool.splitter() if spool is not None else None
         for batch in coalesced(batches, chunk):
             columns = [_pylist(batch.column(f"__p{i}")) for i in range(n_args)]
             before = stores.cache_stats().get(query.name, {}) if counters else {}
@@ -162,10 +173,12 @@ def _read(
                 after = stores.cache_stats().get(query.name, {})
                 for acc, what in zip(counters, ("hits", "misses", "loads"), strict=True):
                     acc.add(after.get(what, 0) - before.get(what, 0))
-            yield _read_rows(node, batch.select([*event_cols, SEQ]), found, arrow_schema, vouched)
+            rows = _read_rows(node, batch.select([*event_cols, SEQ]), found, arrow_schema, vouched)
+            yield rows if split is None else split(rows)
 
+    declared = out_fields if spool is None else out_fields[:-1]  # READ_ERR last
     return df.select(*event_cols, SEQ, *[f"__p{i}" for i in range(n_args)]).mapInArrow(
-        run, T.StructType(out_fields)
+        run, T.StructType(declared)
     )
 
 
@@ -229,6 +242,23 @@ def _cache_counters(sg: SparkGraph, df: DataFrame, query: g.SqlQuery) -> tuple[A
     return sg.cache_counters[query.name]
 
 
+def _updated_rows(
+    events: pa.RecordBatch, result: UpdateResult, with_count: bool, schema: pa.Schema
+) -> pa.RecordBatch:
+    """The output of one batch of statements: each event's columns (and SEQ, last in `events`), its
+    affected-row count when the statement names one, and SQL_ERR (why it failed, or NULL)."""
+    width = events.num_columns - 1
+    arrays = [events.column(i) for i in range(width)]
+    if with_count:
+        arrays.append(pa.array(result.counts, type=schema.field(width).type))
+    arrays.append(events.column(width))
+    arrays.append(pa.array(result.errors, type=pa.string()))
+    return pa.RecordBatch.from_arrays(
+        [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema, strict=True)],
+        schema=schema,
+    )
+
+
 def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     config = bound(sg)
     df, width = _with_args(sg, node)
@@ -237,10 +267,12 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
         T.StructField(SEQ, T.StringType()),
         T.StructField(SQL_ERR, T.StringType()),
     ]
-    out = T.StructType(out_fields)
     arrow_schema = pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in out_fields]
     )
+    # the stage spools its failed events itself when its query's tasks write them (as a read's)
+    spool = sg.spooled_in_stage(node, SQL_ERR, width)
+    out = T.StructType(out_fields if spool is None else out_fields[:-1])  # SQL_ERR last
     n_args = len(node.args)
     query = node.query
     with_count = node.count_field is not None
@@ -261,6 +293,7 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
         # Column-wise: only the parameters and the event ids pass through Python; the events'
         # own columns are reordered with Arrow `take`.
         stores = worker_stores(config)
+        split = spool.splitter() if spool is not None else None
         event_cols = [col_name(i) for i in range(width)]
         for batch in coalesced(batches, sys.maxsize):
             if batch.num_rows == 0:
@@ -274,21 +307,12 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
             result = stores.update(query, params, event_ids=ids, scope=scope)
             if fault is not None:
                 fault()
-            events = events.select([*event_cols, SEQ])
-            arrays = [events.column(i) for i in range(width)]
-            if with_count:
-                arrays.append(pa.array(result.counts, type=arrow_schema.field(width).type))
-            arrays.append(events.column(width))
-            arrays.append(pa.array(result.errors, type=pa.string()))
-            yield pa.RecordBatch.from_arrays(
-                [
-                    a.cast(f.type) if a.type != f.type else a
-                    for a, f in zip(arrays, arrow_schema, strict=True)
-                ],
-                schema=arrow_schema,
-            )
+            rows = _updated_rows(events.select([*event_cols, SEQ]), result, with_count, arrow_schema)
+            yield rows if split is None else split(rows)
 
     done = df.mapInArrow(run, out)
+    if spool is not None:
+        return done
     # Failed events go to a dead letter, with the input event; the others go on.
     err = F.col(SQL_ERR)
     return sg.split_errors(node, done, [(err.isNotNull(), err)], width, drops=(SQL_ERR,))

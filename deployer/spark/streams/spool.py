@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 
 from deployer.spark.streams.dead_letters import write_dead_letters
 from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS
-from deployer.spark.streams.task_spool import EVENT, ORDER, spool_failed, task_of, writes_for
+from deployer.spark.streams.task_spool import EVENT, ORDER, InStage, spool_failed, task_of, writes_for
 
 if TYPE_CHECKING:  # not at run time: a task that spools imports this module, and no sink
     from deployer.spark.streams.sinks import Writer
@@ -81,6 +81,11 @@ class Spool:
             _spooler(where, err, [f.name for f in fields], fixed),
             T.StructType(fields),
         )
+
+    def in_stage(self, label: str, err: str, event: tuple[str, ...], fixed: dict[str, Any]) -> InStage:
+        """What a Python stage that finds the failures of `label` needs to spool them itself
+        (`InStage`): written and gathered as those `__call__` spools, with nothing after it."""
+        return InStage(str(self.root / label), self.owner.get(label), err, event, fixed)
 
     def late(
         self, label: str, rows: DataFrame, released: T.StructType, ts: str, fixed: dict[str, Any]

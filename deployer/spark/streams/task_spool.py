@@ -7,10 +7,14 @@ Standard library, pyarrow and the task's context only: a source's reader imports
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 
 from deployer.spark.streams.dead_letters import arrow_letters, write_lines
@@ -69,3 +73,40 @@ def file_name(batch: pa.RecordBatch, failed: pa.Array, lines: list[str], part: i
     digest = hashlib.sha256("\n".join([*keys, *lines]).encode()).hexdigest()[:24]
     # the key as hex (its text may hold any character), which sorts as the text does, cut short
     return f"part-{keys[0].encode()[:60].hex()}-{digest}.jsonl"
+
+
+@dataclass(frozen=True)
+class InStage:
+    """A failure point whose failed rows the Python stage that finds them spools itself (a data store
+    call's: deployer.spark.datastores.sql), where `SparkGraph.split_errors` adds a stage of its own
+    after it (spool.py `_spooler`), a Python worker per task more in every micro-batch. The same
+    rows make the same dead letters in the same files (named by their order keys: `file_name`), so
+    a checkpoint of either layout resumes with the other."""
+
+    directory: str  # the failure point's spool directory
+    owner: str | None  # the query that writes its dead letters (`writes_for`)
+    err: str  # the column of the reason, NULL in the rows that did not fail
+    event: tuple[str, ...]  # the failed event's columns, as its dead letter's `_0`, `_1`, ...
+    fixed: dict[str, Any]  # stage, stream, node, line
+
+    def splitter(self) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+        """In a task: each Arrow batch's rows that did not fail, without `err`, the others spooled."""
+        batch_id, part = task_of()
+        writes = writes_for(self.owner)
+        numbers = itertools.count()
+        names = [f"_{i}" for i in range(len(self.event))]
+
+        def split(batch: pa.RecordBatch) -> pa.RecordBatch:
+            k = next(numbers)
+            failed = pc.is_valid(batch.column(self.err))
+            if pc.any(failed).as_py():
+                if writes:
+                    event = pa.StructArray.from_arrays([batch.column(c) for c in self.event], names=names)
+                    whole = batch.append_column(EVENT, event)
+                    spool_failed(
+                        Path(self.directory) / batch_id, whole, failed, self.err, self.fixed, [], part, k
+                    )
+                batch = batch.filter(pc.invert(failed))
+            return batch.drop_columns([self.err])
+
+        return split

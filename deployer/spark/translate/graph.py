@@ -273,6 +273,22 @@ class SparkGraph:
         )
         return df.observe(failures, counted), failures
 
+    def spooled_in_stage(self, node: g.Node, err: str, width: int) -> Any:
+        """How the Python stage that finds `node`'s failures (a data store call's: the reason in the
+        column `err`, the event in the first `width` columns) spools them itself, when its query's
+        tasks write them: registered as `split_errors` registers a spooled failure point, so that
+        no spooling stage follows: a `streams.task_spool.InStage` (typed as `spool` is: the
+        translation does not import the streams). None when they go another way: then call
+        `split_errors`."""
+        label = self._spooled(node, stateless := self._stateless(node, False))
+        if label is None or node.id in self.marked:
+            return None
+        self.dead_letters.append(
+            DeadLetter(node.id, node.line, None, node.op, None, stateless, spooled=label)
+        )
+        fixed = {"stage": node.op, "stream": None, "node": node.id, "line": node.line}
+        return self.spool.in_stage(label, err, tuple(col_name(i) for i in range(width)), fixed)
+
     def _stateless(self, node: g.Node, on_input: bool) -> bool:
         """operators.analysis.stateless_upstream, once per node: the shared query's batch plans
         split every micro-batch (`memo`)."""
