@@ -31,7 +31,7 @@ from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_fr
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
 from deployer.spark.streams.sources import counted, events_of, rejects, released
-from deployer.spark.translate.graph import ERR, SPLIT_EVENT, DeadLetter, SparkGraph, Split
+from deployer.spark.translate.graph import ERR, SPLIT_EVENT, DeadLetter, SparkGraph, Split, with_failed_event
 from operators import graph as g
 from operators.analysis import ancestors
 
@@ -178,8 +178,7 @@ def _split_on_driver(
     against 75-95 ms (the same way)."""
     dl, cut = split
     over = SparkGraph(sg.graph, {}, sg.handlers, sg.stores_config, memo={}, carried=(ERR, SPLIT_EVENT))
-    marked = cut.whole.withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), cut.event))
-    over.ports[g.Port(dl.node)] = cut.through(marked)
+    over.ports[g.Port(dl.node)] = cut.through(with_failed_event(cut.whole, cut.event))
     return collected[0](over.port(port)), _split_writer(collected[1], dead, where(dl))
 
 

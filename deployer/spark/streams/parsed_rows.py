@@ -8,7 +8,7 @@ spooled by that stage as it parses them (`spooling`), for the query that writes 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None
             event = pa.StructArray.from_arrays(given, names=spooled["values"])
             folder = Path(late[0]) / batch_id
             spool_failed(
-                folder, rows.append_column(EVENT, event), is_late, LATE, spooled["late_fixed"], [], part, k
+                folder, rows.append_column(EVENT, event), is_late, LATE, spooled["late_fixed"], part, k
             )
     rejected = pc.is_valid(rows.column(REASON))
     untimed = pa.array(np.zeros(rows.num_rows, dtype=bool))
@@ -111,7 +111,7 @@ def spool_rejects(rows: pa.RecordBatch, spooled: dict[str, Any], k: int) -> None
     per_row = ["stage", "record", "source", "node", "line"]
     batch_id, part = task_of()
     folder = Path(spooled["input"][0]) / batch_id
-    spool_failed(folder, dead, failed, _REJECTED, spooled["fixed"], per_row, part, k)
+    spool_failed(folder, dead, failed, _REJECTED, spooled["fixed"], part, k, per_row)
 
 
 _REJECTED = "__rejected"  # `spool_rejects`' reason a row is a dead letter
@@ -131,23 +131,42 @@ def end_batch(arrow: pa.Schema) -> pa.RecordBatch:
     )
 
 
+class RowsBuilder:
+    """The columns of a batch of parsed rows (`parsed_schema`'s, as `arrow`), built a record at a
+    time: by `records_batch` and by a Redis stream's parsing stage (redis_source)."""
+
+    def __init__(self, arrow: pa.Schema) -> None:
+        self.arrow = arrow
+        self.width = len(arrow) - 5  # the event's values, then SEQ, REASON, RAW, ORIGIN and END
+        self.cols: list[list[Any]] = [[] for _ in arrow]
+
+    def record(self, values: Sequence[Any], seq: str, reason: str | None, text: str, origin: str) -> None:
+        """A record converted to `values`, or rejected for `reason` (then its text and origin kept)."""
+        for i, v in enumerate(values):
+            self.cols[i].append(v)
+        tail = (seq, reason, text if reason else None, origin if reason else None, None)
+        for i, v in enumerate(tail, start=self.width):
+            self.cols[i].append(v)
+
+    def end(self) -> None:
+        """The end-of-input row: END true, every other column NULL."""
+        for i, c in enumerate(self.cols):
+            c.append(True if i == self.width + 4 else None)
+
+    def batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(self.cols, self.arrow, strict=True)], schema=self.arrow
+        )
+
+
 def records_batch(records: Iterator[Any], position: int, schema: Schema, arrow: pa.Schema) -> pa.RecordBatch:
     """The rows of one file (or of one trigger's ticks, deployer.spark.streams.trigger_source): each
     record converted, or rejected with its reason; `position` orders them after earlier batches."""
-    width = len(schema)
-    cols: list[list[Any]] = [[] for _ in arrow]
+    rows = RowsBuilder(arrow)
     for n, rec in enumerate(records):
         values, reason = converted(rec, schema)
-        for i, v in enumerate(values):
-            cols[i].append(v)
-        cols[width].append(f"{position:012d}\x00{n:012d}")  # arrival order: file, then record
-        cols[width + 1].append(reason)
-        cols[width + 2].append(rec.text if reason else None)
-        cols[width + 3].append(rec.source if reason else None)
-        cols[width + 4].append(None)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, type=f.type) for c, f in zip(cols, arrow, strict=True)], schema=arrow
-    )
+        rows.record(values, f"{position:012d}\x00{n:012d}", reason, rec.text, rec.source)  # file, then record
+    return rows.batch()
 
 
 def spool_options(spooled: dict[str, Any] | None) -> dict[str, str]:

@@ -38,7 +38,7 @@ from deployer.connectors.redis_stream import (
     previous_id,
     seq_of,
 )
-from deployer.spark.streams.parsed_rows import arrow_schema, parsed_schema, spooling
+from deployer.spark.streams.parsed_rows import RowsBuilder, arrow_schema, parsed_schema, spooling
 from deployer.spark.streams.sources import reader_spool, split
 from operators import graph as g
 from operators.datatypes import Schema
@@ -259,34 +259,23 @@ def _parser(key: str, shown: str, schema: Schema, spooled: dict[str, Any] | None
     """The stage that parses a Redis stream's entries into its parsed rows, and, given `spooled`
     (sources.reader_spool), spools its rejected records as it parses them (parsed_rows.spooling)."""
     arrow = arrow_schema(schema)
-    width = len(schema)
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from spooling(rows_of(batches), spooled)
 
     def rows_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            cols: list[list[Any]] = [[] for _ in arrow]
+            rows = RowsBuilder(arrow)
             for entry_id, text in zip(
                 batch.column("id").to_pylist(), batch.column("value").to_pylist(), strict=True
             ):
                 if entry_id is None:  # the end-of-input row
-                    for i, c in enumerate(cols):
-                        c.append(True if i == width + 4 else None)
+                    rows.end()
                     continue
                 origin = f"{shown} entry {entry_id}"
                 values, reason = convert_record(text, origin, schema)
-                for i, v in enumerate(values):
-                    cols[i].append(v)
-                cols[width].append(seq_of(key, entry_id))
-                cols[width + 1].append(reason)
-                cols[width + 2].append(text if reason else None)
-                cols[width + 3].append(origin if reason else None)
-                cols[width + 4].append(None)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(cols, arrow, strict=True)],
-                schema=arrow,
-            )
+                rows.record(values, seq_of(key, entry_id), reason, text, origin)
+            yield rows.batch()
 
     return parse
 

@@ -167,7 +167,7 @@ def _spooler(
             failed = pc.is_valid(batch.column(err))
             if pc.any(failed).as_py():
                 if writes:
-                    spool_failed(Path(directory) / batch_id, batch, failed, err, fixed, [], part, k)
+                    spool_failed(Path(directory) / batch_id, batch, failed, err, fixed, part, k)
                 batch = batch.filter(pc.invert(failed))
             yield batch.select(names)
 
@@ -205,7 +205,6 @@ def _late_spooler(
                             late,
                             LATE,
                             fixed,
-                            [],
                             part,
                             k,
                         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,12 +48,13 @@ def spool_failed(
     failed: pa.Array,
     err: str,
     fixed: dict[str, Any],
-    per_row: list[str],
     part: int,
     k: int,
+    per_row: Sequence[str] = (),
 ) -> None:
-    """The dead letters of `batch`'s `failed` rows (their reason in `err`, their event in `EVENT`)
-    into the spool's `folder` of a micro-batch."""
+    """The dead letters of `batch`'s `failed` rows (their reason in `err`, their event in `EVENT`;
+    `fixed` fields, and those of `per_row` taken from the row's own columns: a source's rejected
+    records) into the spool's `folder` of a micro-batch, from task `part`'s Arrow batch `k`."""
     lines = arrow_letters(batch.filter(failed), err, EVENT, fixed, per_row)
     # One task's lines, whole or not at all: a task attempt run again rewrites its file.
     write_lines(folder / file_name(batch, failed, lines, part, k), lines)
@@ -104,7 +105,7 @@ class InStage:
                     event = pa.StructArray.from_arrays([batch.column(c) for c in self.event], names=names)
                     whole = batch.append_column(EVENT, event)
                     spool_failed(
-                        Path(self.directory) / batch_id, whole, failed, self.err, self.fixed, [], part, k
+                        Path(self.directory) / batch_id, whole, failed, self.err, self.fixed, part, k
                     )
                 batch = batch.filter(pc.invert(failed))
             return batch.drop_columns([self.err])

@@ -319,7 +319,14 @@ def _then(then: Callable[[DataFrame], DataFrame] | None, rows: DataFrame) -> Dat
 def _marked(df: DataFrame, err: Column, payload: Column) -> DataFrame:
     """Every row of `df` with its error (NULL unless it failed) and its failed event beside it, for a
     query that splits them on the driver (SparkGraph.marked)."""
-    return df.withColumn(ERR, err).withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), payload))
+    return with_failed_event(df.withColumn(ERR, err), payload)
+
+
+def with_failed_event(df: DataFrame, payload: Column) -> DataFrame:
+    """`df`, whose rows have their error in ERR, with the failed rows' event (`payload`) in SPLIT_EVENT:
+    what a query that splits them on the driver makes dead letters of (a stateless step's, `_marked`;
+    a data store call's, deployer.spark.run.failures)."""
+    return df.withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), payload))
 
 
 def _dropping(columns: tuple[str, ...]) -> Callable[[DataFrame], DataFrame]:
