@@ -12,7 +12,6 @@ it resumes as it was.
 from __future__ import annotations
 
 import io
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ from spark_helpers import (
     prepare,
     query_plans,
     run_reference,
+    sqlite_rows,
+    sqlite_store,
 )
 
 from deployer.runner import bind_stores
@@ -60,12 +61,11 @@ SOURCES = {"calls": "file:x"}
 
 
 def _store(path: Path) -> str:
-    with sqlite3.connect(path) as db:
-        db.executescript(
-            "CREATE TABLE plans (idcaller integer, idplan integer, fee double precision);"
-            "INSERT INTO plans VALUES (1, 10, 2.5), (2, 20, 1.0), (3, 30, 3.0), (4, 40, 4.0);"
-        )
-    return f"sqlite:///{path}"
+    return sqlite_store(
+        path,
+        "CREATE TABLE plans (idcaller integer, idplan integer, fee double precision);"
+        "INSERT INTO plans VALUES (1, 10, 2.5), (2, 20, 1.0), (3, 30, 3.0), (4, 40, 4.0);",
+    )
 
 
 def _files(n: int, parts: int, start: int = 0) -> list[list[dict[str, Any]]]:
@@ -223,12 +223,11 @@ INSERT INTO per_caller SELECT idcaller, count(*) AS c, sum(n) AS n
 
 
 def _accounts(path: Path) -> str:
-    with sqlite3.connect(path) as db:
-        db.executescript(
-            "CREATE TABLE accounts (idcaller integer PRIMARY KEY, amount integer CHECK (amount >= 0));"
-            "INSERT INTO accounts VALUES (0, 30), (1, 30), (2, 30), (3, 30), (4, 30);"
-        )
-    return f"sqlite:///{path}"
+    return sqlite_store(
+        path,
+        "CREATE TABLE accounts (idcaller integer PRIMARY KEY, amount integer CHECK (amount >= 0));"
+        "INSERT INTO accounts VALUES (0, 30), (1, 30), (2, 30), (3, 30), (4, 30);",
+    )
 
 
 def test_an_updates_failures_are_spooled_by_its_own_stage(spark: Any, tmp_path: Path) -> None:
@@ -243,9 +242,7 @@ def test_an_updates_failures_are_spooled_by_its_own_stage(spark: Any, tmp_path: 
         graph, tmp_path / "ref", prepare(tmp_path / "all", {"calls": files}), ["per_caller"], stores
     )
     balances = "SELECT idcaller, amount FROM accounts ORDER BY idcaller"
-    with sqlite3.connect(db) as conn:
-        ref_balances = conn.execute(balances).fetchall()
-    conn.close()
+    ref_balances = sqlite_rows(f"sqlite:///{db}", balances)
     db.unlink()
     _accounts(db)
     deployment = SparkDeployment(
@@ -266,6 +263,4 @@ def test_an_updates_failures_are_spooled_by_its_own_stage(spark: Any, tmp_path: 
     assert {d["node"] for d in ref.dead} == {"n2"} and len(ref.dead) > 5
     assert stats.dead_lettered == len(ref.dead)
     assert_same_dead_letters(ref, spk)
-    with sqlite3.connect(db) as conn:
-        assert conn.execute(balances).fetchall() == ref_balances
-    conn.close()
+    assert sqlite_rows(f"sqlite:///{db}", balances) == ref_balances
