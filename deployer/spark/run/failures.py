@@ -26,12 +26,20 @@ from pyspark.sql import functions as F
 from deployer.spark.datastores.materialize import TableOutput
 from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
-from deployer.spark.run.shared import batch_plans, observed, split_collected, stem, unstem, where_failed
+from deployer.spark.run.shared import batch_plans, observed, split_collected, stem, unstem
 from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_frame
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
 from deployer.spark.streams.sources import counted, events_of, rejects, released
-from deployer.spark.translate.graph import ERR, SPLIT_EVENT, DeadLetter, SparkGraph, Split, with_failed_event
+from deployer.spark.translate.columns import where_failed
+from deployer.spark.translate.graph import (
+    ERR,
+    SPLIT_EVENT,
+    DeadLetter,
+    SparkGraph,
+    Split,
+    with_failed_event,
+)
 from operators import graph as g
 from operators.analysis import ancestors
 

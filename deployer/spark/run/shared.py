@@ -32,6 +32,7 @@ from deployer.spark.run.driver_split import split_steps
 from deployer.spark.streams.dead_letters import DeadLetterWriter, arrow_letters
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
+from deployer.spark.translate.columns import where_failed
 from deployer.spark.translate.graph import ERR, SPLIT_EVENT, SparkGraph
 from operators import graph as g
 from stores.bindings import StoreBindings
@@ -175,11 +176,6 @@ def driver_splits(
     return {s: DriverSplit(n, dead(f"stateless-{n}"), where_failed(graph.node(n))) for s, n in steps}
 
 
-def where_failed(node: g.Node) -> dict[str, Any]:
-    """What the dead letters of a stateless step's failed rows say of where they failed."""
-    return {"stage": node.op, "stream": None, "node": node.id, "line": node.line}
-
-
 def split_collected(data: pa.Table, fixed: dict[str, Any]) -> tuple[pa.Table, list[str]]:
     """A batch collected with its rows' errors and failed events (ERR, SPLIT_EVENT): the rows that
     did not fail, without those columns, and the dead letters of those that did (`fixed`: their
@@ -211,18 +207,19 @@ def shared_writer(
     MultiFilter"). The rows out are what the writers say they wrote. An Observation per sink counted
     them before, at the cost of a DataFrame to analyse and a metric to collect per sink and
     micro-batch."""
+    cuts = split or {}
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
             sg = plan(unstem(batch, inputs))
             sg.observations = {}  # the Filters count in Observations: batch DataFrames report no progress
-            together, names = collected_together(sg, graph, writers, split or {})
+            together, names = collected_together(sg, graph, writers, cuts)
             table = together.toArrow()
             out = 0
             for k, (stream, sink) in enumerate(writers.items()):
                 rows = apart(table, k, names[k])
-                cut = (split or {}).get(stream)
+                cut = cuts.get(stream)
                 if cut is None:
                     out += sink.write(rows, batch_id)
                     continue

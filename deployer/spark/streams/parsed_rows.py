@@ -124,11 +124,11 @@ def arrow_schema(schema: Schema) -> pa.Schema:
 
 
 def end_batch(arrow: pa.Schema) -> pa.RecordBatch:
-    """The end-of-input row, which tells the Sequencer that the stream is over (file_source's module
-    docstring)."""
-    return pa.RecordBatch.from_arrays(
-        [pa.nulls(1, f.type) if f.name != END else pa.array([True]) for f in arrow], schema=arrow
-    )
+    """The end-of-input row alone, which tells the Sequencer that the stream is over (file_source's
+    module docstring)."""
+    rows = RowsBuilder(arrow)
+    rows.end()
+    return rows.batch()
 
 
 class RowsBuilder:
@@ -137,7 +137,8 @@ class RowsBuilder:
 
     def __init__(self, arrow: pa.Schema) -> None:
         self.arrow = arrow
-        self.width = len(arrow) - 5  # the event's values, then SEQ, REASON, RAW, ORIGIN and END
+        self.width = arrow.get_field_index(SEQ)  # the event's values, then SEQ, REASON, RAW, ORIGIN, END
+        self.end_at = arrow.get_field_index(END)
         self.cols: list[list[Any]] = [[] for _ in arrow]
 
     def record(self, values: Sequence[Any], seq: str, reason: str | None, text: str, origin: str) -> None:
@@ -151,7 +152,7 @@ class RowsBuilder:
     def end(self) -> None:
         """The end-of-input row: END true, every other column NULL."""
         for i, c in enumerate(self.cols):
-            c.append(True if i == self.width + 4 else None)
+            c.append(True if i == self.end_at else None)
 
     def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(

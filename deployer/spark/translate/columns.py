@@ -9,10 +9,13 @@ event with the same reason.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from operators import graph as g
 from operators.datatypes import DataType, Schema
 
 
@@ -147,3 +150,9 @@ def carried(fields: list[T.StructField], df: DataFrame) -> list[T.StructField]:
     return [
         T.StructField(f.name, f.dataType, f.nullable, meta[f.name]) if f.name in meta else f for f in fields
     ]
+
+
+def where_failed(node: g.Node) -> dict[str, Any]:
+    """What the dead letters of `node`'s failed rows say of where: stage, stream (a source's), node, line."""
+    stream = node.stream if isinstance(node, g.Source) else None
+    return {"stage": node.op, "stream": stream, "node": node.id, "line": node.line}

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from deployer import settings
 from deployer.spark.metrics import FILTERED_METRIC
-from deployer.spark.translate.columns import Message, col_name, error_column, spark_type
+from deployer.spark.translate.columns import Message, col_name, error_column, spark_type, where_failed
 from deployer.spark.translate.expr import ExprCompiler
 from operators import expr as ir
 from operators import graph as g
@@ -237,12 +237,8 @@ class SparkGraph:
             return _then(then, _marked(df, err, payload))
         stream = node.stream if isinstance(node, g.Source) else None
         if label is not None:
-            where = {"stage": node.op, "stream": stream, "node": node.id, "line": node.line}
-            spooled = self.spool(label, df.withColumn(ERR, err), ERR, payload, where)
-            self.dead_letters.append(  # its failures are never a frame: its tasks write them
-                DeadLetter(node.id, node.line, None, node.op, stream, stateless, spooled=label)
-            )
-            return _then(then, spooled)
+            where = self._spooling(node, stateless, label)
+            return _then(then, self.spool(label, df.withColumn(ERR, err), ERR, payload, where))
         ok = self._ok(node, on_input, errors)
         df, failures = self._counted(node, on_input, df, ok)
         rows = _then(then, df.filter(ok))
@@ -283,11 +279,15 @@ class SparkGraph:
         label = self._spooled(node, stateless := self._stateless(node, False))
         if label is None or node.id in self.marked:
             return None
-        self.dead_letters.append(
-            DeadLetter(node.id, node.line, None, node.op, None, stateless, spooled=label)
-        )
-        fixed = {"stage": node.op, "stream": None, "node": node.id, "line": node.line}
-        return self.spool.in_stage(label, err, tuple(col_name(i) for i in range(width)), fixed)
+        where = self._spooling(node, stateless, label)
+        return self.spool.in_stage(label, err, tuple(col_name(i) for i in range(width)), where)
+
+    def _spooling(self, node: g.Node, stateless: bool, label: str) -> dict[str, Any]:
+        """`node`'s failure point `label` registered as its query's tasks spool it; `where_failed`."""
+        where = where_failed(node)
+        dl = DeadLetter(node.id, node.line, None, node.op, where["stream"], stateless, spooled=label)
+        self.dead_letters.append(dl)
+        return where
 
     def _stateless(self, node: g.Node, on_input: bool) -> bool:
         """operators.analysis.stateless_upstream, once per node: the shared query's batch plans
