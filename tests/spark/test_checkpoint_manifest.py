@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cpl.compiler import compile_script
+from deployer.spark.run import held, layout
 from deployer.spark.run.checkpoint import (
     FORMAT,
     LOCK,
@@ -369,3 +370,46 @@ def test_the_streams_sequenced_together_must_not_change(tmp_path: Path) -> None:
     assert "written by an earlier version of cep (format 3), which sequenced the streams of a merge" in why
     open_(old)
     assert json.loads((old / MANIFEST).read_text())["format"] == FORMAT
+
+
+WINDOWED = """
+CREATE STREAMSCHEMA calls WITH id integer, caller integer, duration integer, ts timestamp
+  TIMESTAMP BY ts WATERMARK 1 MINUTE;
+INSERT INTO hourly SELECT caller, window_start() AS hour, sum(duration) AS total
+  FROM calls WINDOW TIME SIZE 1 HOUR GROUP BY caller;
+"""
+# the same, with a second statement that reads `calls` where its order shows
+WITH_ALERTS = WINDOWED + "INSERT INTO alerts SELECT id, caller FROM calls WHERE duration > 3600;\n"
+
+
+def test_a_stream_left_unheld_must_not_come_to_need_its_sequencer(tmp_path: Path) -> None:
+    """`calls` reaches only a TIME window, so its queries pass no Sequencer (deployer.spark.run.held):
+    a script that reads it where its order shows would need one, which their state has not; the
+    other way round is allowed (the stream stays held)."""
+    sinks = {**SINKS, "alerts": "file:/data/alerts"}
+    d = tmp_path / "ck"
+    open_(d, WINDOWED)
+    assert layout.unheld_streams(d, held.unheld(graph(WINDOWED), SOURCES, SINKS)) == {"calls"}
+    (d / "sink_hourly" / "state").mkdir(parents=True)  # the window's query has kept state
+    why = refused(d, WITH_ALERTS, SOURCES, sinks)
+    assert "the events of stream 'calls' reached its TIME windows as they arrived" in why, why
+    with pytest.raises(CheckpointRefused, match="stream 'calls'"):
+        layout.unheld_streams(d, held.unheld(graph(WITH_ALERTS), SOURCES, sinks))
+    problems = incompatibilities(
+        graph(WINDOWED),
+        {"sources": SOURCES, "sinks": SINKS},
+        graph(WITH_ALERTS),
+        {"sources": SOURCES, "sinks": sinks},
+    )
+    assert any("stream 'calls'" in p for p in problems), problems
+    open_(d, WINDOWED)  # the same script resumes
+    # held before (a checkpoint with state and no record: an earlier layout's), unheld now: kept held
+    (d / held.RECORD).unlink()
+    open_(d, WINDOWED)
+    assert layout.unheld_streams(d, ["calls"]) == set()
+    assert not incompatibilities(
+        graph(WITH_ALERTS),
+        {"sources": SOURCES, "sinks": sinks},
+        graph(WINDOWED),
+        {"sources": SOURCES, "sinks": SINKS},
+    )

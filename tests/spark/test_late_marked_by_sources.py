@@ -114,7 +114,7 @@ def test_each_partition_starts_from_the_largest_event_time_before_it(tmp_path: P
     directory = Path(prepare(tmp_path, {"calls": _files(MANY)})["calls"][len("file:") :])
     (source,) = graph.sources()
     ts = source.schema.position("ts")
-    opts = files.options(directory, str(directory), tmp_path / "log", source.schema, None, (ts, "calls"))
+    opts = files.options(directory, str(directory), tmp_path / "log", source.schema, None, (ts, "calls", 0))
     planner = files.FileStreamReader(opts)
     start = planner.initialOffset()
     end = planner.latestOffset(start, ReadAllAvailable())

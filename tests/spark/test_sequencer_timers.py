@@ -31,8 +31,11 @@ SCRIPT = """
 CREATE STREAMSCHEMA calls WITH caller integer, n integer, ts timestamp TIMESTAMP BY ts WATERMARK 5 SECONDS;
 INSERT INTO per_caller SELECT caller, count(*) AS c, sum(n) AS s
   FROM calls WINDOW TIME SIZE 10 SECONDS GROUP BY caller;
+INSERT INTO big SELECT caller, n, ts FROM calls WHERE n >= 20;
 """
-SINKS = ["per_caller"]
+# `big` writes the stream's events in their order: its queries hold them back in a Sequencer (with
+# the window alone reading it, the stream would pass none: deployer.spark.run.held)
+SINKS = ["per_caller", "big"]
 MARK = "sequencers-without-timers"
 
 
@@ -62,6 +65,7 @@ def test_a_run_resumes_its_sequencers_in_the_mode_they_started(
     )
     assert len([d for d in ref.dead if d["stage"] == "late"]) == 3
     assert_same(ref, spk, "per_caller", min_rows=6)
+    assert_same(ref, spk, "big", min_rows=12, ordered=True)
     assert_same_dead_letters(ref, spk)
     if layout == "without timers":
         assert sequencer_modes(ck) == {"NoTime"}

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from deployer.spark.run import compat
+from deployer.spark.run import compat, held
 from deployer.spark.run.queries import SHARED_QUERY
 from operators import graph as g
 from stores.urls import redact_text
@@ -208,6 +208,7 @@ class CheckpointGuard:
         outputs = signatures(graph, sources, sinks)
         shared = compat.shared(graph, sinks)
         merges = compat.merges(graph, sources)
+        unheld = held.unheld(graph, sources, sinks)
         path = directory / MANIFEST
         shown_sources = {s: _shown_uri(u) for s, u in sorted(sources.items())}
         if directory.exists() and not directory.is_dir():
@@ -222,7 +223,7 @@ class CheckpointGuard:
                 manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
             else:
                 manifest = _read(path)
-                _check(directory, manifest, outputs, shared, merges)
+                _check(directory, manifest, outputs, shared, merges, unheld)
             manifest.update(format=FORMAT, sources=shown_sources, merges=merges, updated=_now())
             guard = cls(directory, manifest, outputs, shared)
             guard._write()
@@ -349,6 +350,7 @@ def _check(
     outputs: Mapping[str, Any],
     shared: list[str],
     merges: list[list[str]],
+    unheld: list[str],
 ) -> None:
     if manifest["format"] < 4 and merges:
         raise CheckpointRefused(
@@ -358,7 +360,7 @@ def _check(
         )
     before = {key: _tuples(sig) for key, sig in manifest["outputs"].items()}
     problems = compat.compare(before, outputs) + _writers(manifest, outputs, shared)
-    problems += compat.remerged(manifest.get("merges") or [], merges)
+    problems += compat.remerged(manifest.get("merges") or [], merges) + held.refusals(directory, unheld)
     if problems:
         raise CheckpointRefused(
             f"cannot resume from checkpoint {directory}: it was written by a different script or with "

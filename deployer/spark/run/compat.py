@@ -16,8 +16,10 @@ Node ids, line numbers and stateless operators (Map, Filter, MultiFilter, Union,
 are free to change: their effect on the checkpoint is nil, with one exception: the streams with event
 time that meet in a merge (a Union) pass the Sequencer together, each in a stage that reads all of
 them and keeps their state (deployer.spark.streams.merge_sequencer), in every query that reads one of them.
-So which streams are sequenced together must not change either (`remerged`). A new output starts with
-its own empty checkpoint; a removed one is simply no longer run.
+So which streams are sequenced together must not change either (`remerged`); nor may a stream that
+passes no Sequencer because only TIME windows read it (deployer.spark.run.held) come to need one
+(`held.reheld`). A new output starts with its own empty checkpoint; a removed one is simply no longer
+run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
+from deployer.spark.run import held
 from deployer.spark.run.queries import sequenced_merges, shared_sinks
 from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
@@ -166,7 +169,16 @@ def incompatibilities(
     merged = remerged(
         merges(old, old_bindings.get("sources", {})), merges(new, new_bindings.get("sources", {}))
     )
-    return compare(before, after) + regrouped(was, now, set(before) - set(was), set(after)) + merged
+    unheld = [
+        held.unheld(graph, b.get("sources", {}), b.get("sinks", {}))
+        for graph, b in [(old, old_bindings), (new, new_bindings)]
+    ]
+    return (
+        compare(before, after)
+        + regrouped(was, now, set(before) - set(was), set(after))
+        + merged
+        + held.reheld(*unheld)
+    )
 
 
 def merges(graph: g.Graph, sources: Mapping[str, str]) -> list[list[str]]:

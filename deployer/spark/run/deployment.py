@@ -1,12 +1,11 @@
 """Run a compiled graph on Spark Structured Streaming: one streaming query per output.
 
-Which queries a script becomes, and their names, is `deployer.spark.run.queries.plan_queries`: the
-requested sinks (two or more computed without state or data store share one query, which reads each
-input once for all of them: deployer.spark.run.shared), the tables, and the dead letters. Each query
-keeps its own checkpoint under `--checkpoint DIR`, named after its output, so a restart with the
-same DIR resumes every output where it stopped (a query's name must not change between runs of a
-deployment, or it starts over). With `until_idle` the queries run with the availableNow trigger, a
-few at a time (`max_concurrent`); the run ends when all have consumed their input."""
+Which queries a script becomes, and their names, is `deployer.spark.run.queries.plan_queries`: the requested
+sinks (two or more without state or data store share one query, which reads each input once for all of them:
+deployer.spark.run.shared), the tables, and the dead letters. Each query keeps its own checkpoint under
+`--checkpoint DIR`, named after its output, so a restart with the same DIR resumes every output where it
+stopped (a query's name must not change between runs, or it starts over). With `until_idle` they run with the
+availableNow trigger, a few at a time (`max_concurrent`); the run ends when all have read their input."""
 
 from __future__ import annotations
 
@@ -97,8 +96,9 @@ class SparkDeployment:
         kept = earlier_layout(self.checkpoint)
         self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept)
         self.spool = Spool(self.checkpoint / "spool", {q.name: q.spooled for q in self.plan if q.spooled})
-        inputs = read_inputs(spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool)
-        self.inputs = inputs
+        self.inputs = inputs = read_inputs(
+            spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool, self.sinks
+        )
         self.sg = SparkGraph(graph, inputs.frames, HANDLERS, stores, timed_sources=set(inputs.parsed))
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name

@@ -8,7 +8,7 @@ streams with event time pass the Sequencer: alone, or together with the streams 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from deployer.connectors.redis_stream import is_redis_stream_uri
+from deployer.spark.run import held
 from deployer.spark.run.checkpoint import arrival_log, trigger_start
-from deployer.spark.run.layout import late_marked_by_sources, sequencer_timers
+from deployer.spark.run.layout import late_marked_by_sources, sequencer_timers, unheld_streams
 from deployer.spark.run.queries import sequenced_merges
 from deployer.spark.run.watermarks import declares_watermarks
 from deployer.spark.streams.redis_source import redis_parsed
@@ -56,18 +57,23 @@ def read_inputs(
     checkpoint: Path,
     max_files_per_trigger: int | None = None,
     spool: Any = None,
+    sinks: Collection[str] = (),
 ) -> Inputs:
     """The events and dead letters of every source of `graph`; `uris`: stream → its bound URI.
     `spool` (deployer.spark.streams.spool.Spool): the sources whose rejected records and late
     events the tasks of the one query that reads them write (`input-<stream>`, `late-<stream>`
     among its labels); the others' are the dead-letters query's. The Sequencers keep Spark's event-time
-    timers on a checkpoint of the earlier layout that had them (deployer.spark.run.layout)."""
+    timers on a checkpoint of the earlier layout that had them (deployer.spark.run.layout). `sinks`:
+    the streams bound to sinks, where the order of a stream's events shows (deployer.spark.run.held)."""
     frames: dict[str, DataFrame] = {}
     parsed: dict[str, DataFrame] = {}
     timed: dict[str, tuple[g.Source, DataFrame]] = {}
     merges = sequenced_merges(graph, uris)
     self_merged = self_merged_sources(graph)
     alone = _alone(graph, merges, self_merged) if late_marked_by_sources(checkpoint) else set()
+    # streams with a WATERMARK delay whose order shows nowhere: no Sequencer either
+    unheld = unheld_streams(checkpoint, held.unheld(graph, uris, sinks))
+    alone |= {s.stream for s in graph.sources() if s.stream.lower() in unheld}
     in_source: set[str] = set()  # those of `alone` read from files
     # an earlier layout's Sequencers (`timers`) are in Spark's event-time mode, which needs one
     timers = sequencer_timers(checkpoint)
@@ -105,8 +111,8 @@ def read_inputs(
 
 
 def _alone(graph: g.Graph, merges: list[tuple[str, ...]], self_merged: set[str]) -> set[str]:
-    """The streams that, read from files, have their late events marked by their source and pass no
-    Sequencer (deployer.spark.streams.file_source): with event time and WATERMARK 0, alone (in no
+    """The streams with WATERMARK 0 that, read from files, have their late events marked by their
+    source and pass no Sequencer (deployer.spark.streams.file_source): with event time, alone (in no
     merge that is sequenced together, not meeting themselves in one: those are released strictly
     below their watermark, so they hold events back)."""
     together = {s for merge in merges for s in merge} | self_merged

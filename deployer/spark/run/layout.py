@@ -1,21 +1,23 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Five changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Six changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, then only of
 those two queries read or compute, now written by one of the queries that read the source or
 compute the operator (deployer.spark.run.queries._by_readers); a stream's Sequencer kept Spark's event-time timers,
-which it never set (`sequencer_timers`); and a stream alone with WATERMARK 0 passed a Sequencer,
-where its file source now marks its late events (`late_marked_by_sources`).
+which it never set (`sequencer_timers`); a stream alone with WATERMARK 0 passed a Sequencer,
+where its file source now marks its late events (`late_marked_by_sources`); and a stream alone with a
+WATERMARK delay whose order shows nowhere passed one too, now unheld (`unheld_streams`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from deployer.spark.run.checkpoint import query_dir
+from deployer.spark.run import held
+from deployer.spark.run.checkpoint import CheckpointRefused, query_dir
 from deployer.spark.run.queries import DEAD_LETTERS, SINGLE_READERS
 
 
@@ -96,3 +98,19 @@ def _stateful_layout(checkpoint: Path, mark: str) -> bool:
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / mark).touch()
     return True
+
+
+def unheld_streams(checkpoint: Path, wanted: list[str]) -> set[str]:
+    """The streams with a WATERMARK delay that pass no Sequencer in a run on `checkpoint`
+    (deployer.spark.run.held; lower-case names), `wanted` those the script could leave so: those the
+    checkpoint's queries were started with (its record), none for a checkpoint with some query's
+    state and no record (an earlier layout's, whose Sequencers are in that state), `wanted` for one
+    without state, recorded now. A stream recorded that is no longer wanted is refused (the run's
+    checkpoint guard and the service refuse such a script before: deployer.spark.run.compat)."""
+    if not held.has_state(checkpoint):
+        held.record(checkpoint, wanted)
+        return set(wanted)
+    problems = held.refusals(checkpoint, wanted)
+    if problems:
+        raise CheckpointRefused(f"cannot resume from checkpoint {checkpoint}: " + "; ".join(problems))
+    return set(held.recorded(checkpoint) or ())

@@ -23,8 +23,9 @@ two-stream join lost pairs that way). Here:
   events it was holding, as the local engine does at the end of its input. The end offset says it
   (`{"files": n, "end": true}`), so a source with nothing to read still ends; a later run on the
   same checkpoint goes on from there if new files arrived.
-- A stream alone with WATERMARK 0 (`options`' `sequenced`) has its late events marked here, as
-  its Sequencer would mark them (deployer.spark.streams.lateness), and passes no Sequencer: such a
+- A stream alone with WATERMARK 0, or with a delay and only TIME windows after it
+  (deployer.spark.run.held), (`options`' `sequenced`) has its late events marked here, as its
+  Sequencer would mark them (deployer.spark.streams.lateness), and passes no Sequencer: such a
   stream holds no event back, and its one state, its largest event time so far, is in its offsets
   (`{"files": n, "latest": µs}`: the driver reads a micro-batch's files for it when it plans the
   batch, so that the batch's tasks start from the one before, and a replayed batch from the same).
@@ -109,11 +110,12 @@ def options(
     log: Path,
     schema: Schema,
     max_files: int | None,
-    sequenced: tuple[int, str] | None = None,
+    sequenced: tuple[int, str, int] | None = None,
     spooled: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """The data source's options (strings, as Spark passes them). `sequenced`: the position of the
-    stream's event-time field and its name, for a stream whose late events are marked here;
+    stream's event-time field, its name and its WATERMARK in microseconds, for a stream whose late
+    events are marked here;
     `spooled`: what its reader needs to spool its rejected records (parsed_rows.spool_rejects)."""
     opts = {
         "path": str(directory.resolve()),
@@ -124,7 +126,7 @@ def options(
     if max_files:
         opts["maxfilespertrigger"] = str(max_files)  # Spark hands options over lower-cased
     if sequenced is not None:
-        opts["sequenced"] = json.dumps({"ts": sequenced[0], "stream": sequenced[1]})
+        opts["sequenced"] = json.dumps({"ts": sequenced[0], "stream": sequenced[1], "delay": sequenced[2]})
     return opts | spool_options(spooled)
 
 
@@ -149,12 +151,12 @@ def _schema(options: Any) -> Schema:
     return schema
 
 
-def _sequenced(options: Any) -> tuple[int, str] | None:
-    """`options`' `sequenced`: (the event time's position, the stream), or None."""
+def _sequenced(options: Any) -> tuple[int, str, int] | None:
+    """`options`' `sequenced`: (the event time's position, the stream, its WATERMARK in µs), or None."""
     if "sequenced" not in options:
         return None
     given = json.loads(options["sequenced"])
-    return int(given["ts"]), str(given["stream"])
+    return int(given["ts"]), str(given["stream"]), int(given.get("delay", 0))
 
 
 @dataclass
@@ -274,10 +276,10 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _marked(self, partition: _Files) -> Iterator[pa.RecordBatch]:
         """A sequenced stream's files, their late events marked (deployer.spark.streams.lateness)."""
         assert self.sequenced is not None
-        ts, stream = col_name(self.sequenced[0]), self.sequenced[1]
+        ts, stream, delay = col_name(self.sequenced[0]), self.sequenced[1], self.sequenced[2]
         latest = partition.latest
         for k, name in enumerate(partition.names):
-            rows, latest = marked(self._rows(partition.first + k, name), ts, REASON, latest, stream)
+            rows, latest = marked(self._rows(partition.first + k, name), ts, REASON, latest, stream, delay)
             yield rows
 
     def _rows(self, position: int, name: str) -> pa.RecordBatch:

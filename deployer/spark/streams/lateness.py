@@ -2,11 +2,12 @@
 time before each (docs/language.md, "Semantics of the stateful operators").
 
 Two stages apply this rule: the Sequencer (deployer.spark.streams.sequencer), a stateful operator
-that also holds events back and releases them in event-time order; and, for a stream alone with
-WATERMARK 0 read from files, the file source itself (deployer.spark.streams.file_source, `marked`
-below). Such a stream holds nothing back (an event that is not late is not behind any earlier one,
-so arrival order is event-time order), and its only state is its largest event time so far, which
-the source carries in its offsets: the Sequencer's shuffle, state store and Python stages are then
+that also holds events back and releases them in event-time order; and, for a stream alone read
+from files with WATERMARK 0 or whose order shows nowhere (deployer.spark.run.held), the file source
+itself (deployer.spark.streams.file_source, `marked` below). Such a stream holds nothing back (with
+WATERMARK 0 an event that is not late is not behind any earlier one, so arrival order is event-time
+order; with a delay, nothing after it depends on the order), and its only state is its largest
+event time so far, which the source carries in its offsets: the Sequencer's shuffle, state store and Python stages are then
 not needed at all (about half of a small stateless micro-batch: docs/architecture.md, "What a run
 costs on Spark").
 """
@@ -68,14 +69,15 @@ def latest_after(batch: pa.RecordBatch, ts_column: str, reason: str, latest: int
 
 
 def marked(
-    batch: pa.RecordBatch, ts_column: str, reason: str, latest: int, stream: str
+    batch: pa.RecordBatch, ts_column: str, reason: str, latest: int, stream: str, delay: int = 0
 ) -> tuple[pa.RecordBatch, int]:
     """A file source's `batch` of rows with `LATE` and `LATE_TS` after its columns, as the
-    Sequencer marks its late events (WATERMARK 0: behind any earlier event); the stream's largest
-    event time after it, `latest` before it. The other rows are passed as they are."""
+    Sequencer marks its late events (behind an earlier event by more than `delay`, its WATERMARK in
+    µs); the stream's largest event time after it, `latest` before it. The other rows are passed as
+    they are."""
     rows = _events(batch, ts_column, reason)
     events = batch.take(pa.array(rows, pa.int64()))
-    late, reasons, latest = lateness(events, ts_column, latest, 0, stream)
+    late, reasons, latest = lateness(events, ts_column, latest, delay, stream)
     where = rows[late]
     column = batch.column(ts_column)
     is_late = np.zeros(batch.num_rows, dtype=bool)

@@ -55,8 +55,8 @@ def file_parsed(
     spool: Any = None,
 ) -> DataFrame:
     """A directory of event files → its parsed rows (`parsed_rows.parsed_schema`), for `split`;
-    `sequenced`: its late events marked by the source, for a stream alone with WATERMARK 0
-    (`sequence`'s `in_source`); `spool`: the deployment's spool, whose `input-<stream>` label it
+    `sequenced`: its late events marked by the source, with its WATERMARK, for a stream alone that
+    passes no Sequencer (`sequence`'s `in_source`); `spool`: the deployment's spool, whose `input-<stream>` label it
     has, its reader's tasks spool its rejected records (`reader_spool`)."""
     directory = file_dir(uri)
     if directory is None:
@@ -65,7 +65,7 @@ def file_parsed(
         raise SourceError(f"source directory {directory} does not exist")
     spark.dataSource.register(files.FileStreamDataSource)
     reader = spark.readStream.format(files.NAME)
-    marks = (_event_time(node)[0], node.stream) if sequenced else None
+    marks = (_event_time(node)[0], node.stream, _event_time(node)[1] * 1000) if sequenced else None
     spooled = None if spool is None else reader_spool(node, spool, sequenced)
     given = files.options(directory, str(directory), log, node.schema, max_files, marks, spooled)
     for key, value in given.items():
