@@ -29,7 +29,6 @@ import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.run.queries import sequenced_merges
 from operators import graph as g
 from operators.analysis import self_merged_sources
@@ -75,7 +74,7 @@ def unheld(graph: g.Graph, sources: Mapping[str, str], sinks: Collection[str]) -
     out = []
     for src in graph.sources():
         uri = next((u for s, u in sources.items() if s.lower() == src.stream.lower()), "")
-        from_files = src.trigger is None and not uri.startswith("generator:") and not is_redis_stream_uri(uri)
+        from_files = src.trigger is None and uri.startswith("file:")
         if src.event_time is None or not src.watermark_ms or src.stream in together or not from_files:
             continue
         if order_free(graph, src, sinks):

@@ -1,0 +1,111 @@
+"""Unheld streams on both engines, generated: a stream with a WATERMARK delay that only TIME windows
+read, through WHEREs, SELECTs and `ON SQL` reads, passes no Sequencer on Spark (its file source marks
+its late events: deployer.spark.run.held); the reference executor holds its events back and releases
+them in event-time order. Hypothesis draws the delay, the statements on the way (with expressions
+that fail on some events), one or two windows and their aggregates, and events out of order by up
+to twice the delay (so some are late and some only out of order), cut into files Spark reads a few
+at a time; both engines must write the same rows, dead letters and counts
+(tests/fuzz/fuzz_harness.check_case).
+
+The generator of the differential fuzzer (fuzz_scripts) draws such scripts too, but rarely (about
+one case in a hundred: it binds streams between statements to sinks, and often reads a second
+source), too rarely for the few cases a test run draws.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fuzz_case import Case, StoreTable
+from fuzz_harness import check_case
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from cpl.compiler import compile_script
+from deployer.spark.run import held
+
+pytestmark = [pytest.mark.spark]
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+DELAYS = {"1 SECOND": 1000, "1500 ms": 1500, "5 SECONDS": 5000}
+RATES = StoreTable(
+    "rates",
+    "CREATE TABLE rates (k integer PRIMARY KEY, rate integer)",
+    ("k", "rate"),
+    ((1, 3), (2, 0), (3, 7)),
+)
+STORE = (
+    "CREATE DATASTORE db TYPE sqlite;\n"
+    "CREATE SQLQUERY rate_of ON db AS 'SELECT rate FROM rates WHERE k = ?' RETURNS (rate integer);\n"
+)
+# statements on the way, each reading the stream before it (`{i}`) and making `{o}`; some fail on
+# some events (a division by v or by a rate of 0)
+STEPS = [
+    "INSERT INTO {o} SELECT k, v, ts FROM {i} WHERE v <> 4;\n",
+    "INSERT INTO {o} SELECT k, 100 / v AS v, ts FROM {i};\n",
+    "INSERT INTO {o} SELECT k, v * 3 + k AS v, ts FROM {i} WHERE 10 / (v - 5) >= 0;\n",
+    "INSERT INTO {o} SELECT k, v + r.rate AS v, ts FROM {i} ON SQL rate_of, r, k, rate;\n",
+    "INSERT INTO {o} SELECT k, v / r.rate AS v, ts FROM {i} ON SQL rate_of, r, k, rate;\n",
+]
+WINDOWS = ["TIME SIZE 2 SECONDS", "TIME SIZE 3 SECONDS ADVANCE 1 SECOND", "TIME SIZE 10 SECONDS"]
+AGGREGATES = ["count(*) AS n", "sum(v) AS total", "min(v) AS lo", "max(v) AS hi", "avg(v) AS mean"]
+
+
+@st.composite
+def unheld_cases(draw: Any) -> Case:
+    delay_text, delay_ms = draw(st.sampled_from(sorted(DELAYS.items())))
+    script = f"CREATE STREAMSCHEMA s WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK {delay_text};\n"
+    steps = draw(st.lists(st.sampled_from(STEPS), max_size=3))
+    store = any("ON SQL" in s for s in steps)
+    script += STORE if store else ""
+    last = "s"
+    for n, step in enumerate(steps):
+        script += step.format(i=last, o=f"t{n}")
+        last = f"t{n}"
+    sinks = []
+    for w in range(draw(st.integers(1, 2))):
+        aggs = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=3, unique=True))
+        window = draw(st.sampled_from(WINDOWS))
+        having = " HAVING count(*) > 1" if draw(st.booleans()) else ""
+        script += (
+            f"INSERT INTO w{w} SELECT k, window_start() AS at, {', '.join(aggs)} "
+            f"FROM {last} WINDOW {window} GROUP BY k{having};\n"
+        )
+        sinks.append(f"w{w}")
+    events, t = [], 0
+    for _ in range(draw(st.integers(20, 60))):
+        t += draw(st.sampled_from([0, 100, 300, 700, 1200]))
+        back = draw(st.sampled_from([0, 0, 0, delay_ms // 2, delay_ms, delay_ms + 1, 2 * delay_ms]))
+        events.append((max(0, t - back), draw(st.integers(1, 3)), draw(st.integers(0, 9))))
+    lines = [
+        json.dumps(
+            {"k": k, "v": v, "ts": (T0 + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")}
+        )
+        for ms, k, v in events
+    ]
+    cuts = sorted(draw(st.lists(st.integers(0, len(lines)), min_size=1, max_size=4)))
+    files = [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    return Case(
+        script=script,
+        inputs={"s": files},
+        sinks=sinks,
+        store="sqlite" if store else None,
+        tables=[RATES] if store else [],
+        max_files=draw(st.sampled_from([1, 2, None])),
+        ordered={s: ["k"] for s in sinks},
+    )
+
+
+@seed(40)
+@settings(max_examples=6, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(case=unheld_cases())
+def test_an_unheld_stream_gives_the_references_windows(case: Case, spark: Any, tmp_path_factory: Any) -> None:
+    graph = compile_script(case.script).graph
+    assert held.unheld(graph, {"s": "file:in"}, case.sinks) == ["s"], case.script
+    ref = check_case(case, spark, None, Path(tmp_path_factory.mktemp("unheld")))
+    assert ref.error is None, ref.error
+    assert any(ref.streams.get(s) for s in case.sinks), f"no window closed: a weak case\n{case.describe()}"
