@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fuzz_coverage import IN_AGGREGATION, IN_PROCESSOR, Row
+from fuzz_coverage import HOLDING, IN_AGGREGATION, IN_PROCESSOR, Row
 from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of
 from fuzz_triggers import aim_trigger
 from hypothesis import strategies as st
@@ -98,6 +98,34 @@ def aim_output(b: Builder, target: Row) -> bool:
         b.next_input = b.output = b.window_kind = None
 
 
+def aim_holding(b: Builder, how: str) -> bool:
+    """A source with a WATERMARK delay read by a TIME window (fuzz_coverage.HOLDING_ROWS): `unheld`,
+    by the window alone (what the case draws after may still read it where its order shows);
+    `held`, by a Map too. False when the sources drawn have no such stream."""
+    delayed = [  # fuzz_scripts.WATERMARKS: none, 0, or a delay
+        name
+        for name, s in b.streams.items()
+        if s.source
+        and s.event_time is not None
+        and any(
+            d.startswith(f"CREATE STREAMSCHEMA {name} ") and " WATERMARK " in d and " WATERMARK 0 " not in d
+            for d in b.decls
+        )
+    ]
+    if not delayed:
+        return False
+    readers = ["aggregate"] + (["map"] if how == "held" else [])
+    for kind in readers:
+        b.next_input, b.force = delayed[0], "-"
+        b.window_kind = "time" if kind == "aggregate" else None
+        try:
+            if not STATEMENTS[kind](b):
+                return False
+        finally:
+            b.next_input = b.force = b.window_kind = None
+    return True
+
+
 def aim(b: Builder, target: Row) -> bool:
     """Make the statements that put `target` in the case; False when the sources drawn cannot (a
     TIME window over a stream without event time ...)."""
@@ -106,6 +134,8 @@ def aim(b: Builder, target: Row) -> bool:
         return aim_output(b, target)
     if op.startswith("Trigger "):
         return aim_trigger(b, target)
+    if op == HOLDING:
+        return aim_holding(b, up)
     s = _upstream(b, up, op in TIMED_OPERATORS or (up == "union" and op not in ORDER_FREE_OPERATORS))
     if s is None:
         return False

@@ -12,7 +12,9 @@ over a TIME window that Spark's window aggregation holds itself, keyed by the li
 in_window_aggregation) in the upstream column, and whether it limits per group (`per group`, with a GROUP BY) or not (`-`); it evaluates
 no expression of its own, so only its cases count. So is each kind of trigger (`Trigger EVERY`,
 `Trigger START`, `Trigger cron`), by the kind of statement that reads its ticks (a Map or Filter, a
-window, an `ON SQL` call, a Union with events, a join, a pattern) in the upstream column.
+window, an `ON SQL` call, a Union with events, a join, a pattern) in the upstream column; and each
+source with a WATERMARK delay, by whether Spark holds its events back in a Sequencer or not
+(`held`, `unheld`: deployer.spark.run.held).
 
 Everything is read off what ran: the compiled graph says what each case has, and each of the
 reference's dead letters is traced to its place by evaluating that node's expressions, in the order
@@ -31,6 +33,7 @@ from deployer.connectors.records import to_event
 from deployer.evaluation.evaluate import compile_expr
 from deployer.local.runtime import EVAL_ERRORS
 from deployer.spark.output.placement import in_window_aggregation, in_window_processor
+from deployer.spark.run import held
 from operators import expr as ir
 from operators import graph as g
 from operators import patterns as pt
@@ -94,7 +97,22 @@ TRIGGER_READERS = ("stateless", "window", "ON SQL", "merge", "join", "pattern")
 TRIGGER_ROWS: tuple[Row, ...] = tuple(
     (f"Trigger {kind}", reader, "-") for kind in TRIGGER_KINDS.values() for reader in TRIGGER_READERS
 )
+# A stream with a WATERMARK delay read from files, by whether Spark holds its events back in a
+# Sequencer (`held`) or lets them reach the TIME windows that alone read it as they arrive
+# (`unheld`: deployer.spark.run.held).
+HOLDING = "Source with a WATERMARK delay"
+HOLDING_ROWS: tuple[Row, ...] = ((HOLDING, "held", "-"), (HOLDING, "unheld", "-"))
 NO_EXPRESSION = ("-", GROUPED)  # positions that evaluate nothing: only their cases count
+
+
+def holding_rows(graph: g.Graph, sinks: Sequence[str]) -> set[Row]:
+    """The HOLDING_ROWS of a case whose streams `sinks` are bound to sinks."""
+    unheld = set(held.unheld(graph, {s.stream: "file:in" for s in graph.sources()}, sinks))
+    return {
+        (HOLDING, "unheld" if s.stream.lower() in unheld else "held", "-")
+        for s in graph.sources()
+        if s.event_time is not None and s.watermark_ms and s.trigger is None
+    }
 
 
 def operator(node: g.Node) -> str | None:
@@ -300,11 +318,13 @@ class Coverage:
     failed: Counter[Row] = field(default_factory=Counter)
     sources_silent: int = 0  # cases where a source stream delivered no event
 
-    def add(self, script: str, dead: Iterable[dict[str, Any]], silent: bool) -> None:
+    def add(
+        self, script: str, dead: Iterable[dict[str, Any]], silent: bool, sinks: Sequence[str] = ()
+    ) -> None:
         graph = compile_script(script).graph
         self.cases += 1
         self.sources_silent += silent
-        had: set[Row] = trigger_rows(graph)
+        had: set[Row] = trigger_rows(graph) | holding_rows(graph, sinks)
         for node in graph.nodes:
             if isinstance(node, OutputRate):
                 had.add(output_row(graph, node))
@@ -336,7 +356,7 @@ class Coverage:
 
     def expected(self) -> list[Row]:
         rows = [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
-        return rows + list(OUTPUT_ROWS) + list(TRIGGER_ROWS)
+        return rows + list(OUTPUT_ROWS) + list(TRIGGER_ROWS) + list(HOLDING_ROWS)
 
     def gaps(self) -> tuple[Row, ...]:
         """The lines with a zero: never had, or (where an expression is evaluated) never failed."""

@@ -78,7 +78,7 @@ def engines_agree(
         tmp = Path(tempfile.mkdtemp(prefix="cep-fuzz-"))
         try:
             ref = check_case(case, spark, postgres_url, tmp)
-            tally.coverage.add(case.script, ref.dead, silent(case))
+            tally.coverage.add(case.script, ref.dead, silent(case), case.sinks)
         except Divergence as err:
             on_divergence(case, err)
             raise

@@ -81,6 +81,7 @@ def unheld_cases(draw: Any) -> Case:
         t += draw(st.sampled_from([0, 100, 300, 700, 1200]))
         back = draw(st.sampled_from([0, 0, 0, delay_ms // 2, delay_ms, delay_ms + 1, 2 * delay_ms]))
         events.append((max(0, t - back), draw(st.integers(1, 3)), draw(st.integers(0, 9))))
+    events.append((t + 30_000, 1, 1))  # moves the watermark past every window before it
     lines = [
         json.dumps(
             {"k": k, "v": v, "ts": (T0 + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")}
@@ -100,12 +101,20 @@ def unheld_cases(draw: Any) -> Case:
     )
 
 
-@seed(40)
-@settings(max_examples=6, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@given(case=unheld_cases())
-def test_an_unheld_stream_gives_the_references_windows(case: Case, spark: Any, tmp_path_factory: Any) -> None:
-    graph = compile_script(case.script).graph
-    assert held.unheld(graph, {"s": "file:in"}, case.sinks) == ["s"], case.script
-    ref = check_case(case, spark, None, Path(tmp_path_factory.mktemp("unheld")))
-    assert ref.error is None, ref.error
-    assert any(ref.streams.get(s) for s in case.sinks), f"no window closed: a weak case\n{case.describe()}"
+def test_an_unheld_stream_gives_the_references_windows(spark: Any, tmp_path_factory: Any) -> None:
+    """Whether a window closes with rows in it is the inputs' to say (a case whose events all fail
+    on the way has none): most cases must have some, or the test compares little."""
+    with_rows: list[bool] = []
+
+    @seed(40)
+    @settings(max_examples=6, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(case=unheld_cases())
+    def engines_agree(case: Case) -> None:
+        graph = compile_script(case.script).graph
+        assert held.unheld(graph, {"s": "file:in"}, case.sinks) == ["s"], case.script
+        ref = check_case(case, spark, None, Path(tmp_path_factory.mktemp("unheld")))
+        assert ref.error is None, ref.error
+        with_rows.append(any(ref.streams.get(s) for s in case.sinks))
+
+    engines_agree()
+    assert sum(with_rows) >= 4, with_rows
