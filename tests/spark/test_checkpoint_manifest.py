@@ -391,6 +391,9 @@ def test_a_stream_left_unheld_must_not_come_to_need_its_sequencer(tmp_path: Path
     open_(d, WINDOWED)
     assert layout.unheld_streams(d, held.unheld(graph(WINDOWED), SOURCES, SINKS)) == {"calls"}
     (d / "sink_hourly" / "state").mkdir(parents=True)  # the window's query has kept state
+    why = refused(d, WINDOWED, SOURCES, {**SINKS, "calls": "file:/data/calls"})  # a sink on the way
+    assert "with other --source or --sink bindings" in why, why
+    assert "the events of stream 'calls' reached its TIME windows as they arrived" in why, why
     why = refused(d, WITH_ALERTS, SOURCES, sinks)
     assert "the events of stream 'calls' reached its TIME windows as they arrived" in why, why
     with pytest.raises(CheckpointRefused, match="stream 'calls'"):

@@ -364,7 +364,7 @@ def _check(
     if problems:
         raise CheckpointRefused(
             f"cannot resume from checkpoint {directory}: it was written by a different script or with "
-            "other --source bindings, and resuming would misread its state: "
+            "other --source or --sink bindings, and resuming would misread its state: "
             + "; ".join(problems)
             + f". Run the script it was written by, or {START_OVER}"
         )
