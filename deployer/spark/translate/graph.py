@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from deployer import settings
 from deployer.spark.metrics import FILTERED_METRIC
@@ -107,9 +108,8 @@ class SparkGraph:
     # The translation of each operator (deployer.spark.handlers.HANDLERS): passed in, so that the
     # handlers can use this module's vocabulary without it importing them back.
     handlers: Mapping[type[g.Node], Handler]
-    stores_config: StoreBindings | None = (
-        None  # for the ReadSQL/UpdateSQL executors (deployer.spark.datastores.sql)
-    )
+    # for the ReadSQL/UpdateSQL executors (deployer.spark.datastores.sql)
+    stores_config: StoreBindings | None = None
     ports: dict[g.Port, DataFrame] = field(default_factory=dict)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     # Source streams whose frames already dead-lettered the events without event time
@@ -326,6 +326,9 @@ def with_failed_event(df: DataFrame, payload: Column) -> DataFrame:
     """`df`, whose rows have their error in ERR, with the failed rows' event (`payload`) in SPLIT_EVENT:
     what a query that splits them on the driver makes dead letters of (a stateless step's, `_marked`;
     a data store call's, deployer.spark.run.failures)."""
+    kind = df.select(payload).schema[0].dataType  # its fields nullable: Arrow refuses a non-nullable
+    if isinstance(kind, T.StructType):  # one (a constant's) under the NULL of a row that did not fail
+        payload = payload.cast(T.StructType([T.StructField(f.name, f.dataType) for f in kind.fields]))
     return df.withColumn(SPLIT_EVENT, F.when(F.col(ERR).isNotNull(), payload))
 
 
