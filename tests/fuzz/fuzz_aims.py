@@ -102,16 +102,7 @@ def aim_holding(b: Builder, how: str) -> bool:
     """A source with a WATERMARK delay read by a TIME window (fuzz_coverage.HOLDING_ROWS): `unheld`,
     by the window alone (what the case draws after may still read it where its order shows);
     `held`, by a Map too. False when the sources drawn have no such stream."""
-    delayed = [  # fuzz_scripts.WATERMARKS: none, 0, or a delay
-        name
-        for name, s in b.streams.items()
-        if s.source
-        and s.event_time is not None
-        and any(
-            d.startswith(f"CREATE STREAMSCHEMA {name} ") and " WATERMARK " in d and " WATERMARK 0 " not in d
-            for d in b.decls
-        )
-    ]
+    delayed = [name for name, s in b.streams.items() if s.source and s.delayed]
     if not delayed:
         return False
     readers = ["aggregate"] + (["map"] if how == "held" else [])

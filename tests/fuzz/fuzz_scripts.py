@@ -58,6 +58,7 @@ class Stream:
     # analysis.out_of_time_order): what depends on their order reads them in time order, and loses
     # their event time on the way (docs/language.md, "Rows out of time order")
     unordered: bool = False
+    delayed: bool = False  # a source with a WATERMARK delay (fuzz_aims.aim_holding)
 
     def scope(self, qualifier: str | None = None) -> list[Field]:
         out = []
@@ -157,6 +158,7 @@ class Builder:
         self.decls.append(f"CREATE STREAMSCHEMA {name} WITH k integer, {cols}")
         graph = compile_script(self.script(["INSERT INTO probe__ SELECT * FROM " + name])).graph
         self.streams[name] = stream_of(graph, name, [], source=True)  # its events keep their order
+        self.streams[name].delayed = any(s.stream == name and s.watermark_ms for s in graph.sources())
 
     def trigger(self, name: str, at: str) -> None:
         """CREATE TRIGGER name AT ...: a stream of one field, `triggered_time`, its event time, whose

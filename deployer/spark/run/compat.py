@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.run import held
-from deployer.spark.run.queries import sequenced_merges, shared_sinks
+from deployer.spark.run.queries import bound_uri, sequenced_merges, shared_sinks
 from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
 from operators.analysis import ancestors
@@ -37,7 +37,7 @@ Part = tuple[str, str]  # (what, value), e.g. ("window", "TIME SIZE 1 DAY ADVANC
 
 
 def _source(node: g.Source, sources: Mapping[str, str]) -> tuple[str, tuple[Part, ...]]:
-    uri = next((u for s, u in sources.items() if s.lower() == node.stream.lower()), "")
+    uri = bound_uri(sources, node.stream)
     if node.trigger is not None:
         # a trigger's offsets are its ticks: a changed schedule goes on from the last tick read
         uri = "trigger"

@@ -29,7 +29,7 @@ import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from deployer.spark.run.queries import sequenced_merges
+from deployer.spark.run.queries import bound_uri, sequenced_merges
 from operators import graph as g
 from operators.analysis import self_merged_sources
 from operators.output_node import OutputRate
@@ -46,7 +46,8 @@ def order_free(graph: g.Graph, source: g.Source, outputs: Collection[str]) -> bo
     """Whether the order of `source`'s events shows nowhere (the module docstring): every path from
     it goes through `_PER_EVENT` statements into TIME windows without an OUTPUT clause, and none of
     the streams on the way is one of `outputs` (the streams bound to sinks, any case)."""
-    written = {graph.streams[s] for s in graph.streams if s.lower() in {o.lower() for o in outputs}}
+    asked = {o.lower() for o in outputs}
+    written = {port for s, port in graph.streams.items() if s.lower() in asked}
     todo, readers_seen = [g.Port(source.id)], False
     while todo:
         port = todo.pop()
@@ -73,8 +74,7 @@ def unheld(graph: g.Graph, sources: Mapping[str, str], sinks: Collection[str]) -
     together = {s for merge in sequenced_merges(graph, sources) for s in merge} | self_merged_sources(graph)
     out = []
     for src in graph.sources():
-        uri = next((u for s, u in sources.items() if s.lower() == src.stream.lower()), "")
-        from_files = src.trigger is None and uri.startswith("file:")
+        from_files = src.trigger is None and bound_uri(sources, src.stream).startswith("file:")
         if src.event_time is None or not src.watermark_ms or src.stream in together or not from_files:
             continue
         if order_free(graph, src, sinks):

@@ -93,7 +93,7 @@ def _stateful_layout(checkpoint: Path, mark: str) -> bool:
     layout's, which Spark resumes only as it was written); otherwise yes, and the mark is written."""
     if (checkpoint / mark).exists():
         return True
-    if any(d.is_dir() for d in checkpoint.glob("*/state")):
+    if held.has_state(checkpoint):
         return False
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / mark).touch()
@@ -110,7 +110,8 @@ def unheld_streams(checkpoint: Path, wanted: list[str]) -> set[str]:
     if not held.has_state(checkpoint):
         held.record(checkpoint, wanted)
         return set(wanted)
-    problems = held.refusals(checkpoint, wanted)
+    before = held.recorded(checkpoint) or []
+    problems = held.reheld(before, wanted)
     if problems:
         raise CheckpointRefused(f"cannot resume from checkpoint {checkpoint}: " + "; ".join(problems))
-    return set(held.recorded(checkpoint) or ())
+    return set(before)

@@ -132,7 +132,7 @@ def sequenced_merges(graph: g.Graph, sources: Mapping[str, str]) -> list[tuple[s
     Sequencer (its events are in order by construction), so it is left out."""
     out = []
     for merge in merged_sources(graph):
-        kept = tuple(s for s in merge if has_rejects(_uri(sources, s)))
+        kept = tuple(s for s in merge if has_rejects(bound_uri(sources, s)))
         if len(kept) > 1:
             out.append(kept)
     return out
@@ -221,7 +221,8 @@ def failed_query(node_id: str, k: int) -> str:
     return f"failed:{node_id}" if k == 1 else f"failed:{node_id}-{k}"
 
 
-def _uri(sources: Mapping[str, str], stream: str) -> str:
+def bound_uri(sources: Mapping[str, str], stream: str) -> str:
+    """The URI bound to `stream` in `sources` (names match case-insensitively), "" when none is."""
     return next((u for s, u in sources.items() if s.lower() == stream.lower()), "")
 
 
@@ -258,7 +259,7 @@ def plan_queries(
     own: list[tuple[str, Query]] = []  # (node id, the query of a failure point of its own)
     stateless_points: list[str] = []  # the nodes with a failure point of a stateless operator
     for node in (n for n in graph.nodes if n.id in needed):
-        rejecting = isinstance(node, g.Source) and has_rejects(_uri(sources, node.stream))
+        rejecting = isinstance(node, g.Source) and has_rejects(bound_uri(sources, node.stream))
         k = 0
         for on_input, stateless in failure_points(node, graph, kinds, rejecting):
             if stateless:
@@ -316,7 +317,7 @@ def _by_readers(
     `kept`: the checkpoint has the dead-letters query of an earlier layout (deployer.spark.run.
     layout): `DEAD_LETTERS`, which wrote them all, still does; `SINGLE_READERS`, which wrote those
     of the sources and operators two queries compute, still does."""
-    rejecting = [s for s in graph.sources() if has_rejects(_uri(sources, s.stream))]
+    rejecting = [s for s in graph.sources() if has_rejects(bound_uri(sources, s.stream))]
     reads = {s.stream for s in rejecting}
     if DEAD_LETTERS in kept:
         for node in stateless:
