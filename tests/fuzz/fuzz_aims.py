@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fuzz_coverage import HOLDING, IN_AGGREGATION, IN_PROCESSOR, Row
-from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of
+from fuzz_coverage import HOLDING, IN_AGGREGATION, IN_PROCESSOR, MERGING, Row
+from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of, union_of_sources
 from fuzz_triggers import aim_trigger
 from hypothesis import strategies as st
 
@@ -98,11 +98,15 @@ def aim_output(b: Builder, target: Row) -> bool:
         b.next_input = b.output = b.window_kind = None
 
 
-def aim_holding(b: Builder, how: str) -> bool:
-    """A source with a WATERMARK delay read by a TIME window (fuzz_coverage.HOLDING_ROWS): `unheld`,
-    by the window alone (what the case draws after may still read it where its order shows);
-    `held`, by a Map too. False when the sources drawn have no such stream."""
+def aim_holding(b: Builder, how: str, merged: bool = False) -> bool:
+    """A source with a WATERMARK delay read by a TIME window (fuzz_coverage.HOLDING_ROWS), or with
+    `merged` the Union of two sources with event time (MERGING_ROWS): `unheld`, by the window alone
+    (what the case draws after may still read it where its order shows); `held`, by a Map too.
+    False when the sources drawn have no such stream."""
     delayed = [name for name, s in b.streams.items() if s.source and s.delayed]
+    if merged:
+        union = union_of_sources(b)
+        delayed = [] if union is None else [union]
     if not delayed:
         return False
     readers = ["aggregate"] + (["map"] if how == "held" else [])
@@ -125,8 +129,8 @@ def aim(b: Builder, target: Row) -> bool:
         return aim_output(b, target)
     if op.startswith("Trigger "):
         return aim_trigger(b, target)
-    if op == HOLDING:
-        return aim_holding(b, up)
+    if op in (HOLDING, MERGING):
+        return aim_holding(b, up, merged=op == MERGING)
     s = _upstream(b, up, op in TIMED_OPERATORS or (up == "union" and op not in ORDER_FREE_OPERATORS))
     if s is None:
         return False

@@ -13,8 +13,8 @@ in_window_aggregation) in the upstream column, and whether it limits per group (
 no expression of its own, so only its cases count. So is each kind of trigger (`Trigger EVERY`,
 `Trigger START`, `Trigger cron`), by the kind of statement that reads its ticks (a Map or Filter, a
 window, an `ON SQL` call, a Union with events, a join, a pattern) in the upstream column; and each
-source with a WATERMARK delay, by whether Spark holds its events back in a Sequencer or not
-(`held`, `unheld`: deployer.spark.run.held).
+source with a WATERMARK delay, and the sources that meet in a merge, by whether Spark holds their
+events back in a Sequencer or not (`held`, `unheld`: deployer.spark.run.held).
 
 Everything is read off what ran: the compiled graph says what each case has, and each of the
 reference's dead letters is traced to its place by evaluating that node's expressions, in the order
@@ -34,6 +34,7 @@ from deployer.evaluation.evaluate import compile_expr
 from deployer.local.runtime import EVAL_ERRORS
 from deployer.spark.output.placement import in_window_aggregation, in_window_processor
 from deployer.spark.run import held
+from deployer.spark.run.queries import sequenced_merges
 from operators import expr as ir
 from operators import graph as g
 from operators import patterns as pt
@@ -102,17 +103,24 @@ TRIGGER_ROWS: tuple[Row, ...] = tuple(
 # (`unheld`: deployer.spark.run.held).
 HOLDING = "Source with a WATERMARK delay"
 HOLDING_ROWS: tuple[Row, ...] = ((HOLDING, "held", "-"), (HOLDING, "unheld", "-"))
+# Source streams with event time that meet in a merge, read from files, by whether Spark holds them
+# back together (`held`: deployer.spark.streams.merge_sequencer) or lets them reach the TIME windows
+# that alone read their Union as they arrive (`unheld`: deployer.spark.run.held).
+MERGING = "Sources that meet in a merge"
+MERGING_ROWS: tuple[Row, ...] = ((MERGING, "held", "-"), (MERGING, "unheld", "-"))
 NO_EXPRESSION = ("-", GROUPED)  # positions that evaluate nothing: only their cases count
 
 
 def holding_rows(graph: g.Graph, sinks: Sequence[str]) -> set[Row]:
-    """The HOLDING_ROWS of a case whose streams `sinks` are bound to sinks."""
-    unheld = set(held.unheld(graph, {s.stream: "file:in" for s in graph.sources()}, sinks))
+    """The HOLDING_ROWS and MERGING_ROWS of a case whose streams `sinks` are bound to sinks."""
+    files = {s.stream: "file:in" for s in graph.sources()}
+    unheld = set(held.unheld(graph, files, sinks))
+    merged = {s for merge in sequenced_merges(graph, files) for s in merge}
     return {
         (HOLDING, "unheld" if s.stream.lower() in unheld else "held", "-")
         for s in graph.sources()
-        if s.event_time is not None and s.watermark_ms and s.trigger is None
-    }
+        if s.event_time is not None and s.watermark_ms and s.trigger is None and s.stream not in merged
+    } | {(MERGING, "unheld" if s.lower() in unheld else "held", "-") for s in merged}
 
 
 def operator(node: g.Node) -> str | None:
@@ -356,7 +364,7 @@ class Coverage:
 
     def expected(self) -> list[Row]:
         rows = [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
-        return rows + list(OUTPUT_ROWS) + list(TRIGGER_ROWS) + list(HOLDING_ROWS)
+        return rows + list(OUTPUT_ROWS) + list(TRIGGER_ROWS) + list(HOLDING_ROWS) + list(MERGING_ROWS)
 
     def gaps(self) -> tuple[Row, ...]:
         """The lines with a zero: never had, or (where an expression is evaluated) never failed."""

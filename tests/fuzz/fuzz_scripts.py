@@ -19,7 +19,7 @@ from typing import Any
 
 from fuzz_aims import aim, needs_store
 from fuzz_case import Case, StoreTable
-from fuzz_coverage import Row
+from fuzz_coverage import MERGING, Row
 from fuzz_exprs import Draw, Field, at, category, expr, failing
 from fuzz_inputs import records, split, spread
 from fuzz_queries import STORE_TABLES
@@ -259,10 +259,11 @@ def cases(
     # declared before the sources, so that a statement reads the latest source more often than them
     clock = declare_triggers(b, target)
     fields = draw(st.lists(st.sampled_from(SOURCE_FIELDS), min_size=1, max_size=4, unique=True))
-    timed = draw(st.integers(0, 4)) > 0
+    merging = target is not None and target[0] == MERGING  # two sources with event time, alike
+    timed = merging or draw(st.integers(0, 4)) > 0
     b.source("s1", fields, timed)
-    if draw(st.booleans()):
-        same = draw(st.booleans())
+    if merging or draw(st.booleans()):
+        same = merging or draw(st.booleans())
         other = (
             fields
             if same

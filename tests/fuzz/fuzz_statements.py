@@ -317,6 +317,15 @@ def union_of(b: Builder, s: Stream) -> bool:
     return True
 
 
+def union_of_sources(b: Builder) -> str | None:
+    """The Union of the two sources, made, when both have event time and one schema (its name)."""
+    sources = [s for s in b.streams.values() if s.source and s.event_time]
+    if len(sources) != 2 or not _alike(*sources):
+        return None
+    _union(b, *sources)
+    return list(b.streams)[-1]
+
+
 def union(b: Builder) -> bool:
     pairs = [
         (x, y) for x in b.streams.values() for y in b.streams.values() if x.name < y.name and _alike(x, y)

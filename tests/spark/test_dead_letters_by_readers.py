@@ -205,15 +205,16 @@ CREATE STREAMSCHEMA calls WITH k integer, caller integer, n integer, ts timestam
 CREATE STREAMSCHEMA more WITH k integer, caller integer, n integer, ts timestamp TIMESTAMP BY ts;
 INSERT INTO both_ SELECT * FROM calls, more;
 INSERT INTO per_caller SELECT caller, count(*) AS c, sum(n) AS s
-  FROM both_ WINDOW TIME SIZE 10 SECONDS GROUP BY caller;
+  FROM both_ WINDOW TUPLE SIZE 3 GROUP BY caller;
 """
 
 
 def test_the_streams_of_a_merge_spool_their_late_events_as_they_are_unpacked(
     spark: Any, tmp_path: Path
 ) -> None:
-    """Streams that pass their Sequencer together (a Union with event time) have their late events
-    spooled as their Sequencer's rows are unpacked too, and counted as the reference counts them."""
+    """Streams that pass their Sequencer together (a Union with event time, read by a TUPLE window:
+    its rows depend on the merged order) have their late events spooled as their Sequencer's rows
+    are unpacked too, and counted as the reference counts them."""
     graph = compile_text(MERGED)
     sources = prepare(tmp_path, {"calls": call_files(4), "more": call_files(4)})
     ref = run_reference(graph, tmp_path / "ref", sources, SINKS)

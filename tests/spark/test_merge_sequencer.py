@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from deployer.spark.streams.merge_sequencer import PLACEHOLDER, MergeSequencer
-from deployer.spark.streams.parsed_rows import SEQ
+from deployer.spark.streams.merge_sequencer import MergeSequencer
+from deployer.spark.streams.parsed_rows import PLACEHOLDER, SEQ
 from deployer.spark.streams.sequencer import LATE, LATE_TS, TAGGED, packer
 
 STREAMS = ["a", "b"]

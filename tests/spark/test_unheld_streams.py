@@ -84,7 +84,7 @@ def test_only_a_stream_whose_order_shows_nowhere_is_unheld() -> None:
 def test_a_run_resumes_in_the_layout_it_started(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    earlier = {} if layout == "unheld" else {"unheld_streams": lambda checkpoint, wanted: set()}
+    earlier = {} if layout == "unheld" else {"unheld_streams": lambda checkpoint, wanted, merges=(): set()}
     ref, spk, ck = run_resumed(
         spark, compile_text(SCRIPT), tmp_path, "calls", _files(), SINKS, earlier, monkeypatch
     )

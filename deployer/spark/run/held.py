@@ -18,6 +18,13 @@ behind it (docs/architecture.md, "What a run costs on Spark"). Such a stream is 
 source marks its late events itself, with its delay (deployer.spark.streams.lateness), as it does for
 a stream alone with WATERMARK 0, and it passes no Sequencer.
 
+So are the streams that meet in a merge (deployer.spark.streams.merge_sequencer) when every one of
+them is read from files and, through a Union (whose output is its inputs' events, whatever their
+order) and such statements, reaches only TIME windows: the merge's watermark, which closes their
+windows, is then Spark's own, the least of the streams' watermarks, as the language's is. What
+Spark does not keep (a stream's own watermark after a restart, a stream that ended without an
+event) their file sources restate with placeholder rows (deployer.spark.streams.file_source).
+
 Whether a stream passes a Sequencer is part of its queries' state (Spark finds an operator's state by
 its place in the plan), so a checkpoint records the streams it left unheld (`RECORD`); a later run
 keeps that, and a changed script that would need to hold one of them back is refused (`reheld`).
@@ -26,7 +33,7 @@ keeps that, and a changed script that would need to hold one of them back is ref
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from deployer.spark.run.queries import bound_uri, sequenced_merges
@@ -38,8 +45,9 @@ from operators.output_node import OutputRate
 RECORD = "streams-not-held.json"
 
 # Statements that make what they make of an event from the event alone (a store read, from the
-# table, which docs/language.md, "Engines", says a script's own writes may change in another order).
-_PER_EVENT = (g.Filter, g.Map, g.MultiFilter, g.ReadSQL)
+# table, which docs/language.md, "Engines", says a script's own writes may change in another order),
+# and a Union, whose output is its inputs' events, whatever their order.
+_PER_EVENT = (g.Filter, g.Map, g.MultiFilter, g.ReadSQL, g.Union)
 
 
 def order_free(graph: g.Graph, source: g.Source, outputs: Collection[str]) -> bool:
@@ -67,19 +75,44 @@ def order_free(graph: g.Graph, source: g.Source, outputs: Collection[str]) -> bo
 
 
 def unheld(graph: g.Graph, sources: Mapping[str, str], sinks: Collection[str]) -> list[str]:
-    """The streams of `graph` that pass no Sequencer although they have a WATERMARK delay (lower-case
-    names, sorted), given the sources' URIs and the streams bound to sinks: alone, read from files,
-    `order_free`. (A stream alone with WATERMARK 0 passes none either, for another reason:
+    """The streams of `graph` that pass no Sequencer although they have a WATERMARK delay or meet
+    others in a merge (lower-case names, sorted), given the sources' URIs and the streams bound to
+    sinks: read from files, `order_free`, alone with a delay or in a merge whose every stream is so
+    (meeting each other in Unions only: a join's or a pattern's order shows). (A stream alone with
+    WATERMARK 0 passes none either, for another reason:
     deployer.spark.run.layout.late_marked_by_sources.)"""
-    together = {s for merge in sequenced_merges(graph, sources) for s in merge} | self_merged_sources(graph)
+    self_merged = self_merged_sources(graph)
+    merge_of = {s: merge for merge in sequenced_merges(graph, sources) for s in merge}
+    by_name = {src.stream: src for src in graph.sources()}
+
+    def free(src: g.Source) -> bool:
+        from_files = src.trigger is None and bound_uri(sources, src.stream).startswith("file:")
+        ok = src.event_time is not None and from_files and src.stream not in self_merged
+        return ok and order_free(graph, src, sinks)
+
     out = []
     for src in graph.sources():
-        from_files = src.trigger is None and bound_uri(sources, src.stream).startswith("file:")
-        if src.event_time is None or not src.watermark_ms or src.stream in together or not from_files:
-            continue
-        if order_free(graph, src, sinks):
+        merge = merge_of.get(src.stream)
+        alone = merge is None and bool(src.watermark_ms) and free(src)
+        if alone or (merge is not None and all(free(by_name[s]) for s in merge)):
             out.append(src.stream.lower())
     return sorted(out)
+
+
+def split_merges(before: Collection[str], merges: Sequence[Sequence[str]]) -> list[str]:
+    """Why a checkpoint whose queries left `before` unheld cannot be resumed by a script that merges
+    one of those streams with a stream they held back (`merges`: the streams sequenced together)."""
+    unheld = {s.lower() for s in before}
+    return [
+        f"the events of stream '{kept}' reached its TIME windows as they arrived, with no stage "
+        f"holding them back to event-time order; the new script merges it with stream '{other}', "
+        "which the checkpoint's queries hold back, and a merge's streams are held back together"
+        for merge in merges
+        for kept in merge
+        if kept.lower() in unheld
+        for other in merge
+        if other.lower() not in unheld
+    ][:1]
 
 
 def has_state(checkpoint: Path) -> bool:

@@ -71,9 +71,11 @@ def read_inputs(
     merges = sequenced_merges(graph, uris)
     self_merged = self_merged_sources(graph)
     alone = _alone(graph, merges, self_merged) if late_marked_by_sources(checkpoint) else set()
-    # streams with a WATERMARK delay whose order shows nowhere: no Sequencer either
-    unheld = unheld_streams(checkpoint, held.unheld(graph, uris, sinks))
+    # streams with a WATERMARK delay, or in a merge, whose order shows nowhere: no Sequencer either
+    unheld = unheld_streams(checkpoint, held.unheld(graph, uris, sinks), merges)
     alone |= {s.stream for s in graph.sources() if s.stream.lower() in unheld}
+    met = {s: [o for o in m if o != s] for m in merges if m[0].lower() in unheld for s in m}
+    merges = [m for m in merges if m[0] not in met]
     in_source: set[str] = set()  # those of `alone` read from files
     # an earlier layout's Sequencers (`timers`) are in Spark's event-time mode, which needs one
     timers = sequencer_timers(checkpoint)
@@ -94,8 +96,9 @@ def read_inputs(
             log = arrival_log(checkpoint, src.stream)
             if src.stream in alone:
                 in_source.add(src.stream)
+            others = [arrival_log(checkpoint, o) for o in met.get(src.stream, [])]
             parsed[src.stream] = file_parsed(
-                spark, uri, src, log, max_files_per_trigger, sequenced=src.stream in in_source, spool=spooled
+                spark, uri, src, log, max_files_per_trigger, src.stream in in_source, spooled, others
             )
         # the records read counted; the rejected ones dropped (spooled, or the dead-letters query's)
         good = events_of(counted(parsed[src.stream], src), src)
@@ -104,7 +107,7 @@ def read_inputs(
         else:
             timed[src.stream] = (src, good)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    sequenced = sequence(timed, merges, self_merged, marked, spool, timers, in_source, watermarks)
+    sequenced = sequence(timed, merges, self_merged, marked, spool, timers, in_source, watermarks, set(met))
     for stream, events in sequenced.items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)

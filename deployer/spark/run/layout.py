@@ -14,6 +14,7 @@ WATERMARK delay whose order shows nowhere passed one too, now unheld (`unheld_st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from deployer.spark.run import held
@@ -100,18 +101,19 @@ def _stateful_layout(checkpoint: Path, mark: str) -> bool:
     return True
 
 
-def unheld_streams(checkpoint: Path, wanted: list[str]) -> set[str]:
+def unheld_streams(checkpoint: Path, wanted: list[str], merges: Sequence[Sequence[str]] = ()) -> set[str]:
     """The streams with a WATERMARK delay that pass no Sequencer in a run on `checkpoint`
     (deployer.spark.run.held; lower-case names), `wanted` those the script could leave so: those the
     checkpoint's queries were started with (its record), none for a checkpoint with some query's
     state and no record (an earlier layout's, whose Sequencers are in that state), `wanted` for one
     without state, recorded now. A stream recorded that is no longer wanted is refused (the run's
-    checkpoint guard and the service refuse such a script before: deployer.spark.run.compat)."""
+    checkpoint guard and the service refuse such a script before: deployer.spark.run.compat), and so
+    is a merge (of `merges`, the streams sequenced together) of streams left unheld and held."""
     if not held.has_state(checkpoint):
         held.record(checkpoint, wanted)
         return set(wanted)
     before = held.recorded(checkpoint) or []
-    problems = held.reheld(before, wanted)
+    problems = held.reheld(before, wanted) + held.split_merges(before, merges)
     if problems:
         raise CheckpointRefused(f"cannot resume from checkpoint {checkpoint}: " + "; ".join(problems))
     return set(before)

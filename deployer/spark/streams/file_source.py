@@ -33,6 +33,18 @@ two-stream join lost pairs that way). Here:
   the largest event time before its first file, which the driver noted as it read them
   (`_after`), or, for a batch replayed after a restart, reads again. It has no end-of-input row
   (nothing is held to be released at the end).
+- The streams of a merge whose order shows nowhere (deployer.spark.run.held) are marked so too, and
+  the merge's watermark is then Spark's, the least of its streams' (docs/language.md, "Merges").
+  Spark keeps a stream's own watermark only in memory: a query started again counts a stream that
+  brings no event as 0, and its largest event time as that of its new events only, so a stream
+  silent since the last run would hold the merge back. So the first micro-batch of each reader (a
+  query's start: `run`) carries a **placeholder row** at the stream's largest event time so far
+  (`mark` in its offset; SEQ `PLACEHOLDER`, dropped right after Spark's watermark,
+  deployer.spark.streams.sources). A stream that has had no event ends a `--until-idle` run with one
+  at `PLACED`, beyond any event, once another stream of the merge has had one (each notes that it
+  has, beside its arrival log: `had_events_path`): the language's merge does not wait for a stream
+  that ended without an event, and the other stream's own watermark, in the same query, keeps
+  Spark's (the least of them) from going beyond what that stream's events allow.
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ import fcntl
 import json
 import os
 import pickle
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +77,7 @@ from deployer.spark.streams.parsed_rows import (
     arrow_schema,
     end_batch,
     parsed_schema,
+    placeholder_batch,
     records_batch,
     spool_option,
     spool_options,
@@ -74,6 +88,8 @@ from operators.datatypes import Schema
 
 NAME = "cep_files"
 FILES_PER_PARTITION = 16  # consecutive files one task reads, when a micro-batch has many
+# A merged stream's placeholder time once it ended without an event (µs: 9999-12-31, Spark's last day)
+PLACED = 253_402_214_400_000_000
 
 
 class ArrivalLog:
@@ -112,10 +128,12 @@ def options(
     max_files: int | None,
     sequenced: tuple[int, str, int] | None = None,
     spooled: dict[str, Any] | None = None,
+    merged: Sequence[Path] = (),
 ) -> dict[str, str]:
     """The data source's options (strings, as Spark passes them). `sequenced`: the position of the
     stream's event-time field, its name and its WATERMARK in microseconds, for a stream whose late
-    events are marked here;
+    events are marked here; `merged`: for such a stream in a merge, the arrival logs of the other
+    streams of the merge (the module docstring);
     `spooled`: what its reader needs to spool its rejected records (parsed_rows.spool_rejects)."""
     opts = {
         "path": str(directory.resolve()),
@@ -127,6 +145,8 @@ def options(
         opts["maxfilespertrigger"] = str(max_files)  # Spark hands options over lower-cased
     if sequenced is not None:
         opts["sequenced"] = json.dumps({"ts": sequenced[0], "stream": sequenced[1], "delay": sequenced[2]})
+    if merged:
+        opts["merged"] = json.dumps([str(had_events_path(other)) for other in merged])
     return opts | spool_options(spooled)
 
 
@@ -159,6 +179,12 @@ def _sequenced(options: Any) -> tuple[int, str, int] | None:
     return int(given["ts"]), str(given["stream"]), int(given.get("delay", 0))
 
 
+def had_events_path(log: Path) -> Path:
+    """The file whose being there says that a merged stream has had an event, beside its arrival
+    `log`: written by the stream's readers, read by those of the other streams of its merge."""
+    return log.with_suffix(".had-events")
+
+
 @dataclass
 class _Files(InputPartition):
     """Consecutive files of the log: their names and the log position of the first; `end` adds the
@@ -168,6 +194,7 @@ class _Files(InputPartition):
     names: list[str]
     end: bool = False
     latest: int = NONE  # a sequenced stream's largest event time before them
+    mark: int | None = None  # a merged stream's placeholder row's event time, after them
 
 
 class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -183,6 +210,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A sequenced stream's largest event time after each file of the log up to a planned batch's
         # end, by position: noted by `_with_latest`, read by `partitions`, dropped by `commit`.
         self._after: dict[int, int] = {}
+        # A merged stream's: the others' `had_events_path`s, and this reader's run (module docstring)
+        self.merged = [Path(p) for p in json.loads(opts["merged"])] if "merged" in opts else None
+        self.run = uuid.uuid4().hex
 
     def initialOffset(self) -> dict:
         return {"files": 0}
@@ -194,6 +224,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = len(self.log.admit(self.directory))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self._with_mark(start, self._next(start, limit))
+
+    def _next(self, start: dict, limit: ReadLimit) -> dict:
         if start.get("end") and (self.target is None or self.target <= start["files"]):
             return start  # ended, and nothing arrived since: no batch
         known = len(self.log.admit(self.directory)) if self.target is None else self.target
@@ -206,6 +239,26 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start  # nothing new: no batch
         return self._with_latest(start, {"files": end})
 
+    def _with_mark(self, start: dict, end: dict) -> dict:
+        """For a merged stream, `end` with this reader's run and the event time of the placeholder
+        row that its batch or an earlier one of the run carries (`mark`): the stream's largest event
+        time so far in the run's first, `PLACED` once it ended without an event while another stream
+        of the merge has had one (the module docstring)."""
+        if self.merged is None:
+            return end
+        mine = start.get("run") == self.run
+        mark = start.get("mark") if mine else end.get("latest")
+        if mark is None and self._ended_without_events(end):
+            mark = PLACED
+        out = {k: v for k, v in end.items() if k not in ("run", "mark")} | {"run": self.run}
+        out |= {} if mark is None else {"mark": mark}
+        return start if out == start else out
+
+    def _ended_without_events(self, end: dict) -> bool:
+        assert self.merged is not None
+        ended = self.target is not None and end["files"] >= self.target and end.get("latest") is None
+        return ended and any(other.is_file() for other in self.merged)
+
     def _with_latest(self, start: dict, end: dict) -> dict:
         """`end`, for a sequenced stream with its largest event time after the files up to it."""
         if self.sequenced is None:
@@ -213,6 +266,8 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._latest(start)
         for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
             latest = self._after[position] = self._latest_after(position, name, latest)
+        if self.merged is not None and latest != NONE:
+            had_events_path(self.log.path).touch()
         return {**end, "latest": None if latest == NONE else latest}
 
     def _latest(self, offset: dict) -> int:
@@ -252,10 +307,12 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         firsts = range(0, len(names), FILES_PER_PARTITION)
         if self.sequenced is not None:  # each from the largest event time before its first file
             latests = self._latests_before(start, names, firsts)
-            return [
+            files = [
                 _Files(start["files"] + i, names[i : i + FILES_PER_PARTITION], latest=latest)
                 for i, latest in zip(firsts, latests, strict=True)
             ]
+            placed = "mark" in end and (start.get("run"), start.get("mark")) != (end["run"], end["mark"])
+            return [*files, _Files(end["files"], [], mark=int(end["mark"]))] if placed else files
         parts = [_Files(start["files"] + i, names[i : i + FILES_PER_PARTITION]) for i in firsts]
         if end.get("end") and end != start:
             parts.append(_Files(end["files"], [], end=True))
@@ -281,6 +338,10 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for k, name in enumerate(partition.names):
             rows, latest = marked(self._rows(partition.first + k, name), ts, REASON, latest, stream, delay)
             yield rows
+        if partition.mark is not None:  # an event of no one's: never late
+            yield marked(placeholder_batch(self._schemas()[1], ts, partition.mark), ts, REASON, NONE, stream)[
+                0
+            ]
 
     def _rows(self, position: int, name: str) -> pa.RecordBatch:
         """The rows of the file at `position` of the log, named `name`."""

@@ -61,7 +61,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.spark.streams.arrow_batches import unpacked
-from deployer.spark.streams.parsed_rows import END, SEQ
+from deployer.spark.streams.parsed_rows import END, PLACEHOLDER, SEQ
 from deployer.spark.streams.sequencer import (
     ALL,
     KEY,
@@ -82,9 +82,6 @@ from deployer.spark.translate.columns import col_name
 
 if TYPE_CHECKING:
     import pandas as pd
-
-# The `__seq` of a stream's placeholder row (see the module docstring): no event's (those are digits).
-PLACEHOLDER = "~placeholder"
 
 
 @dataclass(frozen=True)

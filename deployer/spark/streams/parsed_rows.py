@@ -29,6 +29,9 @@ REASON = "__reason"
 RAW = "__raw"
 ORIGIN = "__origin"
 END = "__end"
+# The SEQ of a merged stream's placeholder row: no event's (those are digits). It moves the stream's
+# watermark on Spark and goes no further (deployer.spark.streams.merge_sequencer, file_source).
+PLACEHOLDER = "~placeholder"
 _SPOOLED = "spooled"  # the reader's option that carries `reader_spool`'s spec
 
 
@@ -129,6 +132,15 @@ def end_batch(arrow: pa.Schema) -> pa.RecordBatch:
     rows = RowsBuilder(arrow)
     rows.end()
     return rows.batch()
+
+
+def placeholder_batch(arrow: pa.Schema, ts_column: str, ts: int) -> pa.RecordBatch:
+    """A merged stream's placeholder row alone: its event time `ts` (µs), `PLACEHOLDER` as its SEQ,
+    END set (it is no record read), NULLs else."""
+    given = {END: True, ts_column: ts, SEQ: PLACEHOLDER}
+    return pa.RecordBatch.from_arrays(
+        [pa.array([given.get(f.name)], type=f.type) for f in arrow], schema=arrow
+    )
 
 
 class RowsBuilder:

@@ -23,8 +23,8 @@ from pyspark.sql import types as T
 from deployer.connectors.files import file_dir
 from deployer.spark.metrics import INPUT_METRIC, LATE_METRIC, RELEASED_METRIC
 from deployer.spark.streams import file_source as files
-from deployer.spark.streams.merge_sequencer import PLACEHOLDER, Merged, sequenced_jointly
-from deployer.spark.streams.parsed_rows import END, ORIGIN, RAW, REASON, SEQ
+from deployer.spark.streams.merge_sequencer import Merged, sequenced_jointly
+from deployer.spark.streams.parsed_rows import END, ORIGIN, PLACEHOLDER, RAW, REASON, SEQ
 from deployer.spark.streams.sequencer import LATE, LATE_N, LATE_TS, out_schema, sequencer_rows, unpacked_rows
 from deployer.spark.translate.columns import col_name, struct_of
 from operators import graph as g
@@ -53,11 +53,13 @@ def file_parsed(
     max_files: int | None = None,
     sequenced: bool = False,
     spool: Any = None,
+    merged: Sequence[Path] = (),
 ) -> DataFrame:
     """A directory of event files → its parsed rows (`parsed_rows.parsed_schema`), for `split`;
     `sequenced`: its late events marked by the source, with its WATERMARK, for a stream alone that
     passes no Sequencer (`sequence`'s `in_source`); `spool`: the deployment's spool, whose `input-<stream>` label it
-    has, its reader's tasks spool its rejected records (`reader_spool`)."""
+    has, its reader's tasks spool its rejected records (`reader_spool`); `merged`: for a `sequenced`
+    stream in a merge, the arrival logs of the merge's other streams (file_source)."""
     directory = file_dir(uri)
     if directory is None:
         raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
@@ -67,7 +69,7 @@ def file_parsed(
     reader = spark.readStream.format(files.NAME)
     marks = (_event_time(node)[0], node.stream, _event_time(node)[1] * 1000) if sequenced else None
     spooled = None if spool is None else reader_spool(node, spool, sequenced)
-    given = files.options(directory, str(directory), log, node.schema, max_files, marks, spooled)
+    given = files.options(directory, str(directory), log, node.schema, max_files, marks, spooled, merged)
     for key, value in given.items():
         reader = reader.option(key, value)
     return reader.load()
@@ -171,22 +173,22 @@ def sequence(
     timers: bool = False,
     in_source: Set[str] = frozenset(),
     watermarks: bool = True,
+    placed: Set[str] = frozenset(),
 ) -> dict[str, DataFrame]:
-    """The streams with event time (stream → its node and `split`'s events) through the Sequencer:
-    per stream, its events in order (its late events are split off per micro-batch by the
-    dead-letters query, from `marked`: deployer.spark.run.failures). The streams
-    of each of `merges` pass it together; the others alone, those of `self_merged` (streams that
-    meet themselves in a merge) released strictly below their watermark. `marked`, if given, gets
-    per stream the Sequencer's output before it splits (released and late rows: one computation of
-    the Sequencer for both, `released` splits a micro-batch of it) and whether it was merged.
-    `spool`, if given, writes the late events of the streams among its labels (`late-<stream>`)
-    from the tasks that unpack its Sequencer's rows (`_released`). `timers`: a stream alone's Sequencer in Spark's
-    event-time mode, as an earlier layout's checkpoint has it (`sequencer.sequencer_rows`).
-    `in_source`: streams alone with WATERMARK 0 whose file source marked their late events
-    (`file_parsed`'s `sequenced`), which pass no Sequencer: their late events are counted after
-    their watermark and dropped there (when `spool` has their label, its spool of the source's
-    rejected records wrote them: parsed_rows.spool_rejects). `watermarks`: Spark's watermark declared on each
-    stream (deployer.spark.run.watermarks.declares_watermarks)."""
+    """The streams with event time (stream → its node and `split`'s events) through the Sequencer: per
+    stream, its events in order (its late events are split off per micro-batch by the dead-letters
+    query, from `marked`: deployer.spark.run.failures). The streams of each of `merges` pass it
+    together; the others alone, those of `self_merged` (streams that meet themselves in a merge)
+    released strictly below their watermark. `marked`, if given, gets per stream the Sequencer's
+    output before it splits (released and late rows: `released` splits a micro-batch of it) and
+    whether it was merged. `spool`, if given, writes the late events of the streams among its labels
+    (`late-<stream>`) from the tasks that unpack its Sequencer's rows (`_released`). `timers`: a
+    stream alone's Sequencer in Spark's event-time mode, as an earlier layout's checkpoint has it.
+    `in_source`: streams whose file source marked their late events (deployer.spark.run.held): no
+    Sequencer; their late events are counted after their watermark and dropped there (if `spool` has
+    their label, the source spooled them); `placed`: those in a merge, whose placeholder rows are
+    dropped there too (file_source). `watermarks`: Spark's watermark declared on each stream
+    (deployer.spark.run.watermarks.declares_watermarks)."""
     out: dict[str, DataFrame] = {}
     marked = {} if marked is None else marked
     together = {s for merge in merges for s in merge}
@@ -194,8 +196,8 @@ def sequence(
         if stream in together:
             continue
         if stream in in_source:  # its late events marked by its source, and spooled with its rejects
-            marked[stream] = (_marked(node, _watermarked(node, timed, watermarks)), False)
-            out[stream] = released_events(node, marked[stream][0], merged=False)
+            marked[stream] = (_marked(node, _watermarked(node, timed, watermarks)), stream in placed)
+            out[stream] = released_events(node, marked[stream][0], merged=stream in placed)
             continue
         index, delay = _event_time(node)
         # declared before the Sequencer: the stream's watermark counts every event it delivers
