@@ -106,12 +106,18 @@ class Stage:
         )
 
 
-def _run(batches: list[dict[str, Any]]) -> tuple[list[list[Any]], list[list[Any]]]:
+def _run(
+    batches: list[dict[str, Any]], placed: tuple[list[Any], list[Any]] | None = None
+) -> tuple[list[list[Any]], list[list[Any]]]:
+    """What each stage releases per micro-batch, its events; their placeholders' times into `placed`."""
     stages = [Stage(0), Stage(1)]
     out: tuple[list[list[Any]], list[list[Any]]] = ([], [])
     for batch in batches:
         for k, stage in enumerate(stages):
-            out[k].append(stage.batch(**batch))
+            released = stage.batch(**batch)
+            out[k].append([r for r in released if r[0] != "placeholder"])
+            if placed is not None:
+                placed[k].append([t for tag, t in released if tag == "placeholder"])
     return out
 
 
@@ -165,15 +171,36 @@ def test_a_stream_that_ended_without_events_releases_a_placeholder_at_the_merges
     window after the merge back for ever: at the end, the stage of a stream that had no event
     releases one placeholder whose event time less its WATERMARK is the merge's watermark (the least
     of the others' largest event time less theirs); deployer.spark.streams.sources drops it right after."""
+    placed: tuple[list[Any], list[Any]] = ([], [])
     a, b = _run(
         [
             {"b": [0, 300]},  # a has had no event: nothing goes
             {"ends": (0,)},  # a ended without events: it no longer holds b back; b is still live
             {"b": [900], "ends": (1,)},  # all ended: a's placeholder at b's 900 + a's 60 s
-        ]
+        ],
+        placed,
     )
-    assert a == [[], [], [("placeholder", 960.0)]]
+    assert a == [[], [], []] and placed[0] == [[], [], [960.0]]
     assert b == [[], [(0, False)], [(300, False), (900, False)]]
+
+
+def test_a_stream_restates_what_it_released_with_every_batch() -> None:
+    """Spark keeps a stream's watermark in memory only: a query started again counts one that
+    releases nothing as 0, which would hold the merge back. So every micro-batch a stage runs, a
+    stream that has had events releases a placeholder no earlier than any event it released and
+    earlier than any it holds: its largest event time, or just below the merge's watermark."""
+    placed: tuple[list[Any], list[Any]] = ([], [])
+    _run(
+        [
+            {"a": [0, 100, 200], "b": [0, 300, 600, 900]},  # the merge's watermark: a's 140
+            {"a": [300, 250, 700]},  # b is silent; the merge's watermark: a's 640
+            {"a": [1000], "ends": (0,)},  # the merge's: b's 900, which b holds
+            {"ends": (1,)},  # both ended: all released
+        ],
+        placed,
+    )
+    assert placed[1] == [[139.999999], [639.999999], [899.999999], [900.0]]
+    assert placed[0] == [[139.999999], [639.999999], [899.999999], [1000.0]]
 
 
 def test_no_placeholder_while_a_stream_is_live_or_when_none_had_events() -> None:

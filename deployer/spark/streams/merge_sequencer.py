@@ -27,7 +27,13 @@ it ended:
   the merge would ever fire. So when all have ended, such a stream's stage releases one
   **placeholder** row (`PLACEHOLDER` as its `__seq`, NULLs but its event time): its event time puts
   the stream's watermark at the merge's, and it is dropped right after Spark's watermark is declared
-  on it (deployer.spark.streams.sources), before any operator sees it.
+  on it (deployer.spark.streams.sources), before any operator sees it;
+- Spark keeps each stream's watermark in the driver's memory only: a query started again counts a
+  stream that releases nothing as 0, and one that releases a few events as at their largest, so a
+  stream silent since the last run would hold the merge back. So a stream that has had events
+  releases a placeholder row with every micro-batch its stage runs, no earlier than any event it
+  released and earlier than any it holds (its largest event time, or just below the merge's
+  watermark while it holds events).
 
 So every stream of a merge releases, micro-batch after micro-batch, only events that come before any
 event any of them releases later, and a Union downstream (which sorts each micro-batch by event time,
@@ -148,30 +154,40 @@ class MergeSequencer(StatefulProcessor):
             late_events = events.filter(pa.array(late))
         if held is None:
             self.state.update((maxes, ended, None))
-            yield from self._placeholder(maxes, ended)
+            yield from self._placeholder(maxes, ended, maxes[own])
             return
-        released, held = release(held, self.ts[own], _limit(maxes, ended, self.delays), inclusive=False)
+        limit = _limit(maxes, ended, self.delays)
+        released, held = release(held, self.ts[own], limit, inclusive=False)
         self.state.update((maxes, ended, blob(held) if held.num_rows else None))
         out = marked(
             released, released.slice(0, 0) if late_events is None else late_events, reasons, self.ts[own]
         )
         if out.num_rows:
             yield pd.DataFrame({KEY: [0], "__events": [blob(out)]})
-        yield from self._placeholder(maxes, ended)
+        # what it released is below the merge's watermark, and at most its largest event time
+        yield from self._placeholder(maxes, ended, NONE if limit == NONE else min(maxes[own], limit - 1))
 
-    def _placeholder(self, maxes: list[int], ended: list[bool]) -> Iterator[pd.DataFrame]:
-        """The placeholder row of a stream that ended without events, once every stream has ended
-        and some had events: its event time is the merge's watermark plus the stream's WATERMARK, so
-        that Spark's watermark for the stream is the merge's (see the module docstring)."""
+    def _placeholder(self, maxes: list[int], ended: list[bool], released: int) -> Iterator[pd.DataFrame]:
+        """The placeholder row of the stream: at `released`, at least the largest event time it has
+        released (all micro-batches), when it has released one, so that Spark's watermark for the
+        stream, which Spark keeps in memory only, counts what it released before a query's start too;
+        else, once every stream has ended and some had events, at the merge's watermark plus the
+        stream's WATERMARK, so that Spark's watermark for the stream is the merge's (the module
+        docstring)."""
         import pandas as pd  # not at the top: each query start imports this module (architecture.md)
 
         own = self.own
-        if maxes[own] != NONE or not all(ended):
+        if maxes[own] != NONE:
+            if released == NONE:
+                return
+            ts = released
+        elif not all(ended):
             return
-        merge = [m - d for m, d in zip(maxes, self.delays, strict=True) if m != NONE]
-        if not merge:
-            return
-        ts = min(merge) + self.delays[own]
+        else:
+            merge = [m - d for m, d in zip(maxes, self.delays, strict=True) if m != NONE]
+            if not merge:
+                return
+            ts = min(merge) + self.delays[own]
         row = {
             f.name: pa.array(
                 [ts if f.name == self.ts[own] else PLACEHOLDER if f.name == SEQ else None], f.type
