@@ -9,7 +9,8 @@ those two queries read or compute, now written by one of the queries that read t
 compute the operator (deployer.spark.run.queries._by_readers); a stream's Sequencer kept Spark's event-time timers,
 which it never set (`sequencer_timers`); a stream alone with WATERMARK 0 passed a Sequencer,
 where its file source now marks its late events (`late_marked_by_sources`); and a stream alone with a
-WATERMARK delay whose order shows nowhere passed one too, now unheld (`unheld_streams`).
+WATERMARK delay whose order shows nowhere passed one too, now unheld, as are the streams of a merge
+whose order shows nowhere, which passed the merge's Sequencers (`unheld_streams`).
 """
 
 from __future__ import annotations
@@ -102,13 +103,14 @@ def _stateful_layout(checkpoint: Path, mark: str) -> bool:
 
 
 def unheld_streams(checkpoint: Path, wanted: list[str], merges: Sequence[Sequence[str]] = ()) -> set[str]:
-    """The streams with a WATERMARK delay that pass no Sequencer in a run on `checkpoint`
-    (deployer.spark.run.held; lower-case names), `wanted` those the script could leave so: those the
-    checkpoint's queries were started with (its record), none for a checkpoint with some query's
-    state and no record (an earlier layout's, whose Sequencers are in that state), `wanted` for one
-    without state, recorded now. A stream recorded that is no longer wanted is refused (the run's
-    checkpoint guard and the service refuse such a script before: deployer.spark.run.compat), and so
-    is a merge (of `merges`, the streams sequenced together) of streams left unheld and held."""
+    """The streams with a WATERMARK delay, or in a merge, that pass no Sequencer in a run on
+    `checkpoint` (deployer.spark.run.held; lower-case names), `wanted` those the script could leave
+    so: those the checkpoint's queries were started with (its record), none for a checkpoint with
+    some query's state and no record (an earlier layout's, whose Sequencers are in that state),
+    `wanted` for one without state, recorded now. A stream recorded that is no longer wanted is
+    refused (the run's checkpoint guard and the service refuse such a script before:
+    deployer.spark.run.compat), and so is a merge (of `merges`, the streams sequenced together) of
+    streams left unheld and held."""
     if not held.has_state(checkpoint):
         held.record(checkpoint, wanted)
         return set(wanted)
