@@ -83,18 +83,16 @@ def unheld(graph: g.Graph, sources: Mapping[str, str], sinks: Collection[str]) -
     deployer.spark.run.layout.late_marked_by_sources.)"""
     self_merged = self_merged_sources(graph)
     merge_of = {s: merge for merge in sequenced_merges(graph, sources) for s in merge}
-    by_name = {src.stream: src for src in graph.sources()}
-
-    def free(src: g.Source) -> bool:
+    free = {}  # each source's walk once, however many merges' members ask for it
+    for src in graph.sources():
         from_files = src.trigger is None and bound_uri(sources, src.stream).startswith("file:")
         ok = src.event_time is not None and from_files and src.stream not in self_merged
-        return ok and order_free(graph, src, sinks)
-
+        free[src.stream] = ok and order_free(graph, src, sinks)
     out = []
     for src in graph.sources():
         merge = merge_of.get(src.stream)
-        alone = merge is None and bool(src.watermark_ms) and free(src)
-        if alone or (merge is not None and all(free(by_name[s]) for s in merge)):
+        alone = merge is None and bool(src.watermark_ms) and free[src.stream]
+        if alone or (merge is not None and all(free[s] for s in merge)):
             out.append(src.stream.lower())
     return sorted(out)
 

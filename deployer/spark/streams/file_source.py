@@ -213,6 +213,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A merged stream's: the others' `had_events_path`s, and this reader's run (module docstring)
         self.merged = [Path(p) for p in json.loads(opts["merged"])] if "merged" in opts else None
         self.run = uuid.uuid4().hex
+        self._noted = False  # `had_events_path` written by this reader
 
     def initialOffset(self) -> dict:
         return {"files": 0}
@@ -266,8 +267,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._latest(start)
         for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
             latest = self._after[position] = self._latest_after(position, name, latest)
-        if self.merged is not None and latest != NONE:
-            had_events_path(self.log.path).touch()
+        if self.merged is not None and latest != NONE and not self._noted:
+            had_events_path(self.log.path).touch()  # once per reader, not at every batch's planning
+            self._noted = True
         return {**end, "latest": None if latest == NONE else latest}
 
     def _latest(self, offset: dict) -> int:
