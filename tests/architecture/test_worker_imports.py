@@ -9,14 +9,18 @@ come from the daemon, which has it preloaded)."""
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKER_PATH = ROOT / "deployer" / "spark" / "run" / "worker_path"
 # every module that holds a StatefulProcessor or a DataSource the deployer hands to Spark
 STARTED_FRESH = (
     "deployer.spark.output.processor",
@@ -71,3 +75,58 @@ def test_the_daemon_preloads_the_drivers_of_the_stores_its_workers_open() -> Non
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert {"psycopg", "sqlalchemy", "redis", "pandas"} <= set(json.loads(done.stdout))
+
+
+def _imports_inside_functions(source: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import):
+                    found |= {a.name for a in inner.names}
+                elif isinstance(inner, ast.ImportFrom) and inner.module and inner.level == 0:
+                    found.add(inner.module)
+    return found
+
+
+def test_the_daemon_preloads_what_the_state_clients_import_at_their_first_call() -> None:
+    """PySpark's state clients import the state server's messages (protobuf) inside their methods:
+    every worker of a stateful processor imported them at its first state call, and so did the
+    runner Spark starts for each stateful processor at a query's start to learn its state's schema
+    (forked from the zygote, which preloads the daemon's modules): ~50 ms of each such runner's
+    60-90 ms (docs/architecture.md, "What a run costs on Spark")."""
+    clients = sorted((Path(pyspark.__file__).parent / "sql" / "streaming").glob("*_client.py"))
+    lazy = set().union(*(_imports_inside_functions(f.read_text()) for f in clients))
+    assert "pyspark.sql.streaming.proto.StateMessage_pb2" in lazy  # what the probe is about
+    probe = (
+        f"import json, sys; sys.path.insert(0, {str(WORKER_PATH)!r}); import cep_daemon, importlib; "
+        "[importlib.import_module(m) for m in cep_daemon.PRELOADED]; print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert lazy - set(json.loads(done.stdout)) == set()
+
+
+def test_the_archives_spark_puts_on_its_processes_path_come_after_the_installed_packages() -> None:
+    """Spark puts PySpark's and py4j's zips and its core jar ahead of site-packages on the path of
+    every Python process it starts; with PySpark installed from its wheel they hold nothing the
+    installed packages do not (the jar no Python at all), and each costs a read of its directory
+    (the jar's 5,973 entries ~22 ms) to the first import that reaches it: worker_path/sitecustomize.py
+    moves them after everything else."""
+    home = Path(pyspark.__file__).parent
+    archives = [
+        *sorted((home / "jars").glob("spark-core_*.jar")),
+        *sorted((home / "python" / "lib").glob("*.zip")),
+    ]
+    assert len(archives) >= 2
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SPARK_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join([*map(str, archives), str(WORKER_PATH), str(ROOT)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys; print(json.dumps(sys.path))"],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    path = json.loads(done.stdout)
+    installed = path.index(str(home.parent))
+    assert all(path.index(str(a)) > installed for a in archives), path

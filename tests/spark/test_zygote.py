@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,37 @@ def test_the_child_runs_the_module_as_the_requester_and_its_status_is_the_reques
     assert f"cwd {work} args ['3', 'a b'] env from the requester" in out  # ...as the requester
     assert "to stderr" in err and "not delegated" not in out
     assert "RuntimeWarning" not in err  # run as __main__ although the zygote had imported it
+
+
+_ARCHIVES = """
+import sys
+if __name__ == "__main__":
+    opened = [p for p in sys.path if p.endswith("extra.zip") and p in sys.path_importer_cache]
+    import extra_module
+    print("opened", len(opened), "value", extra_module.VALUE, flush=True)
+"""
+
+
+def test_the_archives_on_a_requesters_path_are_opened_in_the_zygote_once(
+    zygote: tuple[str, dict[str, str], int], tmp_path: Path
+) -> None:
+    """An archive on the requester's path that the zygote's own path lacks (Spark's jar and zips):
+    the child finds its importer made, its directory read once in the zygote rather than in every
+    child that imports a module not imported yet."""
+    path, env, _ = zygote
+    archive = tmp_path / "extra.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("extra_module.py", "VALUE = 7\n")
+    (tmp_path / "zygote_test" / "archives.py").write_text(_ARCHIVES)
+    env = {**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(archive)])}
+    for _ in range(2):
+        requester = subprocess.Popen(
+            [sys.executable, "-c", _REQUESTER, path, "zygote_test.archives"],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        out, err = requester.communicate(timeout=30)
+        assert requester.returncode == 0, (out, err)
+        assert out.split() == ["opened", "1", "value", "7"], (out, err)
 
 
 def test_a_signal_to_the_requester_reaches_the_child(

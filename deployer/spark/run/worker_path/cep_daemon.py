@@ -21,6 +21,10 @@ PRELOADED = (
     "pyarrow.compute",
     "pyspark.sql.pandas.serializers",
     "pyspark.sql.streaming.stateful_processor_util",
+    # the state server's messages, which a stateful processor's worker (and its state schema's
+    # runner, at a query's start) imports at its first state call: protobuf, ~30 ms
+    "pyspark.sql.streaming.proto.StateMessage_pb2",
+    "pyspark.sql.streaming.stateful_processor_api_client",
     "deployer.spark.streams.file_source",
     "deployer.spark.streams.sequencer",
     "deployer.spark.streams.merge_sequencer",

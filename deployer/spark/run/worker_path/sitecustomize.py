@@ -8,7 +8,10 @@ PySpark's modules again, and a short run starts a few dozen such processes (meas
 Spark jobs on 2 cores: the Python processes of a `cep run` of examples/daily_bill.cpl over 26
 events took 24 s of CPU, 12 s with this). With PySpark installed from its wheel, SPARK_HOME is the
 installed package itself, so its zips hold the very modules installed beside it: they are moved to
-the end of the path. With any other SPARK_HOME (a Spark distribution) the path is left as it is.
+the end of the path. So is the jar of Spark's core that Spark puts first on the path too (for
+builds that ship PySpark inside it; the wheel's has no Python file): a process's first import
+that no module already imported answered read the jar's directory, 5,973 entries, ~22 ms, before
+looking anywhere else. With any other SPARK_HOME (a Spark distribution) the path is left as it is.
 A `sitecustomize` of the environment's own, further on the path, then runs as it would have.
 """
 
@@ -22,12 +25,14 @@ from importlib.machinery import PathFinder
 
 def _installed_pyspark_first() -> None:
     home = os.path.realpath(os.environ.get("SPARK_HOME") or "/nonexistent")
-    lib = os.path.join(home, "python", "lib")
-    zips = [p for p in sys.path if p.endswith(".zip") and os.path.dirname(os.path.realpath(p)) == lib]
+    archives = {os.path.join(home, "python", "lib"): ".zip", os.path.join(home, "jars"): ".jar"}
+    moved = [
+        p for p in sys.path if archives.get(os.path.dirname(os.path.realpath(p))) == os.path.splitext(p)[1]
+    ]
     installed = os.path.dirname(home)  # site-packages, when SPARK_HOME is the installed package
     on_path = any(os.path.realpath(p) == installed for p in sys.path if p)
-    if zips and on_path and os.path.isfile(os.path.join(home, "__init__.py")):
-        sys.path[:] = [p for p in sys.path if p not in zips] + zips
+    if moved and on_path and os.path.isfile(os.path.join(home, "__init__.py")):
+        sys.path[:] = [p for p in sys.path if p not in moved] + moved
 
 
 def _next_sitecustomize() -> None:
