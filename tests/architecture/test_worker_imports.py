@@ -130,3 +130,30 @@ def test_the_archives_spark_puts_on_its_processes_path_come_after_the_installed_
     path = json.loads(done.stdout)
     installed = path.index(str(home.parent))
     assert all(path.index(str(a)) > installed for a in archives), path
+
+
+def test_a_process_started_through_cep_python_reads_no_archive_as_it_starts() -> None:
+    """An interpreter looks for its first module on PYTHONPATH before its standard library, and
+    looks for `sitecustomize` everywhere: Spark's archives at the head of PYTHONPATH were read by
+    every Python process the JVM started (~27 ms of its ~58). Started through
+    worker_path/cep_python (a local session's PYSPARK_PYTHON), the process reads none as it starts,
+    and has them last on its path."""
+    home = Path(pyspark.__file__).parent
+    archives = [
+        *sorted((home / "python" / "lib").glob("*.zip")),
+        *sorted((home / "jars").glob("spark-core_*.jar")),
+    ]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SPARK_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join([*map(str, archives), str(WORKER_PATH), str(ROOT)]),
+        "PAASCEP_WORKER_PYTHON": sys.executable,
+    }
+    probe = "import json, sys, zipimport; print(json.dumps([sys.executable, list(zipimport._zip_directory_cache), sys.path]))"
+    done = subprocess.run(
+        [str(WORKER_PATH / "cep_python"), "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    executable, read, path = json.loads(done.stdout)
+    assert Path(executable).resolve() == Path(sys.executable).resolve()
+    assert read == []
+    assert path[-len(archives) :] == [str(a) for a in archives]

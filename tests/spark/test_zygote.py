@@ -254,6 +254,23 @@ def _rss_mb(pid: int) -> float:
 
 
 @pytest.mark.spark
+def test_the_sessions_python_processes_start_through_cep_python(spark: Any) -> None:
+    """A local session's Python processes are started through worker_path/cep_python, which took
+    Spark's archives off their PYTHONPATH (sitecustomize put them back, last)."""
+
+    def seen(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # pickled by value
+        for _ in batches:
+            pass
+        archives = os.environ.get("PAASCEP_SPARK_ARCHIVES", "")
+        last = sys.path[-len(archives.split(os.pathsep)) :] if archives else []
+        yield pa.RecordBatch.from_pylist([{"archives": archives, "last": os.pathsep.join(last)}])
+
+    (row,) = spark.range(1, numPartitions=1).mapInArrow(seen, "archives string, last string").collect()
+    assert "pyspark.zip" in row.archives and ".jar" in row.archives
+    assert row.last == row.archives  # the archives at the end of the worker's path, in their order
+
+
+@pytest.mark.spark
 def test_a_query_start_forks_its_sources_runner_from_the_zygote(spark: Any, tmp_path: Path) -> None:
     from deployer.spark.run.deployment import SparkDeployment
     from tests.spark.spark_helpers import at, compile_text, prepare

@@ -38,6 +38,7 @@ from deployer.spark.run.lookup import skip_data_source_lookup
 from deployer.spark.run.names import remember_names
 from deployer.spark.run.warm import warm_python_workers
 from deployer.spark.run.worker_path import cep_zygote
+from deployer.spark.run.worker_python import python_of_workers
 from stores.urls import redact_text
 
 # What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
@@ -389,7 +390,7 @@ def launch_jvm(options: dict[str, str], log: Path) -> None:
     the JVM does not start (no Java, a bad option)."""
     global _jvm_log
     log.parent.mkdir(parents=True, exist_ok=True)
-    if options.get("spark.master", "").startswith("local"):
+    if python_of_workers(options.get("spark.master", "")):  # a local master
         # The Python processes this JVM starts import the installed PySpark, not Spark's zip of it
         # (deployer/spark/run/worker_path/sitecustomize.py): they inherit its environment.
         paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
