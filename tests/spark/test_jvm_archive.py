@@ -114,3 +114,21 @@ def test_the_driver_jvms_options_and_none(monkeypatch: pytest.MonkeyPatch) -> No
     assert driver_jvm_options(True) != {}
     monkeypatch.setenv("CEP_BOUNDED_JVM_OPTIONS", "none")  # Spark's own
     assert driver_jvm_options(True) == {}
+
+
+def test_pyspark_installed_again_where_it_was_gets_an_archive_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A virtualenv made anew at the same path has PySpark's jars of another time, and a JVM refuses,
+    silently, an archive made with other jars: every later run started without one (~3 s more a run,
+    seen on a clone made again where another had been)."""
+    import pyspark
+
+    package = tmp_path / "site-packages" / "pyspark"
+    (package / "jars").mkdir(parents=True)
+    monkeypatch.setattr(pyspark, "__file__", str(package / "__init__.py"))
+    before = jvm_archive.archive_name("-Xmx1g")
+    assert before is not None and jvm_archive.archive_name("-Xmx1g") == before  # the same installation
+    stat = (package / "jars").stat()
+    os.utime(package / "jars", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert jvm_archive.archive_name("-Xmx1g") != before

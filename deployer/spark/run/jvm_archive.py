@@ -5,8 +5,8 @@ libraries before it does anything. A dynamic CDS archive (JDK 13+, `-XX:ArchiveC
 those classes as a JVM holds them after loading; a JVM started with `-XX:SharedArchiveFile` maps them
 instead (docs/settings.md, "The JVM of a bounded run", has the figures).
 
-The first bounded run on a machine (per JDK, PySpark and JVM options: the archive's name holds a
-digest of them) makes it: its JVM writes the archive as it exits, which the run waits for after its
+The first bounded run on a machine (per JDK, PySpark and its installation, and JVM options: the
+archive's name holds a digest of them) makes it: its JVM writes the archive as it exits, which the run waits for after its
 summary (`finish`), into a file of its own renamed into place once complete, so that a run reading
 the cache never sees half an archive and two first runs at once do not collide. Later runs map it.
 A JVM that cannot use it (another JDK, another class path) ignores it silently (`-Xshare:auto`, the
@@ -68,6 +68,10 @@ def archive_name(base_options: str, class_path: str = "") -> str | None:
 
     stat = java.stat()
     key = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}:{pyspark.__file__}:{base_options}"
+    # PySpark installed again where it was (a virtualenv made anew) has jars of other times, and a
+    # JVM refuses an archive made with other jars, silently: every run then started without one.
+    with contextlib.suppress(OSError):
+        key += f":{(Path(pyspark.__file__).parent / 'jars').stat().st_mtime_ns}"
     if class_path:  # (none: the name archives made before the project added any had)
         key += f":{class_path}"
     return f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
