@@ -106,29 +106,38 @@ def test_the_daemon_preloads_what_the_state_clients_import_at_their_first_call()
     assert lazy - set(json.loads(done.stdout)) == set()
 
 
+SPARK_HOME = Path(pyspark.__file__).parent  # the installed wheel's, as a local session's
+
+
+def _spark_archives() -> list[Path]:
+    """What Spark puts at the head of its Python processes' path, in its order: the zips, the jar."""
+    lib, jars = SPARK_HOME / "python" / "lib", SPARK_HOME / "jars"
+    return [*sorted(lib.glob("*.zip")), *sorted(jars.glob("spark-core_*.jar"))]
+
+
+def _spark_environment(archives: list[Path]) -> dict[str, str]:
+    """The environment of a Python process a local session's JVM starts (the parts that matter)."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SPARK_HOME": str(SPARK_HOME),
+        "PYTHONPATH": os.pathsep.join([*map(str, archives), str(WORKER_PATH), str(ROOT)]),
+    }
+
+
 def test_the_archives_spark_puts_on_its_processes_path_come_after_the_installed_packages() -> None:
     """Spark puts PySpark's and py4j's zips and its core jar ahead of site-packages on the path of
     every Python process it starts; with PySpark installed from its wheel they hold nothing the
     installed packages do not (the jar no Python at all), and each costs a read of its directory
     (the jar's 5,973 entries ~22 ms) to the first import that reaches it: worker_path/sitecustomize.py
     moves them after everything else."""
-    home = Path(pyspark.__file__).parent
-    archives = [
-        *sorted((home / "jars").glob("spark-core_*.jar")),
-        *sorted((home / "python" / "lib").glob("*.zip")),
-    ]
+    archives = _spark_archives()
     assert len(archives) >= 2
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "SPARK_HOME": str(home),
-        "PYTHONPATH": os.pathsep.join([*map(str, archives), str(WORKER_PATH), str(ROOT)]),
-    }
     done = subprocess.run(
         [sys.executable, "-c", "import json, sys; print(json.dumps(sys.path))"],
-        env=env, capture_output=True, text=True, check=True,
+        env=_spark_environment(archives), capture_output=True, text=True, check=True,
     )  # fmt: skip
     path = json.loads(done.stdout)
-    installed = path.index(str(home.parent))
+    installed = path.index(str(SPARK_HOME.parent))
     assert all(path.index(str(a)) > installed for a in archives), path
 
 
@@ -138,17 +147,8 @@ def test_a_process_started_through_cep_python_reads_no_archive_as_it_starts() ->
     every Python process the JVM started (~27 ms of its ~58). Started through
     worker_path/cep_python (a local session's PYSPARK_PYTHON), the process reads none as it starts,
     and has them last on its path."""
-    home = Path(pyspark.__file__).parent
-    archives = [
-        *sorted((home / "python" / "lib").glob("*.zip")),
-        *sorted((home / "jars").glob("spark-core_*.jar")),
-    ]
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "SPARK_HOME": str(home),
-        "PYTHONPATH": os.pathsep.join([*map(str, archives), str(WORKER_PATH), str(ROOT)]),
-        "PAASCEP_WORKER_PYTHON": sys.executable,
-    }
+    archives = _spark_archives()
+    env = {**_spark_environment(archives), "PAASCEP_WORKER_PYTHON": sys.executable}
     probe = "import json, sys, zipimport; print(json.dumps([sys.executable, list(zipimport._zip_directory_cache), sys.path]))"
     done = subprocess.run(
         [str(WORKER_PATH / "cep_python"), "-c", probe], env=env, capture_output=True, text=True, check=True

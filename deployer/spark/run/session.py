@@ -38,7 +38,7 @@ from deployer.spark.run.lookup import skip_data_source_lookup
 from deployer.spark.run.names import remember_names
 from deployer.spark.run.warm import warm_python_workers
 from deployer.spark.run.worker_path import cep_zygote
-from deployer.spark.run.worker_python import python_of_workers
+from deployer.spark.run.worker_python import WORKER_PATH, python_of_workers
 from stores.urls import redact_text
 
 # What a deployment needs of the session it runs in, whoever built it: UTC, non-ANSI arithmetic
@@ -363,7 +363,6 @@ def finish_jvm(say: Callable[[str], None]) -> None:
 
 
 _jvm_log: Path | None = None
-WORKER_PATH = Path(__file__).resolve().parent / "worker_path"
 
 
 def jvm_log() -> Path | None:

@@ -17,7 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-PYTHON_LAUNCHER = Path(__file__).resolve().parent / "worker_path" / "cep_python"
+# what every Python process of a local session has first on its path (session.launch_jvm)
+WORKER_PATH = Path(__file__).resolve().parent / "worker_path"
+PYTHON_LAUNCHER = WORKER_PATH / "cep_python"
 # what cep_python runs: handed to it in the environment, not a setting (deployer/settings.py)
 WORKER_PYTHON = "PAASCEP_WORKER_PYTHON"
 

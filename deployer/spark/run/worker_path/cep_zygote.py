@@ -285,14 +285,14 @@ def _fork_for(
 
 
 def _archives_opened(path: Any) -> None:
-    """Open a request's archives (Spark's zips and jar) here, once, for every child to inherit: a
-    child's first import that missed read each one's whole directory (~27 ms; worker_python.py)."""
+    """Open a request's archives here, once, for its children to inherit (~27 ms each otherwise)."""
+    import pkgutil  # the zygote's alone: not the requester's, which imports this module at its start
+
+    known = sys.path_importer_cache
     for entry in path if isinstance(path, list) else []:
-        if isinstance(entry, str) and os.path.isabs(entry) and os.path.isfile(entry):
-            for hook in [] if entry in sys.path_importer_cache else sys.path_hooks:
-                with contextlib.suppress(Exception):  # not this hook's; a child tries, as it would have
-                    sys.path_importer_cache[entry] = hook(entry)  # as PathFinder makes and keeps it
-                    break
+        if isinstance(entry, str) and entry not in known and os.path.isabs(entry) and os.path.isfile(entry):
+            with contextlib.suppress(Exception):  # a child that needs it tries, as it would have
+                pkgutil.get_importer(entry)  # made and kept in sys.path_importer_cache
 
 
 def _abandoned(waiting: dict[int, socket.socket], readable: Collection[int]) -> None:
