@@ -94,7 +94,8 @@ class Settings:
         None,
         "CEP_SHUFFLE_PARTITIONS",
         "Spark: `spark.sql.shuffle.partitions`, the state partitions a stateful query's new checkpoint "
-        "gets (default: the session's parallelism, its cores)",
+        "gets (default: the session's parallelism, its cores); a query whose every stateful operator keeps "
+        "one group gets one (deployer/spark/run/partitions.py)",
         1,
         int,
     )

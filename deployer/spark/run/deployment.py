@@ -33,6 +33,7 @@ from deployer.spark.run.failures import along, dead_letters, failure_queries, st
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
 from deployer.spark.run.layout import earlier_layout
+from deployer.spark.run.partitions import state_partitions
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
     BY_TASKS,
@@ -145,14 +146,13 @@ class SparkDeployment:
                 self.on_started(name)
 
     def _started(self, w: Any, name: str, df: DataFrame) -> StreamingQuery:
-        """`w`, the query of `df`, started with its settings. State partitions: one for a query
-        whose only state is the Sequencer's (one key per stream), else CEP_SHUFFLE_PARTITIONS; each
-        is a state store loaded and committed every micro-batch, kept for the life of the
-        checkpoint. Whether it reuses a shuffle it computes twice: `starting.reuses_exchanges`."""
+        """`w`, the query of `df`, started with its settings: its state partitions
+        (deployer.spark.run.partitions), whether it runs empty batches, whether it reuses a shuffle
+        it computes twice (`starting.reuses_exchanges`)."""
         planned = next((q for q in self.plan if q.name == name), None)
         stateful = planned is None or bool(planned.stateful)
         wanted = {
-            _PARTITIONS: str(shuffle_partitions(self.spark) if stateful else 1),
+            _PARTITIONS: str(state_partitions(self.graph, planned, shuffle_partitions(self.spark))),
             _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
             "spark.sql.exchange.reuse": str(not stateful or reuses_exchanges(df)).lower(),
             QUERY: name,  # which of the queries that pass a spooling stage writes its dead letters
