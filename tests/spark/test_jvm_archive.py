@@ -132,3 +132,56 @@ def test_pyspark_installed_again_where_it_was_gets_an_archive_of_its_own(
     stat = (package / "jars").stat()
     os.utime(package / "jars", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert jvm_archive.archive_name("-Xmx1g") != before
+
+
+def _aged(path: Path, hours: float, now: float) -> Path:
+    path.write_bytes(b"archive")
+    os.utime(path, (now - hours * 3600, now - hours * 3600))
+    return path
+
+
+def test_the_cache_keeps_the_archives_used_last(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every installation, JDK and set of options has an archive of its own (~180 MB): the cache
+    keeps the `KEPT` used last, and drops the others and the files of makers that died."""
+    import time
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CEP_JVM_ARCHIVE", "1")
+    for var in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    cache, now = jvm_archive.cache_dir(), time.time()
+    cache.mkdir(parents=True)
+    others = [_aged(cache / f"spark-{i:016x}.jsa", 1 + i, now) for i in range(jvm_archive.KEPT + 2)]
+    mine = jvm_archive.archive_path("-Xmx1g")
+    assert mine is not None
+    _aged(mine, 24 * 30, now)  # made a month ago, the oldest of all
+    dead = _aged(cache / ".spark-0000000000000000-4242.partial", 25, now)  # a maker that died
+    young = _aged(cache / ".spark-0000000000000001-4343.partial", 0.1, now)  # one writing now
+    foreign = _aged(cache / "notes.txt", 24 * 90, now)
+
+    assert jvm_archive.options("-Xmx1g").options.endswith(jvm_archive.USE.format(mine))
+    assert mine.stat().st_mtime >= now - 5  # mapped now: used last
+    dropped = jvm_archive.pruned(cache)
+    assert sorted(dropped) == sorted([*others[jvm_archive.KEPT - 1 :], dead])
+    assert sorted(cache.iterdir()) == sorted([mine, *others[: jvm_archive.KEPT - 1], young, foreign])
+
+
+def test_an_archive_put_in_place_prunes_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`finish` puts the archive a JVM wrote in place once the JVM ended (a process that ends when its
+    input closes, as the driver's JVM does), then prunes the cache."""
+    import time
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CEP_JVM_ARCHIVE", "1")
+    for var in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    cache, now = jvm_archive.cache_dir(), time.time()
+    cache.mkdir(parents=True)
+    older = [_aged(cache / f"spark-{i:016x}.jsa", 1 + i, now) for i in range(jvm_archive.KEPT)]
+    made = jvm_archive.options("-Xmx1g")
+    assert made.making is not None and made.path is not None
+    made.making.write_bytes(b"a new archive")
+    jvm = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    jvm_archive.finish(made, jvm)
+    assert made.path.read_bytes() == b"a new archive" and not made.making.exists()
+    assert sorted(cache.iterdir()) == sorted([made.path, *older[: jvm_archive.KEPT - 1]])

@@ -9,6 +9,10 @@ The first bounded run on a machine (per JDK, PySpark and its installation, and J
 archive's name holds a digest of them) makes it: its JVM writes the archive as it exits, which the run waits for after its
 summary (`finish`), into a file of its own renamed into place once complete, so that a run reading
 the cache never sees half an archive and two first runs at once do not collide. Later runs map it.
+Each installation, JDK or set of options gets an archive of its own (~180 MB), so the cache keeps
+the `KEPT` most recently used ones (a run that maps one marks it used) and drops the others, and the
+files of a maker that died, when a new one is put in place (`pruned`). An archive dropped while a
+JVM maps it stays mapped; a run that finds it gone makes it again.
 A JVM that cannot use it (another JDK, another class path) ignores it silently (`-Xshare:auto`, the
 default, with the CDS log off). Nothing here ever fails a run: without an archive it runs as before.
 
@@ -24,6 +28,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +40,11 @@ _CDS_OPTIONS = ("SharedArchiveFile", "ArchiveClassesAtExit", "Xshare:off")
 _USERS_OPTIONS = ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")
 # How long a run waits, after its summary, for its JVM to write the archive (a few seconds).
 _WRITE_WAIT_S = 120.0
+# Archives kept in the cache, the most recently used: a machine's few virtualenvs and JDKs each map
+# theirs, where every one ever made stayed before (1.4 GB after a day of remade virtualenvs).
+KEPT = 4
+# A maker's file older than this is one whose run died before putting it in place.
+_STALE_PARTIAL_S = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,8 @@ def options(base_options: str, class_path: str = "") -> Archive:
     if path is None:
         return Archive(base_options)
     if path.exists():
+        with contextlib.suppress(OSError):  # used now: the last the cache drops (`pruned`)
+            os.utime(path)
         return Archive(f"{base_options} {USE.format(path)}".strip())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,4 +131,20 @@ def finish(archive: Archive, jvm: subprocess.Popen[bytes] | None) -> None:
     with contextlib.suppress(OSError):
         if ok and archive.making.stat().st_size > 0:
             os.replace(archive.making, archive.path)
+            pruned(archive.path.parent)
     archive.making.unlink(missing_ok=True)
+
+
+def pruned(directory: Path, now: float | None = None) -> list[Path]:
+    """Drop from the cache `directory` all but the `KEPT` most recently used archives, and makers'
+    files a day old; the files dropped. Another file there is not the cache's, and stays."""
+    now = time.time() if now is None else now
+    dropped = []
+    with contextlib.suppress(OSError):
+        archives = sorted(directory.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+        stale = [p for p in directory.glob(".spark-*.partial") if now - p.stat().st_mtime > _STALE_PARTIAL_S]
+        for path in [*archives[KEPT:], *stale]:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                dropped.append(path)
+    return dropped
