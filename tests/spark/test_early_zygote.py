@@ -34,10 +34,10 @@ sys.stdin.read()
 
 # A process the JVM would start: it asks the zygote to run its module (as another Python, if told).
 _REQUESTER = """
-import sys, cep_zygote
+import sys, cep_request
 if sys.argv[3] == "another python":
-    cep_zygote._interpreter = lambda: ["/another/python", 0]
-cep_zygote.delegate(sys.argv[1], sys.argv[2], [])
+    cep_request._interpreter = lambda: ["/another/python", 0]
+cep_request.delegate(sys.argv[1], sys.argv[2], [])
 print("not delegated", flush=True)
 """
 

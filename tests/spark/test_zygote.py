@@ -38,9 +38,9 @@ sys.stdin.read()
 
 # What a process Spark starts does first (sitecustomize): ask the zygote to run its module instead.
 _REQUESTER = """
-import faulthandler, signal, sys, cep_zygote
+import faulthandler, signal, sys, cep_request
 faulthandler.register(signal.SIGUSR1)  # its Python stack, should a test wait for it in vain
-cep_zygote.delegate(sys.argv[1], sys.argv[2], sys.argv[3:])
+cep_request.delegate(sys.argv[1], sys.argv[2], sys.argv[3:])
 print("not delegated", flush=True)
 sys.exit(99)
 """

@@ -35,21 +35,15 @@ import select
 import signal
 import socket
 import sys
-import time
 import traceback
 from collections.abc import Collection, Iterable
 from typing import Any
 
-MODULES = (
-    "pyspark.sql.streaming.python_streaming_source_runner",
-    "pyspark.sql.streaming.transform_with_state_driver_worker",
-    # The daemons themselves, when the zygote is up before them (`early`): the executor's
-    # (cep_daemon) and the one the driver's runners fork from (`pyspark.daemon`, started for the
-    # first Python data source a query reads: `pyspark.sql.worker.create_data_source`).
-    "cep_daemon",
-    "pyspark.daemon",
-    "pyspark.sql.worker.create_data_source",
-)
+if __package__:  # imported by the driver, as part of the project (`spawn`)
+    from deployer.spark.run.worker_path.cep_request import MODULES, SOCKET_NAME, _interpreter, socket_path
+else:  # run from worker_path, as the zygote and the daemons are, where each module is on its own
+    from cep_request import MODULES, SOCKET_NAME, _interpreter, socket_path  # type: ignore[no-redef]
+
 # what the fresh processes import besides the daemon's workers' modules (cep_daemon.PRELOADED)
 PRELOADED = (
     *MODULES,
@@ -57,104 +51,8 @@ PRELOADED = (
     "deployer.spark.streams.trigger_source",
     "deployer.spark.output.processor",
 )
-_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
-SOCKET_NAME = "cep-zygote.sock"
 LOCK_NAME = "cep-zygote.lock"  # whoever creates it starts the zygote; the driver, to have none
 _REQUEST_TIMEOUT_S = 5.0
-
-
-def socket_path(environ: Any = os.environ) -> str | None:
-    """The zygote's socket in the session's private directory of worker sockets, None without one
-    (a cluster, CEP_PYTHON_UDS=0: deployer.spark.run.session.python_worker_conf)."""
-    directory = environ.get("PYTHON_WORKER_FACTORY_SOCK_DIR")
-    if not directory:
-        path = environ.get("PYTHON_WORKER_FACTORY_SOCK_PATH")
-        directory = os.path.dirname(path) if path else None
-    return os.path.join(directory, SOCKET_NAME) if directory else None
-
-
-# --------------------------------------------------------------------------------------------------
-# The requester's end (in sitecustomize: standard library only, nothing imported before it is needed)
-
-
-def delegate(path: str, module: str, args: list[str]) -> None:
-    """Have the zygote at `path` run `module` with `args` in this process's stead, and exit with its
-    status; return (having sent nothing) when there is no zygote to ask."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-    except OSError:
-        conn.close()
-        return
-    request = json.dumps(
-        {
-            "module": module,
-            "args": args,
-            "env": dict(os.environ),
-            "cwd": os.getcwd(),
-            "path": sys.path,
-            "python": _interpreter(),
-        }
-    ).encode("utf-8", "surrogateescape")
-    # The signals are caught from before the request: one that comes before the child's pid is
-    # known (Spark may stop a worker the moment it started) is passed on once it is.
-    child, pending = 0, list[int]()
-
-    def forward(signum: int, _frame: Any) -> None:
-        if not child:
-            pending.append(signum)
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signum)
-
-    before = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
-    try:
-        socket.send_fds(conn, [len(request).to_bytes(8, "big")], [0, 1, 2])
-        conn.sendall(request)
-        replies = conn.makefile("rb")
-        first = replies.readline().split()
-    except OSError:
-        first = []
-    if len(first) != 2 or first[0] != b"pid":  # refused, or the zygote ending: it forked nothing
-        conn.close()
-        for forwarded, handler in before.items():
-            signal.signal(forwarded, handler)
-        for signum in pending:  # what this process would have done with them: start no module
-            os.kill(os.getpid(), signum)
-        return
-    child = int(first[1])
-    for signum in pending:
-        forward(signum, None)
-    last = replies.readline().split()
-    if len(last) == 2 and last[0] == b"exit":
-        _exit_as(int(last[1]))
-    while _alive(child):  # the zygote ended first: wait for the child itself
-        time.sleep(0.05)
-    os._exit(0)
-
-
-def _interpreter() -> list[Any]:
-    """What a child must run on to stand in for its requester: the same environment and version."""
-    return [sys.prefix, sys.hexversion]
-
-
-def _exit_as(code: int) -> None:
-    """Exit with the child's status: its code, or the signal that ended it (a negative code)."""
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        time.sleep(1)  # the signal is delivered meanwhile
-    os._exit(code & 0xFF)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --------------------------------------------------------------------------------------------------

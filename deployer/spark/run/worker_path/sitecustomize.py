@@ -59,11 +59,11 @@ def _forked_if_fresh() -> None:
     argv = getattr(sys, "orig_argv", [])
     if len(argv) < 3 or argv[1] != "-m":
         return
-    import cep_zygote
+    import cep_request  # the requester's end alone: what it imports, every such process pays
 
-    path = cep_zygote.socket_path()
-    if argv[2] in cep_zygote.MODULES and path is not None and os.path.exists(path):
-        cep_zygote.delegate(path, argv[2], argv[3:])
+    path = cep_request.socket_path()
+    if argv[2] in cep_request.MODULES and path is not None and os.path.exists(path):
+        cep_request.delegate(path, argv[2], argv[3:])
 
 
 _next_sitecustomize(_installed_pyspark_first())
