@@ -194,14 +194,21 @@ class Merger:
         self.seq += 1
 
     def limit(self) -> float | None:
-        """Events with time below this are final; inf when every input ended; None: none yet."""
+        """Events with time below this are final; inf when every input ended; None: none yet. With
+        `below_final`, an input that ended holds the others at its final watermark, as it holds
+        Spark's, which takes the least of its streams' (fuzzer seed 1412: a join's output, ended a
+        window's size behind the stream beside it, let that stream's last events through)."""
         live = [w for w, e in zip(self.wms, self.ended, strict=True) if not e]
         if not live:
             final = self.final if self.below_final else None
             return math.inf if final is None else final
         if any(w is None for w in live):
             return None
-        return min(w for w in live if w is not None)
+        limit = min(w for w in live if w is not None)
+        if self.below_final:
+            ended = [f for f, e in zip(self.finals, self.ended, strict=True) if e and f is not None]
+            limit = min([limit, *ended])
+        return limit
 
     def watermark(self) -> int | None:
         """The merge's watermark for what comes after it: the least of its inputs' watermarks, an

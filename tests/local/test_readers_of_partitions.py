@@ -172,3 +172,28 @@ def test_a_pattern_over_rows_out_of_time_order_waits_for_the_watermark(
     assert isinstance(pattern, g.Pattern)
     assert pattern.in_time_order is in_order
     assert ("in_time_order" in pattern.params()) is in_order  # cep explain shows it
+
+
+SELF_JOINED = (
+    "INSERT INTO j SELECT l.ip AS ip, l.ts AS ts, r.v AS w FROM s AS l WINDOW TIME SIZE 2 SECONDS, "
+    "s AS r WINDOW TIME SIZE 1 MINUTE WHERE l.ip = r.ip;\n"
+    "INSERT INTO p SELECT a.ip AS ip, b.w AS w FROM SEQUENCE (a=s AND b=j) PARTITION BY ip;\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("later", "taken"), [(None, []), (70_000, [("x", 1)])], ids=["ends-there", "goes-on"]
+)
+def test_at_the_end_a_pattern_over_a_join_takes_nothing_past_the_joins_final_watermark(
+    later: int | None, taken: list[tuple[str, int]]
+) -> None:
+    """The join's output ends a window's size (here a minute) behind the stream beside it in the
+    pattern; the match of an event at 0 is made only if the input goes on past that (fuzzer seed
+    1412: the reference took it, where Spark's watermark, the least of its streams', held it)."""
+    t = Timeline(SELF_JOINED, STREAMS, watch="p")
+    t.event(0, "x", 1)
+    t.event(10_000, "z", 3)  # the stream beside the join goes on past 0, not a minute past it
+    if later is not None:
+        t.event(later, "y", 2)
+    t.finish()
+    assert t.all.get("p", []) == taken
