@@ -162,7 +162,7 @@ def test_a_process_started_through_cep_python_reads_no_archive_as_it_starts() ->
 def test_the_requester_imports_only_what_sending_its_request_needs() -> None:
     """Every fresh process a query's start runs asks the zygote first (worker_path/sitecustomize.py),
     and pays for what that imports: the requester's end (cep_request) leaves out the zygote's own
-    modules (typing, traceback, importlib, contextlib: ~10 ms a process, measured ad hoc)."""
+    modules (typing, traceback, importlib, contextlib: ~5 ms a process, measured ad hoc)."""
     probe = (
         "import sys; before = set(sys.modules); import cep_request; print(sorted(set(sys.modules) - before))"
     )

@@ -3,8 +3,9 @@ start of every fresh Python process a local `cep` JVM starts (`delegate`): the z
 modules it stands in for, and the request.
 
 A module of its own, importing only what sending the request needs, because every such process pays
-for what it imports before it asks: the zygote's end (its typing, traceback, select, importlib) cost
-each requester ~10 ms more at every query's start, once per Python source and stateful operator.
+for what it imports before it asks: the zygote's end (its typing, traceback, importlib, contextlib)
+cost each requester ~5 ms more at every query's start, once per Python source and stateful operator
+(docs/architecture.md, "A query start's fresh Python processes are forked").
 """
 
 from __future__ import annotations
