@@ -176,9 +176,8 @@ class Merger:
         self.wms: list[int | None] = [None] * inputs
         self.ended = [False] * inputs
         self.finals: list[int | None] = [None] * inputs
-        # at the end, release only the events below the final watermark (a pattern over rows out of
-        # time order: Spark's operator takes them only once its watermark passes them, and gets no
-        # end of input after a join; docs/language.md, "Rows out of time order")
+        # release only what every input's watermark, an ended one's final too, passed (a pattern over rows
+        # out of time order: Spark's takes them so, with no end of input after a join; docs/language.md)
         self.below_final = below_final
 
     def set_watermark(self, i: int, wm: int) -> None:
@@ -195,20 +194,15 @@ class Merger:
 
     def limit(self) -> float | None:
         """Events with time below this are final; inf when every input ended; None: none yet. With
-        `below_final`, an input that ended holds the others at its final watermark, as it holds
-        Spark's, which takes the least of its streams' (fuzzer seed 1412: a join's output, ended a
-        window's size behind the stream beside it, let that stream's last events through)."""
+        `below_final` an ended input holds the rest at its final watermark, as Spark's (seed 1412)."""
         live = [w for w, e in zip(self.wms, self.ended, strict=True) if not e]
         if not live:
             final = self.final if self.below_final else None
             return math.inf if final is None else final
         if any(w is None for w in live):
             return None
-        limit = min(w for w in live if w is not None)
-        if self.below_final:
-            ended = [f for f, e in zip(self.finals, self.ended, strict=True) if e and f is not None]
-            limit = min([limit, *ended])
-        return limit
+        ended = [f for f, e in zip(self.finals, self.ended, strict=True) if e and f is not None]
+        return min([*(w for w in live if w is not None), *(ended if self.below_final else [])])
 
     def watermark(self) -> int | None:
         """The merge's watermark for what comes after it: the least of its inputs' watermarks, an
