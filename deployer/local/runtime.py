@@ -201,8 +201,8 @@ class Merger:
             return math.inf if final is None else final
         if any(w is None for w in live):
             return None
-        ended = [f for f, e in zip(self.finals, self.ended, strict=True) if e and f is not None]
-        return min([*(w for w in live if w is not None), *(ended if self.below_final else [])])
+        ended = zip(self.finals, self.ended, strict=True) if self.below_final else zip((), (), strict=True)
+        return min([*(w for w in live if w is not None), *(f for f, e in ended if e and f is not None)])
 
     def watermark(self) -> int | None:
         """The merge's watermark for what comes after it: the least of its inputs' watermarks, an

@@ -140,17 +140,24 @@ def _aged(path: Path, hours: float, now: float) -> Path:
     return path
 
 
-def test_the_cache_keeps_the_archives_used_last(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Every installation, JDK and set of options has an archive of its own (~180 MB): the cache
-    keeps the `KEPT` used last, and drops the others and the files of makers that died."""
+def _empty_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, float]:
+    """An empty archive cache under `tmp_path`, the archive on and no option of the user's naming
+    one; the cache and the time now."""
     import time
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CEP_JVM_ARCHIVE", "1")
     for var in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
         monkeypatch.delenv(var, raising=False)
-    cache, now = jvm_archive.cache_dir(), time.time()
+    cache = jvm_archive.cache_dir()
     cache.mkdir(parents=True)
+    return cache, time.time()
+
+
+def test_the_cache_keeps_the_archives_used_last(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every installation, JDK and set of options has an archive of its own (~180 MB): the cache
+    keeps the `KEPT` used last, and drops the others and the files of makers that died."""
+    cache, now = _empty_cache(monkeypatch, tmp_path)
     others = [_aged(cache / f"spark-{i:016x}.jsa", 1 + i, now) for i in range(jvm_archive.KEPT + 2)]
     mine = jvm_archive.archive_path("-Xmx1g")
     assert mine is not None
@@ -169,14 +176,7 @@ def test_the_cache_keeps_the_archives_used_last(monkeypatch: pytest.MonkeyPatch,
 def test_an_archive_put_in_place_prunes_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`finish` puts the archive a JVM wrote in place once the JVM ended (a process that ends when its
     input closes, as the driver's JVM does), then prunes the cache."""
-    import time
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setenv("CEP_JVM_ARCHIVE", "1")
-    for var in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
-        monkeypatch.delenv(var, raising=False)
-    cache, now = jvm_archive.cache_dir(), time.time()
-    cache.mkdir(parents=True)
+    cache, now = _empty_cache(monkeypatch, tmp_path)
     older = [_aged(cache / f"spark-{i:016x}.jsa", 1 + i, now) for i in range(jvm_archive.KEPT)]
     made = jvm_archive.options("-Xmx1g")
     assert made.making is not None and made.path is not None
