@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 
-.PHONY: venv bytecode test test-fast lint fmt demo demo-pg fuzz hadoop-jar
+.PHONY: venv bytecode test test-fast lint fmt demo demo-pg fuzz jars
 
 venv: $(VENV)/.installed
 
@@ -22,10 +22,11 @@ $(VENV)/.installed: pyproject.toml setup.py
 bytecode:
 	$(VENV)/bin/python -m compileall -q -j 0 cpl deployer operators stores
 
-# The jar of Spark's local file system without a `chmod` per checkpoint file (deployer/spark/hadoop),
-# rebuilt after its Java source changes (needs a JDK's javac); the built jar is committed.
-hadoop-jar: venv
-	$(VENV)/bin/python -m deployer.spark.hadoop.build
+# The project's jars (deployer/spark/jvm): Spark's local file system without a `chmod` per checkpoint
+# file (deployer/spark/hadoop) and the functions the translation calls (deployer/spark/functions),
+# rebuilt after their Java sources change (needs a JDK's javac); the built jars are committed.
+jars: venv
+	$(VENV)/bin/python -m deployer.spark.build_jars
 
 # pytest's own exit code is saved for .ci/run, because make itself only ever exits with 2.
 # Two worker processes (pytest-xdist), each with its own Spark session and servers, a test file's

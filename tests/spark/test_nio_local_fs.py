@@ -22,7 +22,7 @@ CEP = Path(sys.executable).parent / "cep"
 
 
 def test_the_jar_is_built_from_its_source() -> None:
-    """The committed jar was rebuilt after its source last changed (`make hadoop-jar`)."""
+    """The committed jar was rebuilt after its source last changed (`make jars`)."""
     assert hadoop.built_from() == hadoop.source_digest()
 
 

@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).parents[2]
 BILLING = ROOT / "examples" / "billing.cpl"
 SPARK_HOME = Path(pyspark.__file__).parent
+SHOWN = "INSERT INTO shown SELECT idcaller, CAST(cost / 7 AS varchar) AS seventh FROM costs;\n"
 
 
 def free_port() -> int:
@@ -135,10 +136,14 @@ def test_billing_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> Non
     inputs = {"cdr1": chunks(cdrs(400, seed=21, mean_gap_s=900), 2), "cdr2": chunks(cdrs(300, seed=22), 2)}
     sources = prepare(tmp_path, inputs)
     out = tmp_path / "out"
+    # and a double's text, which the executors write with the project's own function: its jar
+    # reaches them from the driver (deployer/spark/functions)
+    script = tmp_path / "billing.cpl"
+    script.write_text(BILLING.read_text() + SHOWN)
     cmd = [
         str(Path(sys.executable).parent / "cep"),
         "run",
-        str(BILLING),
+        str(script),
         "--master",
         standalone,
         *[a for s, uri in sources.items() for a in ("--source", f"{s}={uri}")],
@@ -146,6 +151,8 @@ def test_billing_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> Non
         f"bill=file:{out}",
         "--sink",
         f"costs=file:{out}",
+        "--sink",
+        f"shown=file:{out}",
         "--checkpoint",
         str(tmp_path / "checkpoint"),
         "--until-idle",
@@ -160,10 +167,13 @@ def test_billing_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-3000:]
     assert "done (spark)" in done.stderr
 
-    graph = compile_text(BILLING.read_text())
-    ref = run_reference(graph, tmp_path, sources, ["bill", "costs"])
+    graph = compile_text(script.read_text())
+    ref = run_reference(graph, tmp_path, sources, ["bill", "costs", "shown"])
     bills = read_jsonl(out, "bill-")
     assert len(bills) >= 20
     assert sorted(bills, key=str) == sorted(ref["bill"], key=str)
-    spk = type(ref)("spark", {"bill": bills, "costs": read_jsonl(out, "costs-")})
+    spk = type(ref)(
+        "spark", {"bill": bills, "costs": read_jsonl(out, "costs-"), "shown": read_jsonl(out, "shown-")}
+    )
     assert_same(ref, spk, "costs", min_rows=300, ordered=True)
+    assert_same(ref, spk, "shown", min_rows=300)

@@ -1,5 +1,5 @@
 """Hadoop's local file system without a process per file: deployer/spark/hadoop/java's
-`NioLocalFileSystem`, shipped built (`paascep-hadoop.jar`, made by `build.py`: `make hadoop-jar`).
+`NioLocalFileSystem`, shipped built (`paascep-hadoop.jar`, made by `make jars`: deployer/spark/jvm).
 
 Spark writes a query's checkpoint (its offset and commit logs, its state stores' files) through
 Hadoop's FileSystem API. On the local disk, without Hadoop's native library (PySpark's jars have
@@ -13,41 +13,29 @@ CEP_NIO_LOCAL_FS=0 turns it off.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import zipfile
 from pathlib import Path
 from typing import Any
 
 from deployer import settings
+from deployer.spark import jvm
 
 HERE = Path(__file__).resolve().parent
 JAR = HERE / "paascep-hadoop.jar"
 SOURCE = HERE / "java" / "paascep" / "hadoop" / "NioLocalFileSystem.java"
 CLASS = "paascep.hadoop.NioLocalFileSystem"
-DIGEST_HEADER = "Source-Digest"  # the jar's manifest: the sha256 of SOURCE it was built from
 _FILE_IMPL = "spark.hadoop.fs.file.impl"
 
 log = logging.getLogger("paascep.spark")
 
 
 def source_digest() -> str:
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+    return jvm.source_digest([SOURCE])
 
 
 def built_from() -> str | None:
-    """The digest of the source the jar was built from (its manifest's DIGEST_HEADER); None without
-    a jar or the header."""
-    try:
-        with zipfile.ZipFile(JAR) as jar:
-            manifest = jar.read("META-INF/MANIFEST.MF").decode("utf-8")
-    except (OSError, KeyError, zipfile.BadZipFile):
-        return None
-    for line in manifest.splitlines():
-        name, _, value = line.partition(":")
-        if name.strip() == DIGEST_HEADER:
-            return value.strip()
-    return None
+    """The digest of the source the jar was built from; None without a jar or the digest."""
+    return jvm.built_from(JAR)
 
 
 def used(master: str) -> bool:

@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deployer.spark import functions
 from operators import graph as g
 from operators.datatypes import DataType, Schema
 
@@ -72,25 +73,10 @@ def decimal_text(c: Column, t: DataType) -> Column:
 
 
 def double_text(c: Column) -> Column:
-    """Python's repr of a double. Spark prints doubles as Java does (`1.0E7`, `1.5E-5`); Python
-    prints `10000000.0` and `1.5e-05`: fixed notation for 1e-4 <= |x| < 1e16, else `d.ddde+XX`.
-    Both print the shortest digits that read back as the same double (Java 17 in all but rare
-    cases), so only the notation is rewritten."""
-    java = c.cast("string")
-    a = F.abs(c)
-    # Spark's double → decimal goes through Java's text, so these are exactly the printed digits.
-    plain = F.regexp_replace(c.cast(T.DecimalType(38, 22)).cast("string"), "0+$", "")
-    plain = F.when(plain.endswith("."), F.concat(plain, F.lit("0"))).otherwise(plain)
-    mantissa = F.regexp_replace(F.regexp_extract(java, "^(-?[0-9.]+)E", 1), "[.]0$", "")
-    exponent = F.format_string("%+03d", F.regexp_extract(java, "E(-?[0-9]+)$", 1).cast("int"))
-    return (
-        F.when(F.isnan(c), F.lit("nan"))
-        .when(c == F.lit(float("inf")), F.lit("inf"))
-        .when(c == F.lit(float("-inf")), F.lit("-inf"))
-        .when(c == F.lit(0.0), java)
-        .when((a >= F.lit(1e-4)) & (a < F.lit(1e16)), plain)
-        .otherwise(F.concat(mantissa, F.lit("e"), exponent))
-    )
+    """Python's repr of a double, as the reference writes it (`10000000.0`, `1.5e-05`,
+    `9.223372034707292e+18`, `nan`): deployer/spark/functions' `cep_double_text`. Spark's own text
+    is Java 17's (`1.0E7`, `1.5E-5`, and digits that are sometimes not the shortest)."""
+    return functions.column(functions.DOUBLE_TEXT, c)
 
 
 def msg(*parts: Column | str) -> Column:

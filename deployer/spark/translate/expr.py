@@ -274,6 +274,9 @@ class ExprCompiler:
                 failed = arg.isNotNull() & cast.isNull()
             else:
                 value = text(arg, src)
+                if src.kind == "double":  # its shortest digits, as the reference's Decimal(repr(x))
+                    cast = value.try_cast(t)
+                    failed = arg.isNotNull() & cast.isNull()
                 numeric = (
                     ~F.isnan(arg) & (F.abs(arg) != F.lit(float("inf")))
                     if src.kind == "double"
