@@ -21,13 +21,15 @@ def make_spark_session(
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from deployer.spark import hadoop
+    from deployer.spark.run import class_path
     from deployer.spark.run.session import CONTEXT_CONF, SESSION_CONF, launch_jvm, python_worker_conf
 
     options = {
         **SESSION_CONF,
         **python_worker_conf("local[2]"),  # as `cep run` has them: what every deployment needs
-        **hadoop.conf("local[2]"),  # checkpoint files without a `chmod` process each, as `cep run`'s
+        **class_path.conf(
+            "local[2]"
+        ),  # the project's jars (checkpoint files without a `chmod` each), as `cep run`'s
         "spark.master": "local[2]",
         "spark.app.name": app,
         "spark.ui.enabled": "false",

@@ -38,6 +38,7 @@ TRICKY = [
     0.1,
     -1.5e-05,
     123456789012345.67,
+    4.32989882904645e16,  # Java 17: 4.3298988290464496E16, which rounds the other way at 10^3
 ]
 
 
@@ -68,14 +69,16 @@ def test_a_doubles_text_is_pythons_repr(spark: Any) -> None:
 
 @pytest.mark.spark
 def test_text_and_decimals_of_doubles_are_the_references_in_a_join_too(spark: Any, tmp_path: Path) -> None:
-    """CAST to varchar and to decimal on both engines, and a join whose condition compares such
-    texts (a reflective call there would be refused by Spark as nondeterministic)."""
+    """CAST to varchar and to decimal and round() on both engines (the rounded doubles compared as
+    text: the helpers compare doubles to 12 digits), and a join whose condition compares such texts
+    (a reflective call there would be refused by Spark as nondeterministic)."""
     xs = [*TRICKY, *_random_doubles(40, 7955)]
     events = [{"k": i, "x": x, "ts": f"2026-01-01T00:00:{i % 60:02d}Z"} for i, x in enumerate(xs)]
     script = """
     CREATE STREAMSCHEMA s WITH k integer, x double, ts timestamp TIMESTAMP BY ts;
     INSERT INTO texts SELECT k, CAST(x AS varchar) AS t, 'x=' || x AS shown,
-        CAST(x AS decimal(38, 6)) AS d FROM s WHERE abs(x) < 1e31;
+        CAST(x AS decimal(38, 6)) AS d, CAST(round(x, -3) AS varchar) AS r3,
+        CAST(round(x, 2) AS varchar) AS r2, CAST(round(x) AS varchar) AS r0 FROM s WHERE abs(x) < 1e31;
     INSERT INTO pairs SELECT l.k AS k, r.k AS rk, CAST(l.x AS varchar) AS t
         FROM s AS l WINDOW TIME SIZE 1 HOUR, s AS r WINDOW TIME SIZE 1 HOUR
         WHERE CAST(l.x AS varchar) = CAST(r.x AS varchar);
@@ -87,6 +90,7 @@ def test_text_and_decimals_of_doubles_are_the_references_in_a_join_too(spark: An
     big = by_k[0]  # 9.223372034707292e18, the fuzzer's value
     assert big["t"] == "9.223372034707292e+18" and big["shown"] == "x=9.223372034707292e+18"
     assert Decimal(str(big["d"])) == Decimal("9223372034707292000")  # Java's digits: ...2922E18
+    assert by_k[len(TRICKY) - 1]["r3"] == "4.3298988290465e+16"  # rounded from ...4645, not ...464496
     decimal_type = DataType("decimal", precision=38, scale=6)
     for k, row in by_k.items():  # the reference's own cast, value by value
         assert Decimal(str(row["d"])) == cast_value(xs[k], decimal_type), (xs[k], row)

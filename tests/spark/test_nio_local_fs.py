@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from spark_helpers import at, write_files
 
-from deployer.spark import hadoop
+from deployer.spark import functions, hadoop
+from deployer.spark.run import class_path
 
 CEP = Path(sys.executable).parent / "cep"
 
@@ -28,14 +29,14 @@ def test_the_jar_is_built_from_its_source() -> None:
 
 def test_only_a_local_master_takes_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CEP_NIO_LOCAL_FS", raising=False)
-    assert hadoop.conf("local[2]") == {
-        "spark.driver.extraClassPath": str(hadoop.JAR),
-        "spark.hadoop.fs.file.impl": hadoop.CLASS,
-    }
+    assert hadoop.conf("local[2]") == {"spark.hadoop.fs.file.impl": hadoop.CLASS}
+    assert hadoop.class_path("local[2]") == [hadoop.JAR]
+    assert class_path.conf("local[2]")["spark.driver.extraClassPath"] == f"{hadoop.JAR}:{functions.JAR}"
     assert hadoop.conf("spark://somewhere:7077") == {}  # its executors run where the jar is not
+    assert class_path.conf("spark://somewhere:7077") == {"spark.driver.extraClassPath": str(functions.JAR)}
     assert hadoop.class_path_key("local[2]") != hadoop.class_path_key("spark://somewhere:7077") == ""
     monkeypatch.setenv("CEP_NIO_LOCAL_FS", "0")
-    assert hadoop.conf("local[2]") == {}
+    assert hadoop.conf("local[2]") == {} and hadoop.class_path("local[2]") == []
 
 
 def _modes(root: Path) -> dict[str, int]:

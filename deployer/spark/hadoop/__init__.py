@@ -44,11 +44,14 @@ def used(master: str) -> bool:
 
 
 def conf(master: str) -> dict[str, str]:
-    """The JVM's settings that put the class in place of Hadoop's for `file:` paths (static: given at
-    the JVM's start); none when it is not `used`."""
-    if not used(master):
-        return {}
-    return {"spark.driver.extraClassPath": str(JAR), _FILE_IMPL: CLASS}
+    """The JVM's setting that puts the class in place of Hadoop's for `file:` paths (static: given at
+    the JVM's start), with the jar on its class path (`class_path`); none when it is not `used`."""
+    return {_FILE_IMPL: CLASS} if used(master) else {}
+
+
+def class_path(master: str) -> list[Path]:
+    """The jar, for the driver's class path (deployer.spark.run.class_path), when it is `used`."""
+    return [JAR] if used(master) else []
 
 
 def loadable(options: dict[str, str], jvm: Any) -> dict[str, str]:

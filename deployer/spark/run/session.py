@@ -33,7 +33,7 @@ from pyspark.sql import SparkSession
 
 from deployer import settings
 from deployer.spark import hadoop
-from deployer.spark.run import jvm_archive
+from deployer.spark.run import class_path, jvm_archive
 from deployer.spark.run.lookup import skip_data_source_lookup
 from deployer.spark.run.names import remember_names
 from deployer.spark.run.warm import warm_python_workers
@@ -285,7 +285,7 @@ def session_options(master: str | None, app: str) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         **SESSION_CONF,
         **python_worker_conf(master),
-        **hadoop.conf(master),
+        **class_path.conf(master),
     }
 
 
@@ -331,9 +331,7 @@ def driver_jvm_options(bounded: bool, master: str = "local[*]") -> dict[str, str
     if not bounded:
         chosen = _chosen(settings.current().long_jvm_options)
         return {_DRIVER_JAVA_OPTIONS: chosen} if chosen else {}
-    _archive = jvm_archive.options(
-        _chosen(settings.current().bounded_jvm_options), hadoop.class_path_key(master)
-    )
+    _archive = jvm_archive.options(_chosen(settings.current().bounded_jvm_options), class_path.key(master))
     if _archive.making is not None:
         # A program that never calls finish_jvm would leave the JVM's archive half-named behind.
         atexit.register(finish_jvm, lambda _: None)

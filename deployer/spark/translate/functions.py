@@ -14,6 +14,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deployer.spark.functions import DOUBLE_ROUND, column
 from deployer.spark.translate.columns import Message, msg, spark_type, text
 from deployer.spark.translate.decimal_columns import decimal_arithmetic
 from operators import expr as ir
@@ -107,6 +108,8 @@ def _round(e: ir.Func, args: list[Column], t: T.DataType, error: Error) -> Colum
         out = wide.try_cast(t)
         error(x.isNotNull() & out.isNull(), _overflow(wide, kind))
         return out
+    if kind == "double":  # of its shortest digits, as the reference rounds (deployer/spark/functions)
+        return column(DOUBLE_ROUND, x, F.lit(digits)).cast(t)
     out = F.round(x, digits)
     if kind == "decimal" and round_may_overflow(e.args[0].type, digits):
         # Spark's type is operators.decimals.round_type: NULL only on overflow
