@@ -62,7 +62,10 @@ def _udf(sc: SparkContext, name: str) -> Any:
     """The JVM's UserDefinedFunction of `name` in `sc`, its jar added to `sc` first."""
     jvm: Any = sc._jvm
     context = sc._jsc.sc()
-    if not any(str(j).endswith("/" + JAR.name) for j in _scala_list(context.listJars())):
+    jars = getattr(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(
+        context.listJars()
+    )  # as PySpark's listFiles
+    if not any(str(j).endswith("/" + JAR.name) for j in jars):
         context.addJar(str(JAR))  # its executors fetch it before their next task
     made = _class(jvm, _CLASSES[name])
     gateway: Any = sc._gateway
@@ -88,12 +91,3 @@ def _class(jvm: Any, name: str) -> Any:
     if not any(u.equals(url) for u in loader.getURLs()):
         loader.addURL(url)
     return jvm.java.lang.Class.forName(name, True, loader)
-
-
-def _scala_list(seq: Any) -> list[Any]:
-    """A Scala Seq of the JVM as a Python list."""
-    it = seq.iterator()
-    out = []
-    while it.hasNext():
-        out.append(it.next())
-    return out

@@ -273,7 +273,7 @@ class ExprCompiler:
                 cast = F.when(numeric, value.try_cast(t))
                 failed = arg.isNotNull() & cast.isNull()
             else:
-                value = text(arg, src)
+                value = shown  # the text of a number
                 if src.kind == "double":  # its shortest digits, as the reference's Decimal(repr(x))
                     cast = value.try_cast(t)
                     failed = arg.isNotNull() & cast.isNull()
