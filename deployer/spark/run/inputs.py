@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from deployer.connectors.redis_stream import is_redis_stream_uri
-from deployer.spark.run import held
+from deployer.spark.run import coupled, held
 from deployer.spark.run.checkpoint import arrival_log, trigger_start
 from deployer.spark.run.layout import late_marked_by_sources, sequencer_timers, unheld_streams
 from deployer.spark.run.queries import sequenced_merges
@@ -76,10 +76,11 @@ def read_inputs(
     alone |= {s.stream for s in graph.sources() if s.stream.lower() in unheld}
     met = {s: [o for o in m if o != s] for m in merges if m[0].lower() in unheld for s in m}
     merges = [m for m in merges if m[0] not in met]
-    in_source: set[str] = set()  # those of `alone` read from files
+    in_source = {s.stream for s in graph.sources() if s.stream in alone and _from_files(uris[s.stream])}
     # an earlier layout's Sequencers (`timers`) are in Spark's event-time mode, which needs one
     timers = sequencer_timers(checkpoint)
     watermarks = declares_watermarks(graph) or timers
+    placing = _placing(graph, in_source, met, sinks, checkpoint, watermarks)
     for src in graph.sources():
         uri = uris[src.stream]
         if uri.startswith("generator:"):
@@ -93,12 +94,9 @@ def read_inputs(
         elif is_redis_stream_uri(uri):
             parsed[src.stream] = redis_parsed(spark, uri, src, spooled)
         else:
-            log = arrival_log(checkpoint, src.stream)
-            if src.stream in alone:
-                in_source.add(src.stream)
-            others = [arrival_log(checkpoint, o) for o in met.get(src.stream, [])]
+            log, placed = arrival_log(checkpoint, src.stream), placing.get(src.stream, (None, False))
             parsed[src.stream] = file_parsed(
-                spark, uri, src, log, max_files_per_trigger, src.stream in in_source, spooled, others
+                spark, uri, src, log, max_files_per_trigger, src.stream in in_source, spooled, *placed
             )
         # the records read counted; the rejected ones dropped (spooled, or the dead-letters query's)
         good = events_of(counted(parsed[src.stream], src), src)
@@ -107,7 +105,9 @@ def read_inputs(
         else:
             timed[src.stream] = (src, good)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    sequenced = sequence(timed, merges, self_merged, marked, spool, timers, in_source, watermarks, set(met))
+    sequenced = sequence(
+        timed, merges, self_merged, marked, spool, timers, in_source, watermarks, set(placing)
+    )
     for stream, events in sequenced.items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
@@ -124,6 +124,27 @@ def _alone(graph: g.Graph, merges: list[tuple[str, ...]], self_merged: set[str])
         for src in graph.sources()
         if src.event_time is not None and not src.watermark_ms and src.stream not in together
     }
+
+
+def _placing(
+    graph: g.Graph,
+    in_source: set[str],
+    met: dict[str, list[str]],
+    sinks: Collection[str],
+    checkpoint: Path,
+    watermarks: bool,
+) -> dict[str, tuple[list[Path], bool]]:
+    """The streams whose file sources end a run without an event with a placeholder row: those of a
+    merge that passes no Sequencer (`met`), and the others that share their queries' watermark
+    (deployer.spark.run.coupled: with Spark's watermark declared); each with the arrival logs of the
+    streams whose events allow it, and whether a stream no file source marks does."""
+    partners = coupled.partners(graph, in_source, sinks) if watermarks else {}
+    partners |= {s: coupled.Partners(tuple(others), False) for s, others in met.items()}
+    return {s: ([arrival_log(checkpoint, o) for o in p.noted], p.unmarked) for s, p in partners.items()}
+
+
+def _from_files(uri: str) -> bool:
+    return not (uri.startswith("generator:") or uri == SCHEME or is_redis_stream_uri(uri))
 
 
 def stream_named(graph: g.Graph, name: str) -> str:

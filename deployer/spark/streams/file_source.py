@@ -44,7 +44,10 @@ two-stream join lost pairs that way). Here:
   at `PLACED`, beyond any event, once another stream of the merge has had one (each notes that it
   has, beside its arrival log: `had_events_path`): the language's merge does not wait for a stream
   that ended without an event, and the other stream's own watermark, in the same query, keeps
-  Spark's (the least of them) from going beyond what that stream's events allow.
+  Spark's (the least of them) from going beyond what that stream's events allow. So does a stream
+  that only shares its queries with other streams with event time (deployer.spark.run.coupled: a
+  Union of two TIME windows' rows, say), once one of them has had an event or is one no file source
+  marks (`besideunmarked`: held by a Sequencer, or not from files, whose watermark stays at 0).
 """
 
 from __future__ import annotations
@@ -128,12 +131,14 @@ def options(
     max_files: int | None,
     sequenced: tuple[int, str, int] | None = None,
     spooled: dict[str, Any] | None = None,
-    merged: Sequence[Path] = (),
+    merged: Sequence[Path] | None = None,
+    unmarked: bool = False,
 ) -> dict[str, str]:
     """The data source's options (strings, as Spark passes them). `sequenced`: the position of the
     stream's event-time field, its name and its WATERMARK in microseconds, for a stream whose late
     events are marked here; `merged`: for such a stream in a merge, the arrival logs of the other
-    streams of the merge (the module docstring);
+    streams of the merge (the module docstring), or of its partners in the queries that read it
+    (deployer.spark.run.coupled), `unmarked` when one of them is a stream no file source marks;
     `spooled`: what its reader needs to spool its rejected records (parsed_rows.spool_rejects)."""
     opts = {
         "path": str(directory.resolve()),
@@ -145,8 +150,10 @@ def options(
         opts["maxfilespertrigger"] = str(max_files)  # Spark hands options over lower-cased
     if sequenced is not None:
         opts["sequenced"] = json.dumps({"ts": sequenced[0], "stream": sequenced[1], "delay": sequenced[2]})
-    if merged:
+    if merged is not None:
         opts["merged"] = json.dumps([str(had_events_path(other)) for other in merged])
+    if unmarked:
+        opts["besideunmarked"] = "true"
     return opts | spool_options(spooled)
 
 
@@ -212,6 +219,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._after: dict[int, int] = {}
         # A merged stream's: the others' `had_events_path`s, and this reader's run (module docstring)
         self.merged = [Path(p) for p in json.loads(opts["merged"])] if "merged" in opts else None
+        self.beside_unmarked = opts.get("besideunmarked") == "true"
         self.run = uuid.uuid4().hex
         self._noted = False  # `had_events_path` written by this reader
 
@@ -258,7 +266,8 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _ended_without_events(self, end: dict) -> bool:
         assert self.merged is not None
         ended = self.target is not None and end["files"] >= self.target and end.get("latest") is None
-        return ended and any(other.is_file() for other in self.merged)
+        # a stream no file source marks stays at 0 without events: it still holds the query back
+        return ended and (self.beside_unmarked or any(other.is_file() for other in self.merged))
 
     def _with_latest(self, start: dict, end: dict) -> dict:
         """`end`, for a sequenced stream with its largest event time after the files up to it."""
@@ -267,7 +276,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._latest(start)
         for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
             latest = self._after[position] = self._latest_after(position, name, latest)
-        if self.merged is not None and latest != NONE and not self._noted:
+        if latest != NONE and not self._noted:  # for the streams it is a partner of, merged or not
             had_events_path(self.log.path).touch()  # once per reader, not at every batch's planning
             self._noted = True
         return {**end, "latest": None if latest == NONE else latest}

@@ -53,13 +53,16 @@ def file_parsed(
     max_files: int | None = None,
     sequenced: bool = False,
     spool: Any = None,
-    merged: Sequence[Path] = (),
+    merged: Sequence[Path] | None = None,
+    unmarked: bool = False,
 ) -> DataFrame:
     """A directory of event files → its parsed rows (`parsed_rows.parsed_schema`), for `split`;
     `sequenced`: its late events marked by the source, with its WATERMARK, for a stream alone that
     passes no Sequencer (`sequence`'s `in_source`); `spool`: the deployment's spool, whose `input-<stream>` label it
     has, its reader's tasks spool its rejected records (`reader_spool`); `merged`: for a `sequenced`
-    stream in a merge, the arrival logs of the merge's other streams (file_source)."""
+    stream in a merge, the arrival logs of the merge's other streams, or of its partners
+    (deployer.spark.run.coupled), `unmarked` when one of those is a stream no file source marks
+    (file_source)."""
     directory = file_dir(uri)
     if directory is None:
         raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
@@ -69,7 +72,9 @@ def file_parsed(
     reader = spark.readStream.format(files.NAME)
     marks = (_event_time(node)[0], node.stream, _event_time(node)[1] * 1000) if sequenced else None
     spooled = None if spool is None else reader_spool(node, spool, sequenced)
-    given = files.options(directory, str(directory), log, node.schema, max_files, marks, spooled, merged)
+    given = files.options(
+        directory, str(directory), log, node.schema, max_files, marks, spooled, merged, unmarked
+    )
     for key, value in given.items():
         reader = reader.option(key, value)
     return reader.load()
