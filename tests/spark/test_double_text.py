@@ -68,6 +68,18 @@ def test_a_doubles_text_is_pythons_repr(spark: Any) -> None:
 
 
 @pytest.mark.spark
+def test_the_functions_are_named_in_sparks_plans(spark: Any) -> None:
+    """A plan names the project's functions (Spark writes `UDF(x)` for a function without a name)."""
+    x = F.col("id").cast("double") / 3
+    df = spark.range(2).select(
+        double_text(x).alias("t"), functions.column(functions.DOUBLE_ROUND, x, F.lit(1))
+    )
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert f"{functions.DOUBLE_TEXT}(" in plan and f"{functions.DOUBLE_ROUND}(" in plan, plan
+    assert "UDF(" not in plan, plan
+
+
+@pytest.mark.spark
 def test_text_and_decimals_of_doubles_are_the_references_in_a_join_too(spark: Any, tmp_path: Path) -> None:
     """CAST to varchar and to decimal and round() on both engines (the rounded doubles compared as
     text: the helpers compare doubles to 12 digits), and a join whose condition compares such texts

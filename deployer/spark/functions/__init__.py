@@ -70,8 +70,9 @@ def _udf(sc: SparkContext, name: str) -> Any:
     made = _class(jvm, _CLASSES[name])
     gateway: Any = sc._gateway
     no_types, no_args = gateway.new_array(jvm.java.lang.Class, 0), gateway.new_array(jvm.java.lang.Object, 0)
-    # the class's own `function()`: py4j would pick Spark's untyped `udf(Object, DataType)`
-    return made.getMethod("function", no_types).invoke(None, no_args)
+    # the class's own `function()`: py4j would pick Spark's untyped `udf(Object, DataType)`; named,
+    # so that Spark's plans (a query's explain(), its UI, its errors) say `cep_double_text(x)`, not `UDF(x)`
+    return made.getMethod("function", no_types).invoke(None, no_args).withName(name)
 
 
 def _class(jvm: Any, name: str) -> Any:
