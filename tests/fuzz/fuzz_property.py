@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ class Tally:
     runs: int = 0  # cases run on both engines, shrinking included
     found: list[Path] = field(default_factory=list)  # regression files written
     coverage: Coverage = field(default_factory=Coverage)  # of the cases that agreed
+    aims: Counter[Row] = field(default_factory=Counter)  # seeds aimed at each line (soak.aimed_at)
 
 
 def engines_agree(
