@@ -4,10 +4,11 @@ A Union of two TIME windows' rows, one window over s1, the other over s2, which 
 without an event (no file, an empty file, or only records it rejects). The reference's merge leaves
 an input that ended without any event out of its watermark and wrote s1's windows; Spark keeps one
 watermark per query, the least of its streams', counting a stream that never had a row as 0, and
-closed none (3 rows against 0). A stream whose file source marks its late events now ends such a
-run with a placeholder row beyond any event when every query that reads it and waits for Spark's
-watermark reads another stream too (deployer/spark/run/coupled.py); the case where s2 is held by a
-Sequencer, or also read alone by such a query, is a known difference (docs/language.md, "Engines").
+closed none (3 rows against 0). Such a stream, whether its file source marks its late events or a
+Sequencer of its own holds it, now ends the run with a placeholder row beyond any event when every
+query that reads it and waits for Spark's watermark reads another stream too
+(deployer/spark/run/coupled.py); a stream that such a query also reads alone, or one of a merge its
+Sequencers hold, is a known difference (docs/language.md, "Engines").
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from deployer.spark.run.coupled import Partners, partners
 
 S1 = [json.dumps({"k": i, "ts": f"2026-01-01T0{i}:00:00Z"}) for i in range(4)]
 S2 = {"no file": [], "an empty file": [[]], "rejected records only": [["{not json", '{"k": 1}']]}
+
+
+_TUPLE_S2 = "INSERT INTO t10 SELECT count(*) AS n FROM s2 WINDOW TUPLE SIZE 2;\n"
 
 
 def _script(delay1: str = "", delay2: str = "", tuple_over: str = "") -> str:
@@ -60,8 +64,12 @@ def test_windows_beside_a_stream_without_events(spark: Any, tmp_path: Any, s2: s
         (_script(" WATERMARK 1 SECOND", "", "s1"), ["u8", "t9"]),
         # s1's window a sink of its own too: a query that reads s1 alone, which had events
         (_script(), ["u8", "a6"]),
+        # s2 held by its Sequencer: its end-of-input row, which Spark's watermark counts, placed
+        (_script("", " WATERMARK 1 SECOND", "s2"), ["u8", "t9"]),
+        # both held, each by its own Sequencer
+        (_script(" WATERMARK 1 SECOND", " WATERMARK 1 SECOND", "s1") + _TUPLE_S2, ["u8", "t9", "t10"]),
     ],
-    ids=["both-unheld", "beside-a-held-stream", "the-other-read-alone-too"],
+    ids=["both-unheld", "beside-a-held-stream", "the-other-read-alone-too", "held", "both-held"],
 )
 def test_windows_beside_a_stream_without_events_otherwise_read(
     spark: Any, tmp_path: Any, script: str, sinks: list[str]
@@ -79,8 +87,15 @@ def test_which_streams_place_a_row_at_their_end() -> None:
         "s1": Partners(("s2",), False),
         "s2": Partners(("s1",), False),
     }
-    assert partners(found, {"s2"}, ["u8"]) == {"s2": Partners((), True)}  # s1 held: not marked
+    assert partners(found, {"s2"}, ["u8"]) == {"s2": Partners((), True)}  # s1 places no row
+    assert partners(found, {"s2"}, ["u8"], {"s1"}) == {  # s1 held by a Sequencer of its own
+        "s1": Partners(("s2",), False),
+        "s2": Partners(("s1",), False),
+    }
     assert partners(found, {"s1", "s2"}, ["u8", "a7"]) == {"s1": Partners(("s2",), False)}
+    # s1 held and read alone by a6's query: it places no row, and notes nothing (its source does
+    # not read its events): with none, its watermark stays at 0 and holds the query where it was
+    assert partners(found, {"s2"}, ["u8", "a6"], {"s1"}) == {"s2": Partners((), True)}
     assert partners(found, {"s1", "s2"}, ["a6", "a7"]) == {}  # no query reads both
     text = (
         _script()

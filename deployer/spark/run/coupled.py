@@ -11,15 +11,18 @@ with no file). The streams that meet in a merge and pass no Sequencer had the re
 (deployer.spark.streams.file_source: a placeholder row at `PLACED` at the end, once another stream
 of the merge has had an event); this module finds the other streams that need it.
 
-A stream whose file source marks its late events (`in_source`: it passes no Sequencer) gets it when
-every query that reads it and waits for Spark's watermark (a TIME window, a join, a pattern, an
-OUTPUT limit by time: deployer.spark.run.watermarks.fired_by_watermark) reads another stream with
-event time too, its *partners*: there the others' watermarks keep the query's from going beyond
-what their events allow. A query that read it alone would keep the placeholder's watermark in its
-checkpoint, and a later run's events would all be behind it; such a stream keeps Spark's rule. Its
-source places the row when a partner its file source marks has had an event, or when a partner is
-one its source does not mark (held by a Sequencer, or not read from files), which with no event
-stays at 0 and so still holds the query's watermark where it was.
+A stream whose file source marks its late events (`in_source`: it passes no Sequencer), or that a
+Sequencer of its own holds (`held`: its source then sends the Sequencer an end-of-input row at
+`PLACED`, which Spark's watermark, declared before the Sequencer, counts and the Sequencer drops),
+gets it when every query that reads it and waits for Spark's watermark (a TIME window, a join, a
+pattern, an OUTPUT limit by time: deployer.spark.run.watermarks.fired_by_watermark) reads another
+stream with event time too, its *partners*: there the others' watermarks keep the query's from
+going beyond what their events allow. A query that read it alone would keep the placeholder's
+watermark in its checkpoint, and a later run's events would all be behind it; such a stream keeps
+Spark's rule. Its source places the row when a partner that may place one too has had an event
+(each notes that it has), or when a partner is one that places none (a stream of a merge whose
+Sequencers hold it, or one not read from files), which with no event stays at 0 and so still holds
+the query's watermark where it was.
 """
 
 from __future__ import annotations
@@ -34,16 +37,20 @@ from operators.analysis import ancestors
 
 @dataclass(frozen=True)
 class Partners:
-    """A stream's partners: those whose file sources note that they had an event (script order),
-    and whether one is a stream its source does not mark."""
+    """A stream's partners: those whose sources note that they had an event (script order), and
+    whether one is a stream that does not and places no row either (its watermark stays at 0
+    without events)."""
 
     noted: tuple[str, ...]
     unmarked: bool
 
 
-def partners(graph: g.Graph, in_source: Set[str], sinks: Collection[str]) -> dict[str, Partners]:
-    """The streams of `in_source` that end without an event with a placeholder row (the module
-    docstring), and their partners; `sinks`: the streams bound to sinks, any case."""
+def partners(
+    graph: g.Graph, in_source: Set[str], sinks: Collection[str], held: Set[str] = frozenset()
+) -> dict[str, Partners]:
+    """The streams of `in_source`, and of `held` (read from files, each held by a Sequencer of its
+    own), that end without an event with a placeholder row (the module docstring), and their
+    partners; `sinks`: the streams bound to sinks, any case."""
     asked = {s.lower() for s in sinks}
     roots = [port.node for name, port in graph.streams.items() if name.lower() in asked]
     roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize)]
@@ -53,13 +60,12 @@ def partners(graph: g.Graph, in_source: Set[str], sinks: Collection[str]) -> dic
         upstream = ancestors(graph, root)
         if any(fired_by_watermark(n) for n in upstream):
             queries.append({n.stream for n in upstream if isinstance(n, g.Source) and n.stream in order})
+    mine = {s: [q for q in queries if s in q] for s in order}
+    placing = [s for s in order if (s in in_source or s in held) and mine[s]]
+    placing = [s for s in placing if all(len(q) > 1 for q in mine[s])]
+    noting = set(placing) | set(in_source)  # every stream its source marks notes its events
     out: dict[str, Partners] = {}
-    for stream in order:
-        mine = [q for q in queries if stream in q]
-        if stream not in in_source or not mine or any(len(q) < 2 for q in mine):
-            continue
-        others = [s for s in order if s != stream and any(s in q for q in mine)]
-        out[stream] = Partners(
-            tuple(s for s in others if s in in_source), any(s not in in_source for s in others)
-        )
+    for stream in placing:
+        others = [s for s in order if s != stream and any(s in q for q in mine[stream])]
+        out[stream] = Partners(tuple(s for s in others if s in noting), any(s not in noting for s in others))
     return out

@@ -80,7 +80,7 @@ def read_inputs(
     # an earlier layout's Sequencers (`timers`) are in Spark's event-time mode, which needs one
     timers = sequencer_timers(checkpoint)
     watermarks = declares_watermarks(graph) or timers
-    placing = _placing(graph, in_source, met, sinks, checkpoint, watermarks)
+    placing = _placing(graph, (in_source, merges, uris), met, sinks, checkpoint, watermarks)
     for src in graph.sources():
         uri = uris[src.stream]
         if uri.startswith("generator:"):
@@ -94,9 +94,9 @@ def read_inputs(
         elif is_redis_stream_uri(uri):
             parsed[src.stream] = redis_parsed(spark, uri, src, spooled)
         else:
-            log, placed = arrival_log(checkpoint, src.stream), placing.get(src.stream, (None, False))
+            log, given = arrival_log(checkpoint, src.stream), placing.get(src.stream, (None, False))
             parsed[src.stream] = file_parsed(
-                spark, uri, src, log, max_files_per_trigger, src.stream in in_source, spooled, *placed
+                spark, uri, src, log, max_files_per_trigger, src.stream in in_source, spooled, *given
             )
         # the records read counted; the rejected ones dropped (spooled, or the dead-letters query's)
         good = events_of(counted(parsed[src.stream], src), src)
@@ -105,9 +105,8 @@ def read_inputs(
         else:
             timed[src.stream] = (src, good)
     marked: dict[str, tuple[DataFrame, bool]] = {}
-    sequenced = sequence(
-        timed, merges, self_merged, marked, spool, timers, in_source, watermarks, set(placing)
-    )
+    placed = set(placing) & in_source  # a held stream's placeholder is its end row, which its Sequencer drops
+    sequenced = sequence(timed, merges, self_merged, marked, spool, timers, in_source, watermarks, placed)
     for stream, events in sequenced.items():
         frames[stream] = events
     return Inputs({s.stream: frames[s.stream] for s in graph.sources()}, parsed, marked)
@@ -128,7 +127,7 @@ def _alone(graph: g.Graph, merges: list[tuple[str, ...]], self_merged: set[str])
 
 def _placing(
     graph: g.Graph,
-    in_source: set[str],
+    read: tuple[set[str], list[tuple[str, ...]], Mapping[str, str]],
     met: dict[str, list[str]],
     sinks: Collection[str],
     checkpoint: Path,
@@ -136,9 +135,15 @@ def _placing(
 ) -> dict[str, tuple[list[Path], bool]]:
     """The streams whose file sources end a run without an event with a placeholder row: those of a
     merge that passes no Sequencer (`met`), and the others that share their queries' watermark
-    (deployer.spark.run.coupled: with Spark's watermark declared); each with the arrival logs of the
-    streams whose events allow it, and whether a stream no file source marks does."""
-    partners = coupled.partners(graph, in_source, sinks) if watermarks else {}
+    (deployer.spark.run.coupled: with Spark's watermark declared), marked by their sources or held
+    by a Sequencer of their own; each with the arrival logs of the streams whose events allow it, and
+    whether a stream that places no such row does. `read`: the streams marked by their sources, the
+    merges held together, the sources' URIs."""
+    in_source, merges, uris = read
+    together = {s for merge in merges for s in merge}
+    timed = [s.stream for s in graph.sources() if s.event_time is not None and _from_files(uris[s.stream])]
+    held = {s for s in timed if s not in in_source and s not in together}
+    partners = coupled.partners(graph, in_source, sinks, held) if watermarks else {}
     partners |= {s: coupled.Partners(tuple(others), False) for s, others in met.items()}
     return {s: ([arrival_log(checkpoint, o) for o in p.noted], p.unmarked) for s, p in partners.items()}
 

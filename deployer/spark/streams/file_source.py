@@ -46,8 +46,12 @@ two-stream join lost pairs that way). Here:
   that ended without an event, and the other stream's own watermark, in the same query, keeps
   Spark's (the least of them) from going beyond what that stream's events allow. So does a stream
   that only shares its queries with other streams with event time (deployer.spark.run.coupled: a
-  Union of two TIME windows' rows, say), once one of them has had an event or is one no file source
-  marks (`besideunmarked`: held by a Sequencer, or not from files, whose watermark stays at 0).
+  Union of two TIME windows' rows, say), once one of them has had an event or is one that places no
+  such row (`besideunmarked`: a stream of a merge its Sequencers hold, or not from files, whose
+  watermark stays at 0 without events). A stream a Sequencer of its own holds (`heldts`: the
+  position of its event time) sends the row as its end-of-input row, which Spark's watermark,
+  declared before the Sequencer, counts and the Sequencer takes as the end; its reader notes that
+  it had an event by reading the files of each planned batch until it finds one.
 """
 
 from __future__ import annotations
@@ -133,12 +137,14 @@ def options(
     spooled: dict[str, Any] | None = None,
     merged: Sequence[Path] | None = None,
     unmarked: bool = False,
+    held_ts: int | None = None,
 ) -> dict[str, str]:
     """The data source's options (strings, as Spark passes them). `sequenced`: the position of the
     stream's event-time field, its name and its WATERMARK in microseconds, for a stream whose late
     events are marked here; `merged`: for such a stream in a merge, the arrival logs of the other
     streams of the merge (the module docstring), or of its partners in the queries that read it
     (deployer.spark.run.coupled), `unmarked` when one of them is a stream no file source marks;
+    `held_ts`: for a stream of `merged` that a Sequencer holds, the position of its event time;
     `spooled`: what its reader needs to spool its rejected records (parsed_rows.spool_rejects)."""
     opts = {
         "path": str(directory.resolve()),
@@ -152,6 +158,8 @@ def options(
         opts["sequenced"] = json.dumps({"ts": sequenced[0], "stream": sequenced[1], "delay": sequenced[2]})
     if merged is not None:
         opts["merged"] = json.dumps([str(had_events_path(other)) for other in merged])
+    if merged is not None and sequenced is None and held_ts is not None:
+        opts["heldts"] = str(held_ts)  # a stream its Sequencer holds: its end row may be placed
     if unmarked:
         opts["besideunmarked"] = "true"
     return opts | spool_options(spooled)
@@ -220,6 +228,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A merged stream's: the others' `had_events_path`s, and this reader's run (module docstring)
         self.merged = [Path(p) for p in json.loads(opts["merged"])] if "merged" in opts else None
         self.beside_unmarked = opts.get("besideunmarked") == "true"
+        self.held_ts = int(opts["heldts"]) if "heldts" in opts else None
         self.run = uuid.uuid4().hex
         self._noted = False  # `had_events_path` written by this reader
 
@@ -255,6 +264,8 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         of the merge has had one (the module docstring)."""
         if self.merged is None:
             return end
+        if self.held_ts is not None:
+            return self._held_end(start, end)
         mine = start.get("run") == self.run
         mark = start.get("mark") if mine else end.get("latest")
         if mark is None and self._ended_without_events(end):
@@ -263,9 +274,23 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out |= {} if mark is None else {"mark": mark}
         return start if out == start else out
 
+    def _held_end(self, start: dict, end: dict) -> dict:
+        """For a stream a Sequencer holds, which sees its rows after Spark's watermark: notes that it
+        has had an event (read in the files it has not read for that yet), and puts its end-of-input
+        row at `PLACED` (`mark`) when it ended without any, as a stream its source marks does."""
+        noted, ts = had_events_path(self.log.path), col_name(self.held_ts or 0)
+        if not noted.is_file():
+            for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
+                if latest_after(self._rows(position, name), ts, REASON, NONE) != NONE:
+                    noted.touch()
+                    break
+        placed = end.get("end") and "mark" not in end and self._ended_without_events(end)
+        return {**end, "mark": PLACED} if placed else end
+
     def _ended_without_events(self, end: dict) -> bool:
         assert self.merged is not None
         ended = self.target is not None and end["files"] >= self.target and end.get("latest") is None
+        ended &= self.held_ts is None or not had_events_path(self.log.path).is_file()
         # a stream no file source marks stays at 0 without events: it still holds the query back
         return ended and (self.beside_unmarked or any(other.is_file() for other in self.merged))
 
@@ -326,7 +351,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return [*files, _Files(end["files"], [], mark=int(end["mark"]))] if placed else files
         parts = [_Files(start["files"] + i, names[i : i + FILES_PER_PARTITION]) for i in firsts]
         if end.get("end") and end != start:
-            parts.append(_Files(end["files"], [], end=True))
+            parts.append(_Files(end["files"], [], end=True, mark=end.get("mark")))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -338,7 +363,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _read(self, partition: _Files) -> Iterator[pa.RecordBatch]:
         for k, name in enumerate(partition.names):
             yield self._rows(partition.first + k, name)
-        if partition.end:
+        if partition.end and partition.mark is not None:  # its Sequencer takes it as the end row
+            yield placeholder_batch(self._schemas()[1], col_name(self.held_ts or 0), partition.mark)
+        elif partition.end:
             yield end_batch(self._schemas()[1])
 
     def _marked(self, partition: _Files) -> Iterator[pa.RecordBatch]:

@@ -61,8 +61,8 @@ def file_parsed(
     passes no Sequencer (`sequence`'s `in_source`); `spool`: the deployment's spool, whose `input-<stream>` label it
     has, its reader's tasks spool its rejected records (`reader_spool`); `merged`: for a `sequenced`
     stream in a merge, the arrival logs of the merge's other streams, or of its partners
-    (deployer.spark.run.coupled), `unmarked` when one of those is a stream no file source marks
-    (file_source)."""
+    (deployer.spark.run.coupled), `unmarked` when one of those is a stream that places no
+    end-of-input row (file_source; a stream a Sequencer holds gets `merged` too)."""
     directory = file_dir(uri)
     if directory is None:
         raise SourceError(f"unsupported source URI {uri!r}; the Spark engine reads file:DIR or generator:")
@@ -72,8 +72,9 @@ def file_parsed(
     reader = spark.readStream.format(files.NAME)
     marks = (_event_time(node)[0], node.stream, _event_time(node)[1] * 1000) if sequenced else None
     spooled = None if spool is None else reader_spool(node, spool, sequenced)
+    held_ts = None if node.event_time is None else _event_time(node)[0]
     given = files.options(
-        directory, str(directory), log, node.schema, max_files, marks, spooled, merged, unmarked
+        directory, str(directory), log, node.schema, max_files, marks, spooled, merged, unmarked, held_ts
     )
     for key, value in given.items():
         reader = reader.option(key, value)
