@@ -142,7 +142,9 @@ def _placing(
     in_source, merges, uris = read
     together = {s for merge in merges for s in merge}
     timed = [s.stream for s in graph.sources() if s.event_time is not None and _from_files(uris[s.stream])]
-    held = {s for s in timed if s not in in_source and s not in together}
+    # a stream that meets itself in a merge has Spark's watermark after its Sequencer, which drops
+    # the end row: it places none (deployer.spark.streams.sources.sequence)
+    held = {s for s in timed if s not in in_source and s not in together | self_merged_sources(graph)}
     partners = coupled.partners(graph, in_source, sinks, held) if watermarks else {}
     partners |= {s: coupled.Partners(tuple(others), False) for s, others in met.items()}
     return {s: ([arrival_log(checkpoint, o) for o in p.noted], p.unmarked) for s, p in partners.items()}
