@@ -80,7 +80,7 @@ def read_inputs(
     # an earlier layout's Sequencers (`timers`) are in Spark's event-time mode, which needs one
     timers = sequencer_timers(checkpoint)
     watermarks = declares_watermarks(graph) or timers
-    placing = _placing(graph, (in_source, merges, uris), met, sinks, checkpoint, watermarks)
+    placing = _placing(graph, (in_source, merges, self_merged, uris), met, sinks, checkpoint, watermarks)
     for src in graph.sources():
         uri = uris[src.stream]
         if uri.startswith("generator:"):
@@ -127,7 +127,7 @@ def _alone(graph: g.Graph, merges: list[tuple[str, ...]], self_merged: set[str])
 
 def _placing(
     graph: g.Graph,
-    read: tuple[set[str], list[tuple[str, ...]], Mapping[str, str]],
+    read: tuple[set[str], list[tuple[str, ...]], set[str], Mapping[str, str]],
     met: dict[str, list[str]],
     sinks: Collection[str],
     checkpoint: Path,
@@ -138,13 +138,13 @@ def _placing(
     (deployer.spark.run.coupled: with Spark's watermark declared), marked by their sources or held
     by a Sequencer of their own; each with the arrival logs of the streams whose events allow it, and
     whether a stream that places no such row does. `read`: the streams marked by their sources, the
-    merges held together, the sources' URIs."""
-    in_source, merges, uris = read
-    together = {s for merge in merges for s in merge}
+    merges held together, the streams that meet themselves in a merge, the sources' URIs."""
+    in_source, merges, self_merged, uris = read
+    together = {s for merge in merges for s in merge} | self_merged
     timed = [s.stream for s in graph.sources() if s.event_time is not None and _from_files(uris[s.stream])]
     # a stream that meets itself in a merge has Spark's watermark after its Sequencer, which drops
     # the end row: it places none (deployer.spark.streams.sources.sequence)
-    held = {s for s in timed if s not in in_source and s not in together | self_merged_sources(graph)}
+    held = {s for s in timed if s not in in_source and s not in together}
     partners = coupled.partners(graph, in_source, sinks, held) if watermarks else {}
     partners |= {s: coupled.Partners(tuple(others), False) for s, others in met.items()}
     return {s: ([arrival_log(checkpoint, o) for o in p.noted], p.unmarked) for s, p in partners.items()}

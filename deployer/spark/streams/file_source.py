@@ -143,7 +143,7 @@ def options(
     stream's event-time field, its name and its WATERMARK in microseconds, for a stream whose late
     events are marked here; `merged`: for such a stream in a merge, the arrival logs of the other
     streams of the merge (the module docstring), or of its partners in the queries that read it
-    (deployer.spark.run.coupled), `unmarked` when one of them is a stream no file source marks;
+    (deployer.spark.run.coupled), `unmarked` when one of them is a stream that places no such row;
     `held_ts`: for a stream of `merged` that a Sequencer holds, the position of its event time;
     `spooled`: what its reader needs to spool its rejected records (parsed_rows.spool_rejects)."""
     opts = {
@@ -229,6 +229,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.merged = [Path(p) for p in json.loads(opts["merged"])] if "merged" in opts else None
         self.beside_unmarked = opts.get("besideunmarked") == "true"
         self.held_ts = int(opts["heldts"]) if "heldts" in opts else None
+        self.held_column = col_name(self.held_ts or 0)  # its event time's column, when held_ts
         self.run = uuid.uuid4().hex
         self._noted = False  # `had_events_path` written by this reader
 
@@ -278,10 +279,10 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """For a stream a Sequencer holds, which sees its rows after Spark's watermark: notes that it
         has had an event (read in the files it has not read for that yet), and puts its end-of-input
         row at `PLACED` (`mark`) when it ended without any, as a stream its source marks does."""
-        noted, ts = had_events_path(self.log.path), col_name(self.held_ts or 0)
+        noted = had_events_path(self.log.path)
         if not noted.is_file():
             for position, name in enumerate(self.log.names()[start["files"] : end["files"]], start["files"]):
-                if latest_after(self._rows(position, name), ts, REASON, NONE) != NONE:
+                if latest_after(self._rows(position, name), self.held_column, REASON, NONE) != NONE:
                     noted.touch()
                     break
         placed = end.get("end") and "mark" not in end and self._ended_without_events(end)
@@ -364,7 +365,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for k, name in enumerate(partition.names):
             yield self._rows(partition.first + k, name)
         if partition.end and partition.mark is not None:  # its Sequencer takes it as the end row
-            yield placeholder_batch(self._schemas()[1], col_name(self.held_ts or 0), partition.mark)
+            yield placeholder_batch(self._schemas()[1], self.held_column, partition.mark)
         elif partition.end:
             yield end_batch(self._schemas()[1])
 
