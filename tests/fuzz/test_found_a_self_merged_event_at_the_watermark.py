@@ -9,6 +9,10 @@ the first: Spark's join takes a row at or behind the watermark as late and dropp
 the reference, 1 on Spark; in the fuzzer's case, whose join emitted nothing, 7 late events against
 5: the rows a stateful operator drops count as late). Such a stream's watermark is now declared on
 what its Sequencer releases, as a merge's is (deployer/spark/streams/sources.py `sequence`).
+
+The probe found the general case (the third test): any stream's event at the time of its largest
+earlier one, two micro-batches later, was dropped by Spark's join. Each side's watermark is now on a
+copy of its event time a microsecond on (deployer/spark/translate/join.py; tests/spark/test_join_ties.py).
 """
 
 from __future__ import annotations
@@ -55,15 +59,10 @@ def test_a_self_merged_event_released_at_the_watermark_is_joined(
     assert len(ref.streams["j2"]) == 2  # each on-time event paired with itself
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known difference (docs/language.md, 'Engines'): Spark's join takes an event at its "
-    "stream's watermark of two micro-batches before as late",
-)
 def test_an_event_at_the_watermark_two_micro_batches_later_is_joined(spark: Any, tmp_path: Any) -> None:
     """Not a self-merge: an event at the time of the stream's largest one, two files (micro-batches)
-    later, is not late in the language (it is not behind the watermark) and pairs; Spark's join drops
-    it. Fails (is fixed) the day the engines agree: then drop the mark."""
+    later, is not late in the language (it is not behind the watermark) and pairs; Spark's join took
+    a row at or behind its watermark as late and dropped it."""
     script = SCRIPT.split("INSERT INTO m11")[0]
     files = [
         ['{"k": 1, "ts": "2026-01-01T00:00:15Z"}'],

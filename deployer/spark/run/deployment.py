@@ -26,13 +26,13 @@ from pyspark.sql.streaming import StreamingQuery
 from deployer import settings
 from deployer.engine import check_bindings
 from deployer.spark.datastores.materialize import TableOutput, materialize_writer, table_shape
-from deployer.spark.handlers import HANDLERS
+from deployer.spark.handlers import HANDLERS, JOINS_WITHOUT_TIES
 from deployer.spark.run import progress
 from deployer.spark.run.checkpoint import drop_interrupted_log_writes, query_dir
 from deployer.spark.run.failures import along, dead_letters, failure_queries, stateless_on_driver
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
-from deployer.spark.run.layout import earlier_layout
+from deployer.spark.run.layout import earlier_layout, join_ties
 from deployer.spark.run.partitions import state_partitions
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
@@ -100,7 +100,8 @@ class SparkDeployment:
         self.inputs = inputs = read_inputs(
             spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool, self.sinks
         )
-        self.sg = SparkGraph(graph, inputs.frames, HANDLERS, stores, timed_sources=set(inputs.parsed))
+        handlers = HANDLERS if join_ties(self.checkpoint) else JOINS_WITHOUT_TIES  # an earlier layout's
+        self.sg = SparkGraph(graph, inputs.frames, handlers, stores, timed_sources=set(inputs.parsed))
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name
         self.sg.spool = self.spool
@@ -116,9 +117,8 @@ class SparkDeployment:
         # rows the writers wrote (they run in this process); "applied": rows stored into tables
         self.written = {"out": 0, "dead": 0, "applied": 0}
         self.tally = progress.Tally(f"{name}:{SHARED_QUERY}")
-        self.on_started = (
-            on_started  # told each query's name once it has started (deployer.spark.run.checkpoint)
-        )
+        # told each query's name once it has started (deployer.spark.run.checkpoint)
+        self.on_started = on_started
         self._stopping = threading.Event()  # set by stop_between_batches: no writer begins a batch
         self._gates: list[Gate] = []  # the queries' foreachBatch functions, released by stop
         self._written: set[str] = set()  # failure points a sink's or table's query writes (`_along`)

@@ -1,7 +1,7 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Six changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Seven changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, then only of
@@ -10,7 +10,8 @@ compute the operator (deployer.spark.run.queries._by_readers); a stream's Sequen
 which it never set (`sequencer_timers`); a stream alone with WATERMARK 0 passed a Sequencer,
 where its file source now marks its late events (`late_marked_by_sources`); and a stream alone with a
 WATERMARK delay whose order shows nowhere passed one too, now unheld, as are the streams of a merge
-whose order shows nowhere, which passed the merge's Sequencers (`unheld_streams`).
+whose order shows nowhere, which passed the merge's Sequencers (`unheld_streams`); and a join
+dropped an event at its stream's watermark as late, which its state now lets it take (`join_ties`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,20 @@ def late_marked_by_sources(checkpoint: Path) -> bool:
     checkpoint that has some query's state and not this layout's mark keeps the Sequencers; any
     other is marked and runs without."""
     return _stateful_layout(checkpoint, _MARKED_BY_SOURCES)
+
+
+# Written into a checkpoint whose joins take an event at its stream's watermark.
+_JOIN_TIES = "joins-take-events-at-the-watermark"
+
+
+def join_ties(checkpoint: Path) -> bool:
+    """Whether the joins of a run on `checkpoint` take an event at its stream's watermark, as the
+    language does (deployer.spark.translate.join): each side's state keeps a copy of its event time,
+    which the rows an earlier layout's state holds have not. Spark resumes a join's state without
+    checking it against the new schema (tried), and would read a copy those rows lack. So a
+    checkpoint that has some query's state and not this layout's mark keeps its joins as they were
+    (such an event dropped as late: docs/language.md, "Engines"); any other is marked and runs with."""
+    return _stateful_layout(checkpoint, _JOIN_TIES)
 
 
 def _stateful_layout(checkpoint: Path, mark: str) -> bool:

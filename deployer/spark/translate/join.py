@@ -3,33 +3,43 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark.translate.columns import col_name
 from deployer.spark.translate.expr import ExprCompiler
-from deployer.spark.translate.graph import SEQ, SparkGraph, order_key, project
+from deployer.spark.translate.graph import SEQ, SparkGraph, order_key, project, unmarked
 from operators import expr as ir
 from operators import graph as g
 
 
-def join(sg: SparkGraph, node: g.Join) -> None:
+def join(sg: SparkGraph, node: g.Join, ties: bool = True) -> None:
+    """The join; `ties`: whether it takes an event at its stream's watermark, as the language does
+    (see _ties_kept), which a checkpoint of the layout before keeps as it was written
+    (deployer.spark.run.layout.join_ties)."""
     left = sg.input(node, 0)
     right = sg.input(node, 1)
     right = right.select(
         *[F.col(col_name(i)).alias(col_name(i, 1)) for i in range(len(node.right_schema))],
         F.col(SEQ).alias("__rseq"),
     )
-    lt = F.col(col_name(node.left_schema.position(node.left_time)))
-    rt = F.col(col_name(node.right_schema.position(node.right_time), 1))
+    lname = col_name(node.left_schema.position(node.left_time))
+    rname = col_name(node.right_schema.position(node.right_time), 1)
+    lt, rt = F.col(lname), F.col(rname)
+    # the columns with the watermark's mark, on which Spark finds the band (see _ties_kept)
+    lw, rw, marks = lt, rt, {}
+    if ties:
+        left, lw, marks[0] = _ties_kept(left, lname, "__lts")
+        right, rw, marks[1] = _ties_kept(right, rname, "__rts")
     sl = F.lit(timedelta(milliseconds=node.left_window.size))
     sr = F.lit(timedelta(milliseconds=node.right_window.size))
     c = ExprCompiler()
     pred = c.compile(node.predicate)
     # The band of the paper's definition (see operators.graph.Join); Spark recognises it as a
     # time-range condition and evicts join state with the watermarks.
-    cond = (lt > rt - sl) & (lt < rt + sr)
+    cond = (lw > rw - sl) & (lw < rw + sr)
     keyed = any(_cross_equality(p) for p in ir.conjuncts(node.predicate))
     if not c.errors:
         cond = cond & _keyed_condition(node)
@@ -43,25 +53,15 @@ def join(sg: SparkGraph, node: g.Join) -> None:
         cond = cond & (F.coalesce(pred, F.lit(False)) | failed)
         keyed = False
     if not keyed:
-        # Spark joins two streams only on an equality. Without one, equal time buckets of width
-        # Sl + Sr serve: a left event falls in one bucket, a right event is copied to the (at most
-        # two) buckets its band (r.ts - Sl, r.ts + Sr) touches, so every pair in the band meets
-        # exactly once.
-        width = (node.left_window.size + node.right_window.size) * 1000
-        ls = node.left_window.size * 1000
-        rs = node.right_window.size * 1000
-        left = left.withColumn("__bucket", F.floor(F.unix_micros(lt) / F.lit(width)))
-        r_us = F.unix_micros(rt)
-        buckets = F.sequence(
-            F.floor((r_us - F.lit(ls)) / F.lit(width)), F.floor((r_us + F.lit(rs)) / F.lit(width))
-        )
-        right = right.withColumn("__rbucket", F.explode(buckets))
+        left, right = _bucketed(node, left, lt, right, rt)
         cond = cond & (F.col("__bucket") == F.col("__rbucket"))
     joined = left.join(right, cond, "inner")
     # Projections are evaluated only for the pairs the predicate keeps.
     c.guard = F.coalesce(pred, F.lit(False))
     # only the output's event time keeps the watermark's mark (see project)
     cols = project(c, node.projections, "_o", timed=node.event_time)
+    if marks:
+        cols = _remarked(node, cols, marks)
     c.guard = None
     nl, nr = len(node.left_schema), len(node.right_schema)
     pair = [F.col(col_name(i)) for i in range(nl)] + [F.col(col_name(i, 1)) for i in range(nr)]
@@ -77,6 +77,24 @@ def join(sg: SparkGraph, node: g.Join) -> None:
         return kept.select(*_outputs(node), SEQ)
 
     sg.ports[g.Port(node.id)] = sg.split_errors(node, joined, c.errors, pair, then=then)
+
+
+def _bucketed(
+    node: g.Join, left: DataFrame, lt: Column, right: DataFrame, rt: Column
+) -> tuple[DataFrame, DataFrame]:
+    """The sides with their time buckets (`__bucket`, `__rbucket`), the equality a join with none
+    meets on. Spark joins two streams only on an equality: equal time buckets of width Sl + Sr serve.
+    A left event falls in one bucket, a right event is copied to the (at most two) buckets its band
+    (r.ts - Sl, r.ts + Sr) touches, so every pair in the band meets exactly once."""
+    width = (node.left_window.size + node.right_window.size) * 1000
+    ls = node.left_window.size * 1000
+    rs = node.right_window.size * 1000
+    left = left.withColumn("__bucket", F.floor(F.unix_micros(lt) / F.lit(width)))
+    r_us = F.unix_micros(rt)
+    buckets = F.sequence(
+        F.floor((r_us - F.lit(ls)) / F.lit(width)), F.floor((r_us + F.lit(rs)) / F.lit(width))
+    )
+    return left, right.withColumn("__rbucket", F.explode(buckets))
 
 
 def _keyed_condition(node: g.Join) -> Column:
@@ -115,3 +133,34 @@ def _cross_equality(e: ir.Expr) -> bool:
         and isinstance(e.right, ir.Col)
         and e.left.side != e.right.side
     )
+
+
+# A row of a stream-stream join's input is late for Spark when its event time is at or behind the
+# watermark (WatermarkSupport: `ts <= watermark`); in the language an event at the watermark is not
+# late (docs/language.md, "Semantics of the stateful operators"). So each side's watermark mark moves to a copy of its event time
+# a microsecond on (the grain of a timestamp), which Spark drops only when the event is behind the
+# watermark; the band, on the copies, is the same band, and lets Spark evict the state with the
+# watermarks as before. The event time itself travels unmarked, as the predicate and projections read it.
+_TICK = timedelta(microseconds=1)
+_DELAY = "spark.watermarkDelayMs"
+
+
+def _ties_kept(df: DataFrame, ts: str, copy: str) -> tuple[DataFrame, Column, dict[str, Any]]:
+    """`df` with its event time `ts` unmarked and its mark on `copy`, `ts` a microsecond on; the copy's
+    column, and the mark's metadata."""
+    meta = {_DELAY: df.schema[ts].metadata.get(_DELAY, 0)}
+    out = df.select(
+        *[unmarked(F.col(c)).alias(c) if c == ts else F.col(c) for c in df.columns],
+        (F.col(ts) + F.lit(_TICK)).alias(copy, metadata=meta),
+    )
+    return out, F.col(copy), meta
+
+
+def _remarked(node: g.Join, cols: list[Column], marks: dict[int, dict[str, Any]]) -> list[Column]:
+    """The projected columns with the output's event time marked again, if it is a side's event time
+    passed through (as `project` would have kept it)."""
+    for i, p in enumerate(node.projections):
+        e = p.expr
+        if p.name == node.event_time and isinstance(e, ir.Col) and e.type.kind == "timestamp":
+            cols[i] = cols[i].alias(f"_o{i}", metadata=marks[e.side])
+    return cols
