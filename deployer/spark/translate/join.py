@@ -137,10 +137,11 @@ def _cross_equality(e: ir.Expr) -> bool:
 
 # A row of a stream-stream join's input is late for Spark when its event time is at or behind the
 # watermark (WatermarkSupport: `ts <= watermark`); in the language an event at the watermark is not
-# late (docs/language.md, "Semantics of the stateful operators"). So each side's watermark mark moves to a copy of its event time
-# a microsecond on (the grain of a timestamp), which Spark drops only when the event is behind the
-# watermark; the band, on the copies, is the same band, and lets Spark evict the state with the
-# watermarks as before. The event time itself travels unmarked, as the predicate and projections read it.
+# late (docs/language.md, "Semantics of the stateful operators"). So each side's watermark mark
+# moves to a copy of its event time a microsecond on (the grain of a timestamp), which Spark drops
+# only when the event is behind the watermark; the band, on the copies, is the same band, and lets
+# Spark evict the state with the watermarks as before (tests/spark/test_join_ties.py). The event time
+# itself travels unmarked, as the predicate and projections read it.
 _TICK = timedelta(microseconds=1)
 _DELAY = "spark.watermarkDelayMs"
 
