@@ -211,24 +211,9 @@ def sequence(
         nodes = [streams[s][0] for s in merge]
         merged = [Merged(n.stream, streams[s][1], *_event_time(n)) for s, n in zip(merge, nodes, strict=True)]
         for s, node, (rows, released) in zip(merge, nodes, sequenced_jointly(merged), strict=True):
-            index, delay = _event_time(node)
             marked[s] = (_marked(node, unpacked_rows(rows, released)), True)
             events = _released(node, rows, released, marked[s][0], spool)
-            # declared on what the Sequencer releases (deployer.spark.streams.merge_sequencer says why)
-            if watermarks:
-                events = events.withWatermark(col_name(index), f"{delay} milliseconds")
-            # The watermark must see every event the stream releases, as the reference's merge
-            # counts every event of its inputs (docs/language.md, "Merges"). Spark's optimizer pushes
-            # a filter that does not read the event-time column below a watermark
-            # (PushPredicateThroughNonJoin), through the Union, Maps and join after the merge: the
-            # split of the events that an aggregate's GROUP BY key, a Map or a WHERE fails on went
-            # there (as would a WHERE that does not count what it drops, CEP_COUNT_FILTERED=0), and
-            # Spark's watermark for the stream left those events out; when they were all of its
-            # events, it stayed at 0 and no TIME window after the merge fired (found by the
-            # differential fuzzer, seed 39106). An observation is a node it pushes no filter
-            # through: one right on the watermark keeps every later filter above it.
-            events = events.observe(f"{RELEASED_METRIC}{node.stream}", F.count(F.lit(1)).alias("rows"))
-            out[s] = _placed(node, events)
+            out[s] = _placed(node, _on_release(node, events, watermarks))
     return out
 
 
@@ -246,20 +231,35 @@ def _sequenced_alone(
     index, delay = _event_time(node)
     # Declared before the Sequencer: the stream's watermark counts every event it delivers. But one
     # that meets itself in a merge is released strictly below its watermark, so an event at it came
-    # out batches later, at Spark's watermark, and Spark's join dropped it (its late rows are those
-    # at or behind the watermark: fuzzer seed 1824); declared on what the Sequencer releases, as a
-    # merge's (an earlier layout's Sequencer with timers needs it before).
+    # out batches later, at Spark's watermark, where Spark's join took it as late (fuzzer seed 1824;
+    # a join now takes an event at the watermark, deployer.spark.translate.join, but not one on a
+    # checkpoint of the layout before); declared on what the Sequencer releases, as a merge's (an
+    # earlier layout's Sequencer with timers needs it before).
     after = self_merged and not timers
     timed = _watermarked(node, timed, watermarks and not after)
     rows = sequencer_rows(timed, node.stream, index, delay, self_merged, timers)
     released = out_schema(timed, col_name(index))
     marked[node.stream] = (_marked(node, unpacked_rows(rows, released)), False)
     events = _released(node, rows, released, marked[node.stream][0], spool)
-    if not (after and watermarks):
-        return events
-    return _watermarked(node, events).observe(
-        f"{RELEASED_METRIC}{node.stream}", F.count(F.lit(1)).alias("rows")
-    )
+    return _on_release(node, events, watermarks) if after and watermarks else events
+
+
+def _on_release(node: g.Source, events: DataFrame, watermarks: bool) -> DataFrame:
+    """The events a Sequencer releases strictly below the stream's watermark (a merge's, or a stream
+    that meets itself in one), with the stream's watermark declared on them if `watermarks`
+    (deployer.spark.streams.merge_sequencer says why), and observed right there.
+
+    The watermark must see every event the stream releases, as the reference's merge counts every
+    event of its inputs (docs/language.md, "Merges"). Spark's optimizer pushes a filter that does not
+    read the event-time column below a watermark (PushPredicateThroughNonJoin), through the Union,
+    Maps and join after the merge: the split of the events that an aggregate's GROUP BY key, a Map or
+    a WHERE fails on went there (as would a WHERE that does not count what it drops,
+    CEP_COUNT_FILTERED=0), and Spark's watermark for the stream left those events out; when they were
+    all of its events, it stayed at 0 and no TIME window after the merge fired (found by the
+    differential fuzzer, seed 39106). An observation is a node it pushes no filter through: one right
+    on the watermark keeps every later filter above it."""
+    events = _watermarked(node, events, watermarks)
+    return events.observe(f"{RELEASED_METRIC}{node.stream}", F.count(F.lit(1)).alias("rows"))
 
 
 def _watermarked(node: g.Source, events: DataFrame, declared: bool = True) -> DataFrame:
