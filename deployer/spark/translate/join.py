@@ -29,7 +29,8 @@ def join(sg: SparkGraph, node: g.Join, ties: bool = True) -> None:
     rname = col_name(node.right_schema.position(node.right_time), 1)
     lt, rt = F.col(lname), F.col(rname)
     # the columns with the watermark's mark, on which Spark finds the band (see _ties_kept)
-    lw, rw, marks = lt, rt, {}
+    lw, rw = lt, rt
+    marks: dict[int, dict[str, Any] | None] = {}
     if ties:
         left, lw, marks[0] = _ties_kept(left, lname, "__lts")
         right, rw, marks[1] = _ties_kept(right, rname, "__rts")
@@ -146,22 +147,26 @@ _TICK = timedelta(microseconds=1)
 _DELAY = "spark.watermarkDelayMs"
 
 
-def _ties_kept(df: DataFrame, ts: str, copy: str) -> tuple[DataFrame, Column, dict[str, Any]]:
+def _ties_kept(df: DataFrame, ts: str, copy: str) -> tuple[DataFrame, Column, dict[str, Any] | None]:
     """`df` with its event time `ts` unmarked and its mark on `copy`, `ts` a microsecond on; the copy's
-    column, and the mark's metadata."""
-    meta = {_DELAY: df.schema[ts].metadata.get(_DELAY, 0)}
+    column, and the mark's metadata. `df` as it is if `ts` has no mark (no watermark, nothing late)."""
+    delay = df.schema[ts].metadata.get(_DELAY)
+    if delay is None:
+        return df, F.col(ts), None
     out = df.select(
         *[unmarked(F.col(c)).alias(c) if c == ts else F.col(c) for c in df.columns],
-        (F.col(ts) + F.lit(_TICK)).alias(copy, metadata=meta),
+        (F.col(ts) + F.lit(_TICK)).alias(copy, metadata={_DELAY: delay}),
     )
-    return out, F.col(copy), meta
+    return out, F.col(copy), {_DELAY: delay}
 
 
-def _remarked(node: g.Join, cols: list[Column], marks: dict[int, dict[str, Any]]) -> list[Column]:
-    """The projected columns with the output's event time marked again, if it is a side's event time
-    passed through (as `project` would have kept it)."""
+def _remarked(node: g.Join, cols: list[Column], marks: dict[int, dict[str, Any] | None]) -> list[Column]:
+    """The projected columns with the output's event time marked again, if it is a side's marked event
+    time passed through (as `project` would have kept it)."""
     for i, p in enumerate(node.projections):
         e = p.expr
         if p.name == node.event_time and isinstance(e, ir.Col) and e.type.kind == "timestamp":
-            cols[i] = cols[i].alias(f"_o{i}", metadata=marks[e.side])
+            mark = marks.get(e.side)
+            if mark is not None:
+                cols[i] = cols[i].alias(f"_o{i}", metadata=mark)
     return cols
