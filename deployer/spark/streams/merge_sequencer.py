@@ -67,7 +67,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from deployer.spark.streams.arrow_batches import unpacked
-from deployer.spark.streams.parsed_rows import END, PLACEHOLDER, SEQ
+from deployer.spark.streams.parsed_rows import END, placeholder_batch
 from deployer.spark.streams.sequencer import (
     ALL,
     KEY,
@@ -188,13 +188,8 @@ class MergeSequencer(StatefulProcessor):
             if not merge:
                 return
             ts = min(merge) + self.delays[own]
-        row = {
-            f.name: pa.array(
-                [ts if f.name == self.ts[own] else PLACEHOLDER if f.name == SEQ else None], f.type
-            )
-            for f in self.released
-        }
-        yield pd.DataFrame({KEY: [0], "__events": [blob(pa.table(row, schema=self.released))]})
+        row = placeholder_batch(self.released, self.ts[own], ts)
+        yield pd.DataFrame({KEY: [0], "__events": [blob(pa.Table.from_batches([row]))]})
 
     def close(self) -> None:
         pass

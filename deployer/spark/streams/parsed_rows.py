@@ -135,8 +135,9 @@ def end_batch(arrow: pa.Schema) -> pa.RecordBatch:
 
 
 def placeholder_batch(arrow: pa.Schema, ts_column: str, ts: int) -> pa.RecordBatch:
-    """A merged stream's placeholder row alone: its event time `ts` (µs), `PLACEHOLDER` as its SEQ,
-    END set (it is no record read), NULLs else."""
+    """A stream's placeholder row alone, of the schema `arrow`: its event time `ts` (µs), `PLACEHOLDER`
+    as its SEQ, END set where the schema has it (a source's row: it is no record read), NULLs else.
+    A source places it (file_source), and a merge's Sequencer releases it (merge_sequencer)."""
     given = {END: True, ts_column: ts, SEQ: PLACEHOLDER}
     return pa.RecordBatch.from_arrays(
         [pa.array([given.get(f.name)], type=f.type) for f in arrow], schema=arrow
