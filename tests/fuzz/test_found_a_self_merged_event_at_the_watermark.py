@@ -12,7 +12,8 @@ what its Sequencer releases, as a merge's is (deployer/spark/streams/sources.py 
 
 The probe found the general case (the third test): any stream's event at the time of its largest
 earlier one, two micro-batches later, was dropped by Spark's join. Each side's watermark is now on a
-copy of its event time a microsecond on (deployer/spark/translate/join.py; tests/spark/test_join_ties.py).
+copy of its event time a microsecond on (deployer/spark/translate/ties.py;
+tests/spark/test_ties_at_the_watermark.py).
 """
 
 from __future__ import annotations

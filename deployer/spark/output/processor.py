@@ -42,7 +42,6 @@ TIME = "__t"  # the row's time in µs, NULL when the limiter needs none
 VALUES = "__v"  # the row's values, JSON text
 SEQ = "__seq"
 COLUMNS = ["__key", GROUP, TIME, SEQ, VALUES]  # `__key`: the one grouping key, ""
-OUT_COLUMNS = [VALUES, TIME, SEQ]
 STATE = T.StructType(
     [
         T.StructField("version", T.IntegerType()),
@@ -54,12 +53,14 @@ STATE = T.StructType(
 
 
 class OutputProcessor(StatefulProcessor):
-    """See the module docstring. Input frames: COLUMNS; output frames: OUT_COLUMNS (the values, the
-    row's time and its order key)."""
+    """See the module docstring. Input frames: COLUMNS; output frames: VALUES, TIME and SEQ (the values,
+    the row's time and its order key), and `mark` if given."""
 
-    def __init__(self, node: OutputRate, timed: bool) -> None:
+    def __init__(self, node: OutputRate, mark: str | None) -> None:
         self.node = node
-        self.timed = timed  # the output's time is its event time: a timestamp, not µs
+        # When the output's time is its event time (a timestamp, not µs): the column of the row's time
+        # a microsecond on, which Spark checks against the watermark (deployer.spark.translate.ties).
+        self.mark = mark
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -100,14 +101,14 @@ class OutputProcessor(StatefulProcessor):
         for i in order:
             out.extend(limiter.row(groups[i], values[i], stamps[i], seqs[i]))
         out += limiter.tick(timerValues.getCurrentWatermarkInMs() * US_PER_MS)
-        frame, sent = _frame(out, sent, self.timed)
+        frame, sent = _frame(out, sent, self.mark)
         self._save(limiter, timer, sent)
         yield frame
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
         limiter, timer, sent = self._load()
         out = limiter.tick(timerValues.getCurrentWatermarkInMs() * US_PER_MS)
-        frame, sent = _frame(out, sent, self.timed)
+        frame, sent = _frame(out, sent, self.mark)
         # the fired timer is gone: the next one is registered anew
         self._save(limiter, None if timer == expiredTimerInfo.getExpiryTimeInMs() else timer, sent)
         yield frame
@@ -128,18 +129,18 @@ def move_timer(handle: StatefulProcessorHandle, old: int | None, due: int | None
     return timer
 
 
-def _frame(out: Out, sent: int, timed: bool) -> tuple[pd.DataFrame, int]:
-    """The rows let out, each with its time and its order key: the counter of rows sent so far."""
+def _frame(out: Out, sent: int, mark: str | None) -> tuple[pd.DataFrame, int]:
+    """The rows let out, each with its time and its order key: the counter of rows sent so far; with
+    `mark`, the output's time is a timestamp, and `mark` is it a microsecond on."""
     import pandas as pd  # not at the top: each query start imports this module (architecture.md)
 
     seqs = [f"{n:020d}" for n in range(sent + 1, sent + len(out) + 1)]
     times = pd.Series([t for _, t in out], dtype="Int64")
-    frame = pd.DataFrame(
-        {
-            VALUES: pd.Series([v for v, _ in out], dtype=object),
-            TIME: pd.to_datetime(times, unit="us", utc=True) if timed else times,
-            SEQ: pd.Series(seqs, dtype=object),
-        },
-        columns=OUT_COLUMNS,
-    )
-    return frame, sent + len(out)
+    columns = {
+        VALUES: pd.Series([v for v, _ in out], dtype=object),
+        TIME: pd.to_datetime(times, unit="us", utc=True) if mark else times,
+        SEQ: pd.Series(seqs, dtype=object),
+    }
+    if mark:
+        columns[mark] = pd.to_datetime(times + 1, unit="us", utc=True)
+    return pd.DataFrame(columns, columns=list(columns)), sent + len(out)

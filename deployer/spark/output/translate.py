@@ -9,8 +9,8 @@ The row's values and its group cross as JSON text (timestamps as µs), read back
 statement's types: JSON keeps integers, decimals and text exact, and doubles too (Spark writes the
 shortest text that reads back as the same double).
 FIRST lets rows out as they come: its output keeps its event time, and Spark's watermark goes on
-from it (`eventTimeColumnName`, the row's time); the others have none (docs/language.md, "Output
-rate limiting").
+from it (checked on a copy of the row's time a microsecond on, `eventTimeColumnName`: deployer.
+spark.translate.ties says why); the others have none (docs/language.md, "Output rate limiting").
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from deployer.spark.output.placement import in_window, in_window_aggregation, in
 from deployer.spark.output.processor import GROUP, SEQ, TIME, VALUES, OutputProcessor
 from deployer.spark.translate.columns import col_name, spark_type
 from deployer.spark.translate.graph import ORDER_OFFSET, SparkGraph
+from deployer.spark.translate.ties import MARK_TIME, remarked
 from operators import graph as g
 from operators.datatypes import Schema
 from operators.output_node import OutputRate
@@ -81,23 +82,24 @@ def output_rate(sg: SparkGraph, node: OutputRate) -> DataFrame:
             T.StructField(VALUES, T.StringType()),
             T.StructField(TIME, T.TimestampType() if node.event_time else T.LongType()),
             T.StructField(SEQ, T.StringType()),
+            *([T.StructField(MARK_TIME, T.TimestampType())] if node.event_time else []),
         ]
     )
     out = rows.groupBy(F.col("__key")).transformWithStateInPandas(
-        statefulProcessor=OutputProcessor(node, timed=node.event_time is not None),
+        statefulProcessor=OutputProcessor(node, MARK_TIME if node.event_time else None),
         outputStructType=out_schema,
         outputMode="Append",
         timeMode="EventTime"
         if node.every_ms is not None or node.event_time or node.in_time_order
         else "None",
-        eventTimeColumnName=TIME if node.event_time else "",
+        eventTimeColumnName=MARK_TIME if node.event_time else "",
     )
     values = F.from_json(F.col(VALUES), _json_type(node.schema))
     timed = None if node.event_time is None else node.schema.position(node.event_time)
     columns = []
     for i, f in enumerate(node.schema):
-        if i == timed:  # the row's time itself, the column Spark's watermark is declared on
-            c = F.col(TIME)
+        if i == timed:  # the row's time itself, with the mark Spark put on its copy (translate.ties)
+            c = remarked(out, TIME, col_name(i))
         elif f.type.kind == "timestamp":
             c = F.timestamp_micros(values[f"f{i}"])
         else:

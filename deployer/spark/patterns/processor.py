@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import pickle
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from pyspark.sql import Row
@@ -37,6 +38,8 @@ from deployer.patterns.runner import Emit, Fail, PatternRunner
 from operators import graph as g
 from operators.datatypes import Schema
 from operators.values import from_micros, to_micros
+
+_TICK = timedelta(microseconds=1)  # see deployer.spark.translate.ties
 
 STATE_VERSION = 1  # the pickled state's layout: a change refuses an older checkpoint's state
 FAIL = "__fail"  # why a row is a dead letter, NULL for a match's row
@@ -100,6 +103,8 @@ class PatternProcessor(StatefulProcessor):
         self.cap = cap
         self.out_names = out_names
         self.width = len(node.schema)
+        # with the match time selected, the last output column is it a microsecond on (translate)
+        self.timed = node.schema.position(node.event_time) if node.event_time else None
         self.stamps = [_timestamps(s) for s in node.input_schemas]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -202,11 +207,14 @@ class PatternProcessor(StatefulProcessor):
         rows = []
         for o in outs:
             if isinstance(o, Emit):
-                rows.append(Row(**dict(zip(self.out_names, (*o.values, o.order, None, None), strict=True))))
+                mark = () if self.timed is None else (o.values[self.timed] + _TICK,)
+                rows.append(
+                    Row(**dict(zip(self.out_names, (*o.values, o.order, None, None, *mark), strict=True)))
+                )
                 continue
             schema = self.row_schema if o.input is None else self.node.input_schemas[o.input]
             event = None if o.event is None else encoded(o.event, schema)
-            failed = (*([None] * self.width), "", o.reason, event)
+            failed = (*([None] * self.width), "", o.reason, event, *([] if self.timed is None else [None]))
             rows.append(Row(**dict(zip(self.out_names, failed, strict=True))))
         return rows
 

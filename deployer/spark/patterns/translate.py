@@ -7,8 +7,10 @@ The inputs are sequenced as a merge's are (operators.analysis.merged_sources): e
 a key's events in an order the processor sorts back to the merged one. Their event times and
 timestamps cross to Python as microseconds (a Row's timestamp would be in the worker's local time).
 With `match_time()` selected, the output's event time is that column, and Spark's watermark goes on
-from it (`eventTimeColumnName`): the processor may emit a match at a deadline the watermark has just
-passed, which Spark's watermark for the operators after it allows for.
+from it: the processor may emit a match at a deadline the watermark has just passed, which Spark's
+watermark for the operators after it allows for. Spark checks each row's time against the watermark
+on a copy a microsecond on (`eventTimeColumnName`: deployer.spark.translate.ties says why), whose mark
+goes back onto the match time after.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from deployer import settings
 from deployer.spark.patterns.processor import FAIL, FAILED_EVENT, PatternProcessor
 from deployer.spark.translate.columns import Message, col_name, spark_type
 from deployer.spark.translate.graph import SEQ, SparkGraph
+from deployer.spark.translate.ties import MARK_TIME, remarked
 from operators import graph as g
 from operators.datatypes import DataType, Schema, common_type
 
@@ -77,27 +80,30 @@ def _input(sg: SparkGraph, node: g.Pattern, i: int) -> DataFrame:
 def pattern(sg: SparkGraph, node: g.Pattern) -> DataFrame:
     inputs = reduce(DataFrame.unionByName, [_input(sg, node, i) for i in range(len(node.inputs))])
     fields = [T.StructField(col_name(i), spark_type(f.type)) for i, f in enumerate(node.schema)]
+    timed = col_name(node.schema.position(node.event_time)) if node.event_time else None
     out_schema = T.StructType(
         [
             *fields,
             T.StructField(SEQ, T.StringType()),
             T.StructField(FAIL, T.StringType()),
             T.StructField(FAILED_EVENT, T.StringType()),
+            # the match time a microsecond on, which Spark checks against the watermark (translate.ties)
+            *([T.StructField(MARK_TIME, T.TimestampType())] if timed else []),
         ]
     )
     processor = PatternProcessor(node, settings.current().pattern_max_partials, out_schema.names)
-    timed = col_name(node.schema.position(node.event_time)) if node.event_time else ""
     out = inputs.groupBy(F.col("__key")).transformWithState(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
         timeMode="EventTime",
-        eventTimeColumnName=timed,
+        eventTimeColumnName=MARK_TIME if timed else "",
     )
     errors: list[tuple[Column, Message]] = [(F.col(FAIL).isNotNull(), F.col(FAIL))]
     event = F.from_json(F.col(FAILED_EVENT), T.ArrayType(T.StringType()))
 
     def then(kept: DataFrame) -> DataFrame:
-        return kept.select(*[F.col(f.name) for f in fields], F.col(SEQ))
+        cols = [remarked(out, f.name, f.name) if f.name == timed else F.col(f.name) for f in fields]
+        return kept.select(*cols, F.col(SEQ))
 
     return sg.split_errors(node, out, errors, len(node.schema), then=then, event=event)

@@ -8,7 +8,7 @@ records and late events of every source and the failures of every stateless oper
 those two queries read or compute, now written by one of the queries that read the source or
 compute the operator (deployer.spark.run.queries._by_readers); a stream's Sequencer kept Spark's event-time timers,
 which it never set (`sequencer_timers`); a stream alone with WATERMARK 0 passed a Sequencer,
-where its file source now marks its late events (`late_marked_by_sources`); and a stream alone with a
+where its file source now marks its late events (`late_marked_by_sources`); a stream alone with a
 WATERMARK delay whose order shows nowhere passed one too, now unheld, as are the streams of a merge
 whose order shows nowhere, which passed the merge's Sequencers (`unheld_streams`); and a join
 dropped an event at its stream's watermark as late, which its state now lets it take (`join_ties`).

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deployer.spark.translate.columns import col_name
 from deployer.spark.translate.expr import ExprCompiler
-from deployer.spark.translate.graph import SEQ, SparkGraph, order_key, project, unmarked
+from deployer.spark.translate.graph import SEQ, SparkGraph, order_key, project
+from deployer.spark.translate.ties import Mark, on_copy
 from operators import expr as ir
 from operators import graph as g
 
 
 def join(sg: SparkGraph, node: g.Join, ties: bool = True) -> None:
     """The join; `ties`: whether it takes an event at its stream's watermark, as the language does
-    (see _ties_kept), which a checkpoint of the layout before keeps as it was written
+    (deployer.spark.translate.ties), which a checkpoint of the layout before keeps as it was written
     (deployer.spark.run.layout.join_ties)."""
     left = sg.input(node, 0)
     right = sg.input(node, 1)
@@ -28,12 +28,13 @@ def join(sg: SparkGraph, node: g.Join, ties: bool = True) -> None:
     lname = col_name(node.left_schema.position(node.left_time))
     rname = col_name(node.right_schema.position(node.right_time), 1)
     lt, rt = F.col(lname), F.col(rname)
-    # the columns with the watermark's mark, on which Spark finds the band (see _ties_kept)
+    # The marked columns, on which Spark finds the band: with `ties`, the event times a microsecond on
+    # (deployer.spark.translate.ties); the same band, on which Spark evicts the state as before.
     lw, rw = lt, rt
-    marks: dict[int, dict[str, Any] | None] = {}
+    marks: dict[int, Mark | None] = {}
     if ties:
-        left, lw, marks[0] = _ties_kept(left, lname, "__lts")
-        right, rw, marks[1] = _ties_kept(right, rname, "__rts")
+        left, lw, marks[0] = on_copy(left, lname, "__lts")
+        right, rw, marks[1] = on_copy(right, rname, "__rts")
     sl = F.lit(timedelta(milliseconds=node.left_window.size))
     sr = F.lit(timedelta(milliseconds=node.right_window.size))
     c = ExprCompiler()
@@ -136,31 +137,7 @@ def _cross_equality(e: ir.Expr) -> bool:
     )
 
 
-# A row of a stream-stream join's input is late for Spark when its event time is at or behind the
-# watermark (WatermarkSupport: `ts <= watermark`); in the language an event at the watermark is not
-# late (docs/language.md, "Semantics of the stateful operators"). So each side's watermark mark
-# moves to a copy of its event time a microsecond on (the grain of a timestamp), which Spark drops
-# only when the event is behind the watermark; the band, on the copies, is the same band, and lets
-# Spark evict the state with the watermarks as before (tests/spark/test_join_ties.py). The event time
-# itself travels unmarked, as the predicate and projections read it.
-_TICK = timedelta(microseconds=1)
-_DELAY = "spark.watermarkDelayMs"
-
-
-def _ties_kept(df: DataFrame, ts: str, copy: str) -> tuple[DataFrame, Column, dict[str, Any] | None]:
-    """`df` with its event time `ts` unmarked and its mark on `copy`, `ts` a microsecond on; the copy's
-    column, and the mark's metadata. `df` as it is if `ts` has no mark (no watermark, nothing late)."""
-    delay = df.schema[ts].metadata.get(_DELAY)
-    if delay is None:
-        return df, F.col(ts), None
-    out = df.select(
-        *[unmarked(F.col(c)).alias(c) if c == ts else F.col(c) for c in df.columns],
-        (F.col(ts) + F.lit(_TICK)).alias(copy, metadata={_DELAY: delay}),
-    )
-    return out, F.col(copy), {_DELAY: delay}
-
-
-def _remarked(node: g.Join, cols: list[Column], marks: dict[int, dict[str, Any] | None]) -> list[Column]:
+def _remarked(node: g.Join, cols: list[Column], marks: dict[int, Mark | None]) -> list[Column]:
     """The projected columns with the output's event time marked again, if it is a side's marked event
     time passed through (as `project` would have kept it)."""
     for i, p in enumerate(node.projections):

@@ -1,10 +1,18 @@
 """An event at its stream's watermark is not late (docs/language.md, "Semantics of the stateful
-operators"), and a join pairs it. Spark's stream-stream join takes a row at or behind its watermark
-(`ts <= watermark`, a millisecond's grain) as late, and drops it when the watermark it holds a batch
-to was reached two or more micro-batches before (another file, or an earlier run on the checkpoint):
-found by the fuzzer (docs/fuzzing.md, seed 1824). Each side's mark is on a copy of its event time a
-microsecond on (deployer.spark.translate.join), and a checkpoint whose joins' state was written
-without the copy resumes as it was (deployer.spark.run.layout.join_ties).
+operators"); Spark takes a row at or behind its watermark (`ts <= watermark`, a millisecond's grain)
+as late (deployer.spark.translate.ties):
+
+- a stream-stream join dropped such a row of its input when the watermark it holds a batch to was
+  reached two or more micro-batches before (another file, or an earlier run on the checkpoint):
+  found by the fuzzer (docs/fuzzing.md, seed 1824);
+- a pattern's matches with `match_time()`, and the rows OUTPUT FIRST lets through, are checked by
+  Spark against the watermark of the micro-batch before: a row at it failed the query
+  (EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED), e.g. a match that an event at the watermark
+  completed, or the first row of a group at it.
+
+Each mark is now on a copy of the event time a microsecond on. A checkpoint whose joins' state was
+written without the copy resumes as it was (deployer.spark.run.layout.join_ties); a processor keeps
+no copy in its state.
 
 The input, one file a micro-batch: k=1 at 00:00:15, k=2 at 00:00:10 (late), k=3 at 00:00:15 (at the
 watermark: not late), k=4 at 00:00:20.
@@ -34,6 +42,20 @@ STREAM = "CREATE STREAMSCHEMA s WITH k integer, ts timestamp TIMESTAMP BY ts;\n"
 PAIRS = "FROM s AS l WINDOW TIME SIZE 1 MINUTE, s AS r WINDOW TIME SIZE 1 MINUTE"
 MARK = "joins-take-events-at-the-watermark"
 FILES = [[{"k": k, "ts": at(s)}] for k, s in [(1, 15), (2, 10), (3, 15), (4, 20)]]
+# the match of k=1 is completed by k=3, at the watermark
+PATTERN = (
+    "INSERT INTO p SELECT e1.k AS k, match_time() AS t FROM PATTERN EVERY e1=s[k > 0] -> e2=s[k > e1.k];\n"
+)
+# k=3 is the first of its group at the watermark; after the WHERE, which k=1 (the watermark) does not
+# pass, the first row of all
+FIRST = "INSERT INTO p SELECT k, ts AS t FROM s GROUP BY k OUTPUT FIRST EVERY 10 SECONDS;\n"
+FIRST_KEPT = "INSERT INTO p SELECT k, ts AS t FROM s WHERE k > 1 OUTPUT FIRST EVERY 10 SECONDS;\n"
+PROCESSORS = {"pattern": PATTERN, "first": FIRST, "first after a WHERE": FIRST_KEPT}
+EMITTED = {
+    "pattern": [(1, 15), (3, 20)],
+    "first": [(1, 15), (3, 15), (4, 20)],
+    "first after a WHERE": [(3, 15)],
+}
 
 
 def _run(
@@ -82,6 +104,50 @@ def test_a_window_over_the_join_keeps_its_event_time(spark: Any, tmp_path: Path)
     assert [(r["n"], r["last"]) for r in ref["w"]] == [(2, at(15)), (1, at(20))]
     assert_same(ref, spk, "j", min_rows=3)
     assert_same(ref, spk, "w", min_rows=2)
+
+
+@pytest.mark.parametrize("processor", list(PROCESSORS))
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_processor_emits_a_row_at_the_watermark(
+    spark: Any, tmp_path: Path, processor: str, partitions: int
+) -> None:
+    ref, spk = _run(spark, tmp_path, PROCESSORS[processor], ["p"], partitions)
+    assert sorted((r["k"], r["t"]) for r in ref["p"]) == [(k, at(t)) for k, t in EMITTED[processor]]
+    assert_same(ref, spk, "p")
+    assert_same_dead_letters(ref, spk)
+
+
+@pytest.mark.parametrize("processor", ["pattern", "first"])
+def test_a_window_over_a_processors_rows_keeps_their_event_time(
+    spark: Any, tmp_path: Path, processor: str
+) -> None:
+    """The processor's rows carry the watermark's mark on their event time again (it was on the
+    copy Spark checks): a TIME window over them fires as the reference's once k=5 at 00:02:00 moves
+    the watermark past it."""
+    script = (
+        PROCESSORS[processor]
+        + "INSERT INTO w SELECT count(*) AS n, max(t) AS last FROM p WINDOW TIME SIZE 10 SECONDS;\n"
+    )
+    ref, spk = _run(spark, tmp_path, script, ["p", "w"], files=[*FILES, [{"k": 5, "ts": at(120)}]])
+    assert len(ref["w"]) >= 2
+    assert_same(ref, spk, "p", min_rows=3)
+    assert_same(ref, spk, "w", min_rows=2)
+
+
+@pytest.mark.parametrize("processor", list(PROCESSORS))
+def test_a_processor_emits_a_row_at_the_watermark_of_an_earlier_run(
+    spark: Any, tmp_path: Path, processor: str
+) -> None:
+    """Two files, then the other two on the same checkpoint: k=3, at the watermark, comes in the
+    second run."""
+    graph = compile_text(STREAM + PROCESSORS[processor])
+    sources = prepare(tmp_path, {"s": FILES[:2]})
+    run_spark(spark, graph, tmp_path, sources, ["p"], checkpoint=tmp_path / "ck", max_files=1)
+    write_files(tmp_path / "in" / "s", FILES[2:])
+    spk = run_spark(spark, graph, tmp_path, sources, ["p"], checkpoint=tmp_path / "ck", max_files=1)
+    ref = run_reference(graph, tmp_path / "ref", sources, ["p"])
+    assert sorted((r["k"], r["t"]) for r in ref["p"]) == [(k, at(t)) for k, t in EMITTED[processor]]
+    assert_same(ref, spk, "p")
 
 
 @pytest.mark.parametrize("layout", ["fresh", "earlier"])
