@@ -1,9 +1,10 @@
 """Input events for the differential fuzzer: JSON lines for a source stream's schema, with the
-shapes that have split the engines before — NULLs, equal timestamps, events out of order within
-and beyond the WATERMARK (late), events exactly on window boundaries, a tail of events that a
-WHERE is likely to drop, malformed records — split over several files so that Spark's
-micro-batches cut the input at different points, or spread over more files than one task of a
-file source reads, so that Spark reads a micro-batch in several partitions side by side.
+shapes that have split the engines before — NULLs, equal timestamps (and events at the largest
+time so far, the watermark), events out of order within and beyond the WATERMARK (late), events
+exactly on window boundaries, a tail of events that a WHERE is likely to drop, malformed records
+— split over several files so that Spark's micro-batches cut the input at different points, or
+spread over more files than one task of a file source reads, so that Spark reads a micro-batch in
+several partitions side by side.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def records(
     if null_keys:  # a case aimed at a failure path: a NULL key (a table row's) is among them
         tail = max(tail, 1)
     lines = []
+    top = offset  # the largest event time so far: the stream's watermark with WATERMARK 0
     for i in range(size):
         record: dict[str, Any] = {}
         for name, kind, precision, scale in fields:
@@ -107,6 +109,12 @@ def records(
                 if i and draw(st.integers(0, 29)) == 0:
                     step = draw(st.sampled_from(JUMPS))
                 offset += step
+                if i and draw(st.integers(0, 11)) == 0:
+                    # at the watermark (not late), where Spark's late rows are those at or behind
+                    # it: a join dropped it, a pattern's match it completed failed the query
+                    # (tests/spark/test_ties_at_the_watermark.py)
+                    offset = top
+                top = max(top, offset)
                 record[name] = iso(T0 + timedelta(seconds=offset))
             else:
                 record[name] = value(draw, kind, scale, precision)
