@@ -51,7 +51,10 @@ def map_select(b: Builder, s: Stream) -> tuple[str, list[str] | None]:
     if b.draw(st.integers(0, 3)) == 0:
         items = ["*"]
     else:
-        items = [n for n in s.names() if n in ("k", s.event_time) or b.draw(st.booleans())]
+        # the event time dropped now and then: what reads the rows after it has only their order
+        # (an update, a keyed table, a sink over a delayed stream: probing fuzzer seed 2234)
+        kept = ("k", s.event_time) if b.draw(st.integers(0, 7)) else ("k",)
+        items = [n for n in s.names() if n in kept or b.draw(st.booleans())]
     # aimed at (or made for) a failure path: a computed item, so that the Map is not left out
     for _ in range(b.draw(st.integers(0 if items and b.force is None else 1, 3))):
         cat = b.draw(st.sampled_from(CATEGORIES))

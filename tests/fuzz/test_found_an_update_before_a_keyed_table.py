@@ -9,7 +9,8 @@ UpdateSQL is the arrival position alone, and wrote the event at 00:00:01.5 last.
 (a Map and Filter only) the writer knows the rows come in release order (operators.analysis
 `in_release_order`, fuzzer seed 16016) and takes them as they come; an UpdateSQL runs a micro-batch's
 statements in that order, in one partition, and passes its events on so: the writer now takes them
-as they come after one too.
+as they come after one too. The update itself, after a SELECT that dropped the event time, ran its
+statements in arrival order (the second test): it now takes the Sequencer's events as they come.
 """
 
 from __future__ import annotations
@@ -69,21 +70,42 @@ def test_a_keyed_table_after_an_update_is_upserted_in_release_order(
     assert sorted(ref.tables["t3"] or []) == [(5, 1, 1), (9, 3, 1)]  # k=5: its event at 00:00:10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known difference (docs/language.md, 'Engines'): an UpdateSQL whose events no longer carry "
-    "their event time runs a delayed stream's statements in arrival order on Spark",
-)
+@pytest.mark.parametrize("max_files", [None, 1])
+@pytest.mark.parametrize("partitions", [1, 2])
 def test_an_update_after_a_select_without_the_event_time_runs_in_release_order(
-    spark: Any, tmp_path: Any
+    spark: Any, tmp_path: Any, partitions: int, max_files: int | None
 ) -> None:
     """Found while probing the fix: the update itself, when a SELECT before it dropped the event
-    time, sorts a micro-batch by `SEQ` alone (arrival), where the reference runs the statements in
-    release order: `UPDATE acc SET total = ?` leaves k=5 at 2 on Spark, 1 on the reference, and the
-    rows after it come in another order. Fails (is fixed) the day the engines agree: then drop the
-    mark."""
-    script = CASE.script.replace("total = total + ?", "total = ?").replace(
+    time, sorted a micro-batch by `SEQ` alone (arrival), where the reference runs the statements in
+    release order: `UPDATE acc SET total = ?` left k=5 at 2 on Spark, 1 on the reference, and the
+    rows after it came in another order. The events come from the Sequencer in release order: the
+    update now takes them as they come (deployer.spark.datastores.sql `_statement_order`)."""
+    script = CASE.script.replace("total = total + ?", "total = ?").replace("add_to, v, k", "add_to, x, v")
+    script = script.replace(
         "INSERT INTO w2 SELECT * FROM s1 ON",
         "INSERT INTO w1 SELECT k, v FROM s1;\nINSERT INTO w2 SELECT * FROM w1 ON",
     )
-    check_case(replace(CASE, script=script), spark, None, tmp_path)
+    case = replace(CASE, script=script, partitions=partitions, max_files=max_files)
+    ref = check_case(case, spark, None, tmp_path)
+    assert sorted(ref.tables["acc"] or []) == [(5, 1), (9, 3)]  # k=5: its event at 00:00:10, last
+
+
+@pytest.mark.parametrize("max_files", [None, 1])
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_sink_of_a_select_without_the_event_time_writes_in_release_order(
+    spark: Any, tmp_path: Any, partitions: int, max_files: int | None
+) -> None:
+    """Found with the test above, and older: a sink of a delayed stream's SELECT that dropped the
+    event time was written in arrival order on Spark (its writer sorted by `SEQ`), in release order on
+    the reference; it now takes the Sequencer's rows as they come (deployer.spark.streams.sinks
+    `sink_order`). The fuzzer's SELECTs kept the event time always; they now drop it now and then."""
+    script = (
+        "CREATE STREAMSCHEMA s1 WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 MINUTE;\n"
+    )
+    script += "INSERT INTO w1 SELECT k, v FROM s1 WHERE v > 0;\n"
+    case = replace(
+        CASE, script=script, sinks=["w1"], ordered={"w1": []}, store=None, tables=[], compare_tables=[]
+    )
+    case = replace(case, partitions=partitions, max_files=max_files)
+    ref = check_case(case, spark, None, tmp_path)
+    assert [r["v"] for r in ref.streams["w1"]] == [2, 1, 3]  # 00:00:01.5, 00:00:10, 01:00:00

@@ -52,7 +52,7 @@ from deployer.spark.translate.columns import carried, col_name, spark_type, stru
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph
 from operators import graph as g
-from operators.analysis import vouched_results
+from operators.analysis import in_release_order, vouched_results
 from operators.results import TypeChanged, Vouched, result_columns
 from stores import ledger
 from stores.api import ReadColumns, UpdateResult
@@ -259,6 +259,17 @@ def _updated_rows(
     )
 
 
+def _statement_order(sg: SparkGraph, node: g.UpdateSQL) -> list[tuple[str, str]]:
+    """The sort keys that put a micro-batch of the update's events in the order the reference runs
+    their statements: event time, then arrival (`SEQ`); none when they come so, from a delayed
+    stream's Sequencer without their event time (`in_release_order`: `SEQ` alone would put them
+    back in arrival order), as the shuffle to the update's one partition keeps a partition's order."""
+    ts = sg.event_time_index(node.inputs[0])
+    if ts is None and in_release_order(sg.graph, node.inputs[0]):
+        return []
+    return ([(col_name(ts), "ascending")] if ts is not None else []) + [(SEQ, "ascending")]
+
+
 def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     config = bound(sg)
     df, width = _with_args(sg, node)
@@ -277,8 +288,7 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
     query = node.query
     with_count = node.count_field is not None
     scope = ledger.scope(deployment_of(sg), node.id)
-    ts = sg.event_time_index(node.inputs[0])
-    order = ([(col_name(ts), "ascending")] if ts is not None else []) + [(SEQ, "ascending")]
+    order = _statement_order(sg, node)
     fault = faults.after_update_hook(query.name)  # None unless a fault test sets it
     # A micro-batch's events come in several partitions (a file source's groups of files, a merge's
     # inputs), which run side by side, and Spark sorts no streaming DataFrame: one partition, sorted
@@ -300,7 +310,7 @@ def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:
                 continue
             # statements in event order: event time, then arrival (the sources and Sequencers give
             # the events so, micro-batch after micro-batch; a sort keeps it within the batch)
-            events = batch.take(pc.sort_indices(batch, sort_keys=order))
+            events = batch.take(pc.sort_indices(batch, sort_keys=order)) if order else batch
             columns = [_pylist(events.column(f"__p{i}")) for i in range(n_args)]
             params = list(zip(*columns, strict=True)) if columns else [()] * events.num_rows
             ids = events.column(SEQ).to_pylist()
