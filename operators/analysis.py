@@ -7,7 +7,7 @@ ones. What each function answers:
 - `ancestors`: a node and everything upstream of it, in plan order;
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
 - `in_release_order`: whether a port's rows are a delayed stream's events, in the order it
-  released them, through row-by-row operators (and UpdateSQLs) only;
+  released them, through row-by-row operators, ReadSQLs and UpdateSQLs only;
 - `out_of_time_order`: the pattern with PARTITION BY or the join whose rows reach a port out of
   time order on Spark, if any; `partition_keyed`: whether a field is a pattern's partition key;
 - `merged_sources`: which source streams with event time meet in a merge (a Union);
@@ -63,13 +63,14 @@ def in_release_order(graph: g.Graph, port: g.Port) -> bool:
     released them (event time, then arrival: the reference's), an order the row's `SEQ` (arrival)
     does not give back once a SELECT dropped the event time (found by the fuzzer, seeds 16016 and
     2234, and probing 2234): what writes or updates such rows takes them as they come. They are the
-    stream's events through row-by-row operators and UpdateSQLs, which run a micro-batch's
-    statements in that order, in one partition, and pass their events on so
-    (deployer.spark.datastores.sql). The stream's Sequencer, whose key is the stream, gives one
-    partition of output, which those operators keep in order. A stream without a delay releases its
+    stream's events through row-by-row operators (a ReadSQL's results in its events' order, each
+    event's in the store's) and UpdateSQLs, which run a micro-batch's statements in that order, in
+    one partition, and pass their events on so (deployer.spark.datastores.sql). The stream's
+    Sequencer, whose key is the stream, gives one partition of output, which those operators keep in
+    order. A stream without a delay releases its
     events in arrival order, `SEQ`'s, from as many partitions as its source reads (no Sequencer)."""
     producer = graph.node(port.node)
-    while isinstance(producer, g.Map | g.Filter | g.MultiFilter | g.UpdateSQL):
+    while isinstance(producer, g.Map | g.Filter | g.MultiFilter | g.ReadSQL | g.UpdateSQL):
         producer = graph.node(producer.inputs[0].node)
     return isinstance(producer, g.Source) and producer.event_time is not None and bool(producer.watermark_ms)
 

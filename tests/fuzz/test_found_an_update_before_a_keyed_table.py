@@ -109,3 +109,27 @@ def test_a_sink_of_a_select_without_the_event_time_writes_in_release_order(
     case = replace(case, partitions=partitions, max_files=max_files)
     ref = check_case(case, spark, None, tmp_path)
     assert [r["v"] for r in ref.streams["w1"]] == [2, 1, 3]  # 00:00:01.5, 00:00:10, 01:00:00
+
+
+@pytest.mark.parametrize("max_files", [None, 1])
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_read_after_a_select_without_the_event_time_passes_its_rows_in_release_order(
+    spark: Any, tmp_path: Any, partitions: int, max_files: int | None
+) -> None:
+    """The same, through an `ON SQL` read (ReadSQL): its results come in its events' order, so a sink
+    and a keyed table after it take them as they come; sorted by `SEQ` (before: a read ended the
+    walk of `in_release_order`), they were in arrival order on Spark."""
+    script = CASE.script.replace(
+        "'UPDATE acc SET total = total + ? WHERE k = ?'", "'SELECT total FROM acc WHERE k = ?'"
+    )
+    script = script.replace("n1 bigint", "total varchar").replace(
+        "SELECT k, v, n1 FROM", "SELECT k, v, total FROM"
+    )
+    script = script.replace(
+        "INSERT INTO w2 SELECT * FROM s1 ON SQL add_to, v, k, k, n1",
+        "INSERT INTO w1 SELECT k, v FROM s1;\nINSERT INTO w2 SELECT * FROM w1 ON SQL add_to, x, k, total",
+    )
+    case = replace(CASE, script=script, partitions=partitions, max_files=max_files)
+    ref = check_case(case, spark, None, tmp_path)
+    assert [r["v"] for r in ref.streams["w2"]] == [2, 1, 3]  # 00:00:01.5, 00:00:10, 01:00:00
+    assert sorted(ref.tables["t3"] or []) == [(5, 1, "0"), (9, 3, "0")]
