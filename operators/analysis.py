@@ -8,6 +8,8 @@ ones. What each function answers:
 - `stateless_upstream`: whether a node is computed from the sources by stateless operators only;
 - `in_release_order`: whether a port's rows are a delayed stream's events, in the order it
   released them, through row-by-row operators, ReadSQLs and UpdateSQLs only;
+- `from_timed_merge`: whether a port's rows are a merge's with event time, through row-by-row
+  operators;
 - `out_of_time_order`: the pattern with PARTITION BY or the join whose rows reach a port out of
   time order on Spark, if any; `partition_keyed`: whether a field is a pattern's partition key;
 - `merged_sources`: which source streams with event time meet in a merge (a Union);
@@ -73,6 +75,17 @@ def in_release_order(graph: g.Graph, port: g.Port) -> bool:
     while isinstance(producer, g.Map | g.Filter | g.MultiFilter | g.ReadSQL | g.UpdateSQL):
         producer = graph.node(producer.inputs[0].node)
     return isinstance(producer, g.Source) and producer.event_time is not None and bool(producer.watermark_ms)
+
+
+def from_timed_merge(graph: g.Graph, port: g.Port) -> bool:
+    """Whether the rows at `port` are a merge's with event time (a Union), through row-by-row
+    operators only: on Spark they come input by input, and only their event time puts them in the
+    merge's order (event time, then input, then arrival), which a SELECT that drops it must keep in
+    their `SEQ` (deployer.spark.translate.stateless.map_in_time_order)."""
+    producer = graph.node(port.node)
+    while isinstance(producer, g.Map | g.Filter | g.MultiFilter | g.ReadSQL | g.UpdateSQL):
+        producer = graph.node(producer.inputs[0].node)
+    return isinstance(producer, g.Union) and producer.event_time is not None
 
 
 # Operators that pass rows on one by one, in the order they come: what comes out of a pattern's

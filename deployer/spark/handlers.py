@@ -84,9 +84,19 @@ HANDLERS: dict[type[g.Node], Handler] = {
     g.OutputRate: _output_rate,
     g.Sink: _terminal,
 }
-# The handlers of a run on a checkpoint whose joins drop an event at its stream's watermark as late,
-# as their state was written (deployer.spark.run.layout.join_ties).
-JOINS_WITHOUT_TIES = HANDLERS | {g.Join: _join_without_ties}
+
+
+def handlers_for(join_ties: bool, merge_order: bool) -> dict[type[g.Node], Handler]:
+    """The handlers of a run on a checkpoint of the layout they say (deployer.spark.run.layout): an
+    earlier one's joins drop an event at its stream's watermark as late, as their state was written
+    (`join_ties` false); its Maps that drop a merge's event time leave its rows' ids as they were
+    (`merge_order` false)."""
+    out = dict(HANDLERS)
+    if not join_ties:
+        out[g.Join] = _join_without_ties
+    if merge_order:
+        out[g.Map] = stateless.map_in_time_order
+    return out
 
 
 def spark_graph(

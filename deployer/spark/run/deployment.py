@@ -26,13 +26,13 @@ from pyspark.sql.streaming import StreamingQuery
 from deployer import settings
 from deployer.engine import check_bindings
 from deployer.spark.datastores.materialize import TableOutput, materialize_writer, table_shape
-from deployer.spark.handlers import HANDLERS, JOINS_WITHOUT_TIES
+from deployer.spark.handlers import handlers_for
 from deployer.spark.run import progress
 from deployer.spark.run.checkpoint import drop_interrupted_log_writes, query_dir
 from deployer.spark.run.failures import along, dead_letters, failure_queries, stateless_on_driver
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
-from deployer.spark.run.layout import earlier_layout, join_ties
+from deployer.spark.run.layout import earlier_layout, join_ties, merge_order
 from deployer.spark.run.partitions import state_partitions
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
@@ -47,7 +47,7 @@ from deployer.spark.run.queries import (
 from deployer.spark.run.reclaim import give_back
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
-from deployer.spark.run.shared import batch_plans, driver_splits, shared_writer, stem
+from deployer.spark.run.shared import driver_splits, plans_of, shared_writer, stem
 from deployer.spark.run.starting import reuses_exchanges, started_with
 from deployer.spark.run.watermarks import runs_empty_batches
 from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir
@@ -100,7 +100,7 @@ class SparkDeployment:
         self.inputs = inputs = read_inputs(
             spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool, self.sinks
         )
-        handlers = HANDLERS if join_ties(self.checkpoint) else JOINS_WITHOUT_TIES  # an earlier layout's
+        handlers = handlers_for(join_ties(self.checkpoint), merge_order(self.checkpoint))
         self.sg = SparkGraph(graph, inputs.frames, handlers, stores, timed_sources=set(inputs.parsed))
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name
@@ -196,7 +196,7 @@ class SparkDeployment:
         together = [w for w in query.writes if w in self.sinks]
         inputs = shared_inputs(self.graph, together)
         writers = {stream: self._sink_writer(stream, self.sinks[stream]) for stream in together}
-        plan = batch_plans(self.graph, self.sg.stores_config, self.sg.timed_sources, spool=self.spool)
+        plan = plans_of(self.sg, spool=self.spool)
         split = driver_splits(self.graph, query.name, query.writes, query.on_driver, self._dead)
         write = shared_writer(self.graph, inputs, writers, plan, self.tally.shared_report, split)
         self._start(stem(self.sg.sources, inputs), SHARED_QUERY, write)

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from deployer.spark.datastores.materialize import TableOutput
 from deployer.spark.run.inputs import Inputs
 from deployer.spark.run.queries import failed_query, split_chain
-from deployer.spark.run.shared import batch_plans, observed, split_collected, stem, unstem
+from deployer.spark.run.shared import observed, plans_of, split_collected, stem, unstem
 from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_frame
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer
@@ -293,7 +293,7 @@ def dead_letters(
     events, rejected records and late events (sources.events_of, rejects, released). The events and
     the rejects as streaming DataFrames of their own read the source again, and ran the Sequencer
     (a stateful operator, a Python worker per task) again, for each. Each micro-batch translates
-    the stateless operators that can fail as batch DataFrames (deployer.spark.run.shared.batch_plans);
+    the stateless operators that can fail as batch DataFrames (deployer.spark.run.shared.plans_of);
     a union of each operator's failed rows as streaming DataFrames would repeat the source, and its
     Sequencer, for every such operator."""
     nodes = list(dict.fromkeys(dl.node for dl in sg.dead_letters if dl.stateless and dl.spooled is None))
@@ -306,7 +306,7 @@ def dead_letters(
     frames = _read(inputs, source, [s for s in inputs.parsed if s in rejecting or s in streams])
     frames |= {s: sg.sources[s] for s in streams if s not in inputs.parsed}  # the generator's
     names = list(frames)
-    plan = batch_plans(sg.graph, sg.stores_config, sg.timed_sources, dead_letters=True)
+    plan = plans_of(sg, dead_letters=True)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()

@@ -1,7 +1,7 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Seven changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Eight changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, then only of
@@ -11,7 +11,9 @@ which it never set (`sequencer_timers`); a stream alone with WATERMARK 0 passed 
 where its file source now marks its late events (`late_marked_by_sources`); a stream alone with a
 WATERMARK delay whose order shows nowhere passed one too, now unheld, as are the streams of a merge
 whose order shows nowhere, which passed the merge's Sequencers (`unheld_streams`); and a join
-dropped an event at its stream's watermark as late, which its state now lets it take (`join_ties`).
+dropped an event at its stream's watermark as late, which its state now lets it take (`join_ties`);
+and a SELECT that dropped a merge's event time left its rows' ids (`SEQ`) as they were, which now
+carry the merge's order (`merge_order`).
 """
 
 from __future__ import annotations
@@ -134,3 +136,24 @@ def unheld_streams(checkpoint: Path, wanted: list[str], merges: Sequence[Sequenc
     if problems:
         raise CheckpointRefused(f"cannot resume from checkpoint {checkpoint}: " + "; ".join(problems))
     return set(before)
+
+
+# Written into a checkpoint whose Maps keep a merge's order in the `SEQ` of the rows whose event
+# time they drop.
+_MERGE_ORDER = "selects-keep-a-merges-order"
+
+
+def merge_order(checkpoint: Path) -> bool:
+    """Whether the Maps of a run on `checkpoint` that drop a merge's event time keep its order in
+    their rows' `SEQ` (deployer.spark.translate.stateless.map_in_time_order). `SEQ` is an event's id
+    for an `ON SQL` update's exactly-once ledger and is kept in state: a micro-batch an earlier run
+    left unfinished, replayed with other ids, would run its updates again. So a checkpoint that some
+    query has run on (its offsets) and without this layout's mark keeps them as they were (docs/
+    language.md, "Engines"); any other is marked and runs with."""
+    if (checkpoint / _MERGE_ORDER).exists():
+        return True
+    if any(any(d.iterdir()) for d in checkpoint.glob("*/offsets") if d.is_dir()):
+        return False
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / _MERGE_ORDER).touch()
+    return True

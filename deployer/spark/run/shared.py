@@ -61,12 +61,21 @@ def unstem(batch: DataFrame, inputs: list[str]) -> dict[str, DataFrame]:
     return {s: batch.where(F.col(_TAG) == k).select(f"{_TAG}{k}.*") for k, s in enumerate(inputs)}
 
 
+def plans_of(
+    sg: SparkGraph, dead_letters: bool = False, spool: Any = None
+) -> Callable[[dict[str, DataFrame]], SparkGraph]:
+    """`batch_plans` of a deployment's graph, as it translates it (its stores, its sources' frames,
+    its checkpoint's layout: `sg.handlers`)."""
+    return batch_plans(sg.graph, sg.stores_config, sg.timed_sources, dead_letters, spool, sg.handlers)
+
+
 def batch_plans(
     graph: g.Graph,
     stores_config: StoreBindings | None = None,
     timed_sources: set[str] | None = None,
     dead_letters: bool = False,
     spool: Any = None,
+    handlers: Mapping[type[g.Node], Any] = HANDLERS,
 ) -> Callable[[dict[str, DataFrame]], SparkGraph]:
     """The `plan` of `shared_writer`: a micro-batch's source events -> its batch SparkGraph. The
     graphs share one memo (the Columns are compiled for the first batch only) and build no
@@ -81,7 +90,7 @@ def batch_plans(
         sg = SparkGraph(
             graph,
             frames,
-            HANDLERS,
+            handlers,
             stores_config,
             timed_sources=timed,
             memo=memo,

@@ -14,8 +14,9 @@ from pyspark.sql import functions as F
 
 from deployer.spark.translate.columns import Message, col_name, spark_type
 from deployer.spark.translate.expr import ExprCompiler
-from deployer.spark.translate.graph import ERR, SEQ, SparkGraph, any_of, count_filtered, project
+from deployer.spark.translate.graph import ERR, SEQ, SparkGraph, any_of, count_filtered, order_key, project
 from operators import graph as g
+from operators.analysis import from_timed_merge
 
 
 def source(sg: SparkGraph, node: g.Node) -> None:
@@ -35,12 +36,34 @@ def source(sg: SparkGraph, node: g.Node) -> None:
 
 
 def map_(sg: SparkGraph, node: g.Node) -> None:
+    _map(sg, node, in_time_order=False)
+
+
+def map_in_time_order(sg: SparkGraph, node: g.Node) -> None:
+    """A Map that keeps the order of a merge's rows with event time when its SELECT drops the event
+    time (`operators.analysis.from_timed_merge`): on Spark such rows come input by input, and a
+    sink, a keyed table or an update after the Map sorts them by `SEQ` alone, where the reference
+    keeps the merge's order (event time, then input, then arrival). Their `SEQ` becomes the event
+    time's order key, then the merge's `SEQ` (input, then arrival): that order. Not on a checkpoint
+    of the layout before, where a replayed micro-batch would give its events other ids
+    (deployer.spark.run.layout.merge_order)."""
+    _map(sg, node, in_time_order=True)
+
+
+def _map(sg: SparkGraph, node: g.Node, in_time_order: bool) -> None:
     assert isinstance(node, g.Map)
     df = sg.input(node)
+    ts = sg.event_time_index(node.inputs[0])
+    if node.event_time is not None or ts is None or not from_timed_merge(sg.graph, node.inputs[0]):
+        in_time_order = False
 
     def build() -> tuple[list[Column], list[tuple[Column, Message]]]:
         c = ExprCompiler()
-        return [*project(c, node.projections, timed=node.event_time), F.col(SEQ)], c.errors
+        seq = F.col(SEQ)
+        if in_time_order:
+            assert ts is not None
+            seq = F.concat(F.coalesce(order_key(F.col(col_name(ts))), F.lit("")), F.lit("|"), seq).alias(SEQ)
+        return [*project(c, node.projections, timed=node.event_time), seq], c.errors
 
     cols, errors = sg.compiled(node, "map", build)
     if errors:
