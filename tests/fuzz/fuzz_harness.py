@@ -20,7 +20,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -213,6 +215,36 @@ def run_engine(
     return result
 
 
+# What the reference may take on one case: they take a second or less. A drawn case can make a run
+# explode (a pattern's absences firing every 250 ms over an hour of event time, tens of thousands of
+# rows, into a join: hundreds of millions of pairs; a soak sat on one for 15 minutes at 10 GB):
+# such a case is too costly to compare, not a finding (docs/fuzzing.md, "Budget").
+REFERENCE_BUDGET_S = 120
+
+
+class TooCostly(BaseException):
+    """The reference ran past `REFERENCE_BUDGET_S` on a case (a BaseException: `run_engine` takes any
+    Exception for a failed run, which this is not)."""
+
+
+@contextmanager
+def budget(seconds: float) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # a signal reaches the main thread only
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise TooCostly(f"the reference ran past {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
 def run_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> tuple[Result, Result]:
     """(reference, Spark) results of one case. `spark` is the session Spark's engine finds active."""
     del spark  # the engine takes the active session (deployer.spark.run.session.spark_session)
@@ -223,7 +255,11 @@ def run_case(case: Case, spark: Any, postgres_url: str | None, tmp: Path) -> tup
         side = tmp / engine
         side.mkdir(parents=True, exist_ok=True)
         with store_url(case, tmp, postgres_url) as url:
-            results.append(run_engine(engine, graph, case, sources, side, url))
+            if engine == "local":
+                with budget(REFERENCE_BUDGET_S):
+                    results.append(run_engine(engine, graph, case, sources, side, url))
+            else:
+                results.append(run_engine(engine, graph, case, sources, side, url))
     return results[0], results[1]
 
 

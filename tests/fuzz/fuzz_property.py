@@ -22,9 +22,9 @@ from typing import Any
 
 from fuzz_case import Case, regression_source
 from fuzz_coverage import Coverage, Row
-from fuzz_harness import Divergence, check_case
+from fuzz_harness import Divergence, TooCostly, check_case
 from fuzz_scripts import cases
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, reject, seed, settings
 
 
 @dataclass
@@ -35,6 +35,7 @@ class Tally:
     found: list[Path] = field(default_factory=list)  # regression files written
     coverage: Coverage = field(default_factory=Coverage)  # of the cases that agreed
     aims: Counter[Row] = field(default_factory=Counter)  # seeds aimed at each line (soak.aimed_at)
+    too_costly: int = 0  # cases the reference ran past its budget on, drawn again (fuzz_harness)
 
 
 def engines_agree(
@@ -84,6 +85,9 @@ def engines_agree(
         except Divergence as err:
             on_divergence(case, err)
             raise
+        except TooCostly:
+            tally.too_costly += 1
+            reject()  # drawn again: not a finding (fuzz_harness.REFERENCE_BUDGET_S)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
