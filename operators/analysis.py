@@ -69,11 +69,9 @@ def in_release_order(graph: g.Graph, port: g.Port) -> bool:
     event's in the store's) and UpdateSQLs, which run a micro-batch's statements in that order, in
     one partition, and pass their events on so (deployer.spark.datastores.sql). The stream's
     Sequencer, whose key is the stream, gives one partition of output, which those operators keep in
-    order. A stream without a delay releases its
-    events in arrival order, `SEQ`'s, from as many partitions as its source reads (no Sequencer)."""
-    producer = graph.node(port.node)
-    while isinstance(producer, g.Map | g.Filter | g.MultiFilter | g.ReadSQL | g.UpdateSQL):
-        producer = graph.node(producer.inputs[0].node)
+    order. A stream without a delay releases its events in arrival order, `SEQ`'s, from as many
+    partitions as its source reads (no Sequencer)."""
+    producer = _row_by_row_from(graph, port)
     return isinstance(producer, g.Source) and producer.event_time is not None and bool(producer.watermark_ms)
 
 
@@ -82,10 +80,17 @@ def from_timed_merge(graph: g.Graph, port: g.Port) -> bool:
     operators only: on Spark they come input by input, and only their event time puts them in the
     merge's order (event time, then input, then arrival), which a SELECT that drops it must keep in
     their `SEQ` (deployer.spark.translate.stateless.map_in_time_order)."""
+    producer = _row_by_row_from(graph, port)
+    return isinstance(producer, g.Union) and producer.event_time is not None
+
+
+def _row_by_row_from(graph: g.Graph, port: g.Port) -> g.Node:
+    """The first node upstream of `port` that is not an operator of one input that passes its rows
+    on in the order they come (a Map, Filter, MultiFilter, ReadSQL or UpdateSQL)."""
     producer = graph.node(port.node)
     while isinstance(producer, g.Map | g.Filter | g.MultiFilter | g.ReadSQL | g.UpdateSQL):
         producer = graph.node(producer.inputs[0].node)
-    return isinstance(producer, g.Union) and producer.event_time is not None
+    return producer
 
 
 # Operators that pass rows on one by one, in the order they come: what comes out of a pattern's
