@@ -162,6 +162,52 @@ def test_a_signal_to_the_requester_reaches_the_child(
     assert not Path(f"/proc/{child}").exists()
 
 
+def test_a_signal_the_requester_ignores_the_child_ignores(
+    zygote: tuple[str, dict[str, str], int], tmp_path: Path
+) -> None:
+    # The JVM starts its processes with SIGINT ignored, in the driver's process group: a terminal's
+    # Ctrl-C reaches them all, and is the driver's to handle (a graceful stop). A child that took
+    # it (a source's planner) failed the query the driver was stopping.
+    path, env, zygote_pid = zygote
+    requester = subprocess.Popen(
+        [sys.executable, "-c", _REQUESTER, path, "zygote_test.module", "wait"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    assert requester.stdout is not None
+    child = int(requester.stdout.readline().split()[1])
+    assert _ignored(child) & (1 << (signal.SIGINT - 1)), _state(child)
+    for pid in (requester.pid, child):  # as a Ctrl-C to the group does
+        os.kill(pid, signal.SIGINT)
+    time.sleep(0.5)
+    assert requester.poll() is None and child_processes(zygote_pid) == [child], _state(child)
+    requester.send_signal(signal.SIGTERM)  # what it does not ignore still reaches the child
+    _ended(requester, zygote_pid, child)
+    requester.communicate(timeout=10)
+    deadline = time.monotonic() + 10
+    while child_processes(zygote_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child_processes(zygote_pid) == []
+
+
+def test_a_ctrl_c_the_requester_takes_ends_the_child(
+    zygote: tuple[str, dict[str, str], int], tmp_path: Path
+) -> None:
+    path, env, zygote_pid = zygote
+    requester, child = _waiting(path, env, tmp_path)
+    assert not _ignored(child) & (1 << (signal.SIGINT - 1)), _state(child)
+    requester.send_signal(signal.SIGINT)
+    _ended(requester, zygote_pid, child)
+    _, err = requester.communicate(timeout=10)
+    assert requester.returncode != 0 and "KeyboardInterrupt" in err, err
+
+
+def _ignored(pid: int) -> int:
+    """The mask of the signals process `pid` ignores (/proc's SigIgn)."""
+    (line,) = (ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigIgn:"))
+    return int(line.split()[1], 16)
+
+
 def test_a_requester_killed_outright_leaves_no_child_running(
     zygote: tuple[str, dict[str, str], int], tmp_path: Path
 ) -> None:

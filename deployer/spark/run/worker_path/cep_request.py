@@ -54,6 +54,7 @@ def delegate(path: str, module: str, args: list[str]) -> None:
     except OSError:
         conn.close()
         return
+    ignored = [sig for sig in _FORWARDED if signal.getsignal(sig) == signal.SIG_IGN]
     request = json.dumps(
         {
             "module": module,
@@ -62,6 +63,9 @@ def delegate(path: str, module: str, args: list[str]) -> None:
             "cwd": os.getcwd(),
             "path": sys.path,
             "python": _interpreter(),
+            # what it ignores, its child ignores (the JVM starts its processes with SIGINT ignored:
+            # a terminal's Ctrl-C to the group is the driver's to handle, not its workers')
+            "ignored": [int(sig) for sig in ignored],
         }
     ).encode("utf-8", "surrogateescape")
     # The signals are caught from before the request: one that comes before the child's pid is
@@ -77,7 +81,7 @@ def delegate(path: str, module: str, args: list[str]) -> None:
         except ProcessLookupError:
             pass
 
-    before = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    before = {sig: signal.signal(sig, forward) for sig in _FORWARDED if sig not in ignored}
     try:
         socket.send_fds(conn, [len(request).to_bytes(8, "big")], [0, 1, 2])
         conn.sendall(request)

@@ -165,6 +165,7 @@ def _fork_for(
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        _ignore(request.get("ignored"))
         for c in (listener, conn, *waiting.values()):
             c.close()
         for fd in wake:
@@ -180,6 +181,16 @@ def _fork_for(
         conn.sendall(f"pid {pid}\n".encode())
     except OSError:  # the requester is gone already (stopped as it started): so is its child
         _abandoned(waiting, {conn.fileno()})
+
+
+def _ignore(signums: Any) -> None:
+    """In the child: ignore what its requester ignored, as a process started in its stead would.
+    The JVM starts its processes with SIGINT ignored, in the driver's process group: a terminal's
+    Ctrl-C is the driver's to handle (a graceful stop), and a source's planner it killed would fail
+    the query the driver is stopping."""
+    for signum in signums if isinstance(signums, list) else []:
+        with contextlib.suppress(ValueError, TypeError, OSError):
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def _archives_opened(path: Any) -> None:
