@@ -20,10 +20,9 @@ from deployer.spark import faults
 from deployer.spark.datastores.store_calls import bound, deployment_of, worker_stores
 from deployer.spark.streams.arrow_batches import in_order
 from deployer.spark.streams.dead_letters import DeadLetterWriter
-from deployer.spark.translate.columns import col_name
-from deployer.spark.translate.graph import SEQ, SparkGraph, named_columns
+from deployer.spark.translate.batch_order import batch_order
+from deployer.spark.translate.graph import SparkGraph, named_columns
 from operators import graph as g
-from operators.analysis import in_release_order
 from stores.arrow import rows as arrow_rows
 
 
@@ -55,16 +54,12 @@ def table_shape(sg: SparkGraph, node: g.Materialize) -> tuple[list[Column], tupl
     engines. Made once: a query that splits its rows off its input's failures in each micro-batch
     selects them in each (deployer.spark.run.failures), and each Column made is a round trip to the
     JVM."""
-    columns = named_columns(node.input_schema)
-    ts = sg.event_time_index(node.inputs[0])
-    if ts is None and in_release_order(sg.graph, node.inputs[0]):
-        return columns, ()
-    order: tuple[str, ...] = ()
-    if ts is not None:
-        order = (_ORDER[0],)
-        columns.append(F.col(col_name(ts)).alias(_ORDER[0]))
-    columns.append(F.col(SEQ).alias(_ORDER[1]))
-    return columns, (*order, _ORDER[1])
+    order = batch_order(sg.graph, node.inputs[0])
+    names = _ORDER[len(_ORDER) - len(order) :]  # (SEQ alone is the last)
+    return [
+        *named_columns(node.input_schema),
+        *(F.col(c).alias(n) for c, n in zip(order, names, strict=True)),
+    ], names
 
 
 def materialize_writer(

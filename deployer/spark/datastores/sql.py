@@ -48,11 +48,12 @@ from deployer.spark import faults
 from deployer.spark.datastores.store_calls import bound, deployment_of, worker_stores
 from deployer.spark.streams.arrow_batches import coalesced
 from deployer.spark.streams.task_spool import InStage
+from deployer.spark.translate.batch_order import batch_order
 from deployer.spark.translate.columns import carried, col_name, spark_type, struct_of
 from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph
 from operators import graph as g
-from operators.analysis import in_release_order, vouched_results
+from operators.analysis import vouched_results
 from operators.results import TypeChanged, Vouched, result_columns
 from stores import ledger
 from stores.api import ReadColumns, UpdateResult
@@ -261,13 +262,9 @@ def _updated_rows(
 
 def _statement_order(sg: SparkGraph, node: g.UpdateSQL) -> list[tuple[str, str]]:
     """The sort keys that put a micro-batch of the update's events in the order the reference runs
-    their statements: event time, then arrival (`SEQ`); none when they come so, from a delayed
-    stream's Sequencer without their event time (`in_release_order`: `SEQ` alone would put them
-    back in arrival order), as the shuffle to the update's one partition keeps a partition's order."""
-    ts = sg.event_time_index(node.inputs[0])
-    if ts is None and in_release_order(sg.graph, node.inputs[0]):
-        return []
-    return ([(col_name(ts), "ascending")] if ts is not None else []) + [(SEQ, "ascending")]
+    their statements (`batch_order`), as the shuffle to the update's one partition keeps a
+    partition's order."""
+    return [(column, "ascending") for column in batch_order(sg.graph, node.inputs[0])]
 
 
 def update_sql(sg: SparkGraph, node: g.UpdateSQL) -> DataFrame:

@@ -22,10 +22,8 @@ from deployer.connectors.records import event_json
 from deployer.connectors.redis_stream import is_redis_stream_uri
 from deployer.spark.streams.driver_rows import DriverSink, Rows
 from deployer.spark.streams.redis_sink import redis_stream_writer
-from deployer.spark.translate.columns import col_name
-from deployer.spark.translate.graph import SEQ
+from deployer.spark.translate.batch_order import batch_order
 from operators import graph as g
-from operators.analysis import in_release_order
 from stores.urls import redact_text
 
 Counter = Callable[[int], None]
@@ -76,15 +74,8 @@ def sink_writer(
 
 
 def sink_order(graph: g.Graph, stream: str) -> list[str]:
-    """The columns a sink's batch is sorted by: the reference executor's order, event time (if the
-    stream has one), then arrival; none when its rows come in that order from a delayed stream's
-    Sequencer without their event time (`in_release_order`: `SEQ` alone is arrival order)."""
-    schema = graph.stream_schema(stream)
-    producer = graph.node(graph.streams[stream].node)
-    ts = schema.position(producer.event_time) if producer.event_time is not None else None
-    if ts is None and in_release_order(graph, graph.streams[stream]):
-        return []
-    return ([col_name(ts)] if ts is not None else []) + [SEQ]
+    """The columns a sink's batch is sorted by: the reference executor's order (`batch_order`)."""
+    return batch_order(graph, graph.streams[stream])
 
 
 def _writer(graph: g.Graph, stream: str, uri: str, tagged: bool) -> DriverSink:
