@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"soak: seeds {args.seed}..{last}, {tally.runs} cases on both engines in "
         f"{(time.monotonic() - started) / 60:.1f} min; {len(tally.found)} divergence(s); "
-        f"{tally.too_costly} case(s) past the reference's budget, drawn again"
+        f"{tally.too_costly} case(s) past the reference's budget, drawn again; "
+        f"{tally.held_apart} held apart by Spark's watermark per query, drawn again"
         + "".join(f"\n  {p}" for p in tally.found)
     )
     return 2 if lost else 1 if tally.found else 0

@@ -1,0 +1,46 @@
+"""Cases the engines may tell apart by Spark's one watermark per query (docs/language.md,
+"Engines"), which the fuzzer draws again rather than compares.
+
+A TIME window, a pattern's deadlines, a join's eviction and an OUTPUT limit by time follow, in the
+language, the watermark of their own input; on Spark, that of their query, the least of all the
+streams with event time the query reads. A query reads more streams than such an operator when its
+rows meet another stream's after it without event time (a Union of two windows' rows, one over s1,
+the other over s2: found by the fuzzer, seed 2535): there the operator over the stream that ran
+ahead fires only once the other catches up, and at the end of a bounded input those of its windows
+between the two streams' last watermarks stay open on Spark, where the reference closes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from fuzz_case import Case
+
+from cpl.compiler import compile_script
+from deployer.spark.run.watermarks import fired_by_watermark
+from operators import graph as g
+from operators.analysis import ancestors
+
+
+def held_by_another_stream(graph: g.Graph, sinks: Collection[str]) -> g.Node | None:
+    """The first operator that Spark's watermark fires in a query (a sink's or a table's) that
+    reads a stream with event time which the operator does not read, if any."""
+    timed = {s.stream for s in graph.sources() if s.event_time is not None}
+
+    def streams(node_id: str) -> set[str]:
+        return {n.stream for n in ancestors(graph, node_id) if isinstance(n, g.Source) and n.stream in timed}
+
+    asked = {s.lower() for s in sinks}
+    roots = [port.node for name, port in graph.streams.items() if name.lower() in asked]
+    roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize)]
+    for root in dict.fromkeys(roots):
+        query = streams(root)
+        for node in ancestors(graph, root):
+            if fired_by_watermark(node) and streams(node.id) < query:
+                return node
+    return None
+
+
+def held_apart(case: Case) -> bool:
+    """Whether `case` has such an operator (`held_by_another_stream`)."""
+    return held_by_another_stream(compile_script(case.script).graph, case.sinks) is not None
