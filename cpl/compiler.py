@@ -19,6 +19,7 @@ from cpl.planner import Planner
 from cpl.syntax_tree import Pos
 from operators.declarations import DescribeQuery
 from operators.graph import Aggregate, Graph, Port
+from operators.watermarks import held_by_other_streams
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,30 @@ def compile_script(
                 "distinct groups: group by values from a bounded set, or use a TIME window",
                 _line_pos(node.line),
             )
+    _held_by_other_streams(graph, diags)
     return Compiled(graph, diags.sorted())
+
+
+_FIRED = {"Aggregate": "TIME window", "Join": "join", "Pattern": "pattern", "OutputRate": "OUTPUT limit"}
+
+
+def _held_by_other_streams(graph: Graph, diags: Diagnostics) -> None:
+    """Warn of an operator the watermark fires whose rows meet other streams' without event time:
+    Spark holds it back by their watermark too (operators.watermarks)."""
+    roots = [port.node for port in graph.streams.values()] + [
+        n.id for n in graph.nodes if n.op == "Materialize"
+    ]
+    for node_id, (root, others) in held_by_other_streams(graph, roots).items():
+        node = graph.node(node_id)
+        names = ", ".join(f"'{s}'" for s in others)
+        diags.warning(
+            f"on Spark this {_FIRED.get(node.op, node.op)} also waits for the watermark of {names}: its "
+            f"rows meet theirs without event time at line {root.line}, which Spark runs as one query "
+            "with one watermark, the least of its streams'; at the end of a bounded input what it "
+            'would close beyond their watermark stays open there (docs/language.md, "A window beside '
+            "another stream's rows\"): write its rows to a sink or table of their own",
+            _line_pos(node.line),
+        )
 
 
 def _line_pos(line: int) -> Pos:

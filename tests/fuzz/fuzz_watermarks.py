@@ -17,28 +17,19 @@ from collections.abc import Collection
 from fuzz_case import Case
 
 from cpl.compiler import compile_script
-from deployer.spark.run.watermarks import fired_by_watermark
 from operators import graph as g
-from operators.analysis import ancestors
+from operators.watermarks import held_by_other_streams
 
 
 def held_by_another_stream(graph: g.Graph, sinks: Collection[str]) -> g.Node | None:
     """The first operator that Spark's watermark fires in a query (a sink's or a table's) that
-    reads a stream with event time which the operator does not read, if any."""
-    timed = {s.stream for s in graph.sources() if s.event_time is not None}
-
-    def streams(node_id: str) -> set[str]:
-        return {n.stream for n in ancestors(graph, node_id) if isinstance(n, g.Source) and n.stream in timed}
-
+    reads a stream with event time which the operator does not read, if any
+    (operators.watermarks.held_by_other_streams)."""
     asked = {s.lower() for s in sinks}
     roots = [port.node for name, port in graph.streams.items() if name.lower() in asked]
     roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize)]
-    for root in dict.fromkeys(roots):
-        query = streams(root)
-        for node in ancestors(graph, root):
-            if fired_by_watermark(node) and streams(node.id) < query:
-                return node
-    return None
+    held = held_by_other_streams(graph, roots)
+    return graph.node(next(iter(held))) if held else None
 
 
 def held_apart(case: Case) -> bool:

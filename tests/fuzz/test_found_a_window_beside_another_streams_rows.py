@@ -6,9 +6,9 @@ the streams the query reads, and the Union's statement is one query on Spark. Th
 which ran ahead, close there only as far as s1's watermark: at the end of a bounded input those
 between the two streams' last watermarks stay open (2 rows of the reference's 8 missing in the
 seed's case). A known difference (docs/language.md, "Engines": Spark has no watermark per
-operator); the fuzzer draws such cases again rather than compares them (fuzz_watermarks). These
-tests hold the difference to what the documentation says, the way round it, and the fuzzer's test
-for it.
+operator); the compiler warns of it, and the fuzzer draws such cases again rather than compares
+them (operators/watermarks.py, fuzz_watermarks). These tests hold the difference to what the
+documentation says, the way round it, the warning, and the fuzzer's test for it.
 """
 
 from __future__ import annotations
@@ -87,3 +87,15 @@ def test_the_fuzzer_tells_such_cases_apart() -> None:
     )
     assert isinstance(held_by_another_stream(compile_script(plain_rows).graph, ["v"]), g.Aggregate)
     assert held_apart(Case(script=HEAD + WINDOWS + UNION, inputs=INPUTS, sinks=["u", "a1"]))
+
+
+def test_the_compiler_warns_of_it() -> None:
+    """Users read warnings before documentation: `cep check` and `cep run` say where, why and the
+    way round."""
+    held = [w for w in compile_script(HEAD + WINDOWS + UNION).warnings if "also waits" in w.message]
+    assert [(w.pos.line, w.severity) for w in held] == [(3, "warning"), (4, "warning")]
+    assert "watermark of 's2'" in held[0].message and "watermark of 's1'" in held[1].message
+    assert "at line 5" in held[0].message and "A window beside another stream's rows" in held[0].message
+    merged_first = HEAD + "INSERT INTO m SELECT * FROM s1, s2;\n" + WINDOWS.replace("FROM s1", "FROM m")
+    for script in (HEAD + WINDOWS, merged_first):
+        assert not [w for w in compile_script(script).warnings if "also waits" in w.message]

@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Collection, Set
 from dataclasses import dataclass
 
-from deployer.spark.run.watermarks import fired_by_watermark
 from operators import graph as g
 from operators.analysis import ancestors
+from operators.watermarks import fired_by_watermark
 
 
 @dataclass(frozen=True)

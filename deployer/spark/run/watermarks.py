@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from operators import graph as g
 from operators.output_node import OutputRate
+from operators.watermarks import fired_by_watermark
 
 if TYPE_CHECKING:
     from deployer.spark.run.queries import Query
@@ -21,19 +22,6 @@ def declares_watermarks(graph: g.Graph) -> bool:
     a plan node of its own, which ends the stage's generated code and notes every row's event time:
     a stateless plan ran about a quarter slower with it (bench/run's stateless rows)."""
     return any(isinstance(n, g.Aggregate | g.Join | g.Pattern | OutputRate) for n in graph.nodes)
-
-
-def fired_by_watermark(node: g.Node) -> bool:
-    """Whether Spark's own watermark drives the operator: it emits (a TIME window's rows) or evicts
-    (a join's state) in the micro-batch after the one that advanced the watermark. The other stateful
-    operators (the Sequencers, TUPLE and BATCH windows) act on the events of a batch alone and
-    register no timers (a window that holds an OUTPUT limit registers the limit's: the OutputRate
-    node's, which says so here); nor does an OUTPUT limit by count."""
-    if isinstance(node, g.Pattern):
-        return True  # its deadlines (absences, WITHIN) are event-time timers
-    if isinstance(node, g.OutputRate):
-        return node.every_ms is not None  # its ticks are event-time timers
-    return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
 
 
 def runs_empty_batches(graph: g.Graph, query: Query | None) -> bool:
