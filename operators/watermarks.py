@@ -13,7 +13,7 @@ beside another stream's rows").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from operators import graph as g
 from operators.output_node import OutputRate
@@ -29,6 +29,14 @@ def fired_by_watermark(node: g.Node) -> bool:
     if isinstance(node, OutputRate):
         return node.every_ms is not None  # its ticks are event-time timers
     return isinstance(node, g.Join) or (isinstance(node, g.Aggregate) and node.window.kind == "time")
+
+
+def written(graph: g.Graph, sinks: Collection[str]) -> list[str]:
+    """The nodes whose rows a run writes, each the root of a query on Spark: those of the streams
+    bound to `sinks` (any case), then every table's."""
+    asked = {s.lower() for s in sinks}
+    roots = [port.node for name, port in graph.streams.items() if name.lower() in asked]
+    return list(dict.fromkeys(roots + [n.id for n in graph.nodes if isinstance(n, g.Materialize)]))
 
 
 def held_by_other_streams(graph: g.Graph, roots: Iterable[str]) -> dict[str, tuple[g.Node, list[str]]]:

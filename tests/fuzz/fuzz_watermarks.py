@@ -18,17 +18,14 @@ from fuzz_case import Case
 
 from cpl.compiler import compile_script
 from operators import graph as g
-from operators.watermarks import held_by_other_streams
+from operators.watermarks import held_by_other_streams, written
 
 
 def held_by_another_stream(graph: g.Graph, sinks: Collection[str]) -> g.Node | None:
     """The first operator that Spark's watermark fires in a query (a sink's or a table's) that
     reads a stream with event time which the operator does not read, if any
     (operators.watermarks.held_by_other_streams)."""
-    asked = {s.lower() for s in sinks}
-    roots = [port.node for name, port in graph.streams.items() if name.lower() in asked]
-    roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize)]
-    held = held_by_other_streams(graph, roots)
+    held = held_by_other_streams(graph, written(graph, sinks))
     return graph.node(next(iter(held))) if held else None
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from operators import graph as g
 from operators.analysis import ancestors
-from operators.watermarks import fired_by_watermark
+from operators.watermarks import fired_by_watermark, written
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,10 @@ def partners(
     """The streams of `in_source`, and of `held` (read from files, each held by a Sequencer of its
     own), that end without an event with a placeholder row (the module docstring), and their
     partners; `sinks`: the streams bound to sinks, any case."""
-    asked = {s.lower() for s in sinks}
-    roots = [port.node for name, port in graph.streams.items() if name.lower() in asked]
-    roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize)]
+    roots = written(graph, sinks)
     order = [s.stream for s in graph.sources() if s.event_time is not None]
     queries = []
-    for root in dict.fromkeys(roots):
+    for root in roots:
         upstream = ancestors(graph, root)
         if any(fired_by_watermark(n) for n in upstream):
             queries.append({n.stream for n in upstream if isinstance(n, g.Source) and n.stream in order})
