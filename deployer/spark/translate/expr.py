@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 
 from deployer.spark.translate.columns import Message, col_name, msg, quoted, spark_type, text
 from deployer.spark.translate.decimal_columns import compare, decimal_arithmetic, exactly_comparable
+from deployer.spark.translate.failed_rows import Errors, chain_columns
 from deployer.spark.translate.functions import translate_function
 from operators import expr as ir
 from operators.datatypes import common_type
@@ -87,15 +88,25 @@ class ExprCompiler:
 
     def __init__(self, column: Callable[[ir.Col], Column] | None = None):
         self.column = column or (lambda c: F.col(col_name(c.index, c.side)))
-        self.errors: list[tuple[Column, Message]] = []
+        self.errors = Errors()
         # The condition under which the sub-expression being compiled is evaluated at all.
         self.guard: Column | None = None
 
     def _error(self, cond: Column, message: Message) -> None:
+        self.errors.append((self._guarded(cond), message))
+
+    def _guarded(self, cond: Column) -> Column:
         cond = F.coalesce(cond, F.lit(False))
-        if self.guard is not None:
-            cond = cond & F.coalesce(self.guard, F.lit(False))
-        self.errors.append((cond, message))
+        return cond if self.guard is None else cond & F.coalesce(self.guard, F.lit(False))
+
+    def _chain(self, e: ir.Expr, start: int, out: Column) -> None:
+        """The error conditions from `start`, those of `e`'s steps, stand for one condition when
+        `e` is a chain of integer steps (deployer.spark.translate.failed_rows)."""
+        columns = chain_columns(e)
+        if columns is not None:
+            self.errors.cover(
+                start, self._guarded(_all([*(self.column(c).isNotNull() for c in columns), out.isNull()]))
+            )
 
     def _under(self, extra: Column, e: ir.Expr) -> Column:
         saved = self.guard
@@ -117,6 +128,7 @@ class ExprCompiler:
         return self.column(e)
 
     def _unary(self, e: ir.Unary) -> Column:
+        start = len(self.errors)
         arg = self.compile(e.arg)
         if e.op == "not":
             return ~arg
@@ -124,6 +136,7 @@ class ExprCompiler:
         if e.type.kind in _INT_RANGE:
             out = F.try_subtract(F.lit(0).cast(t), arg.cast(t))
             self._overflow(arg.isNotNull() & out.isNull(), -arg.cast(_WIDE), e.type.kind)
+            self._chain(e, start, out)
             return out
         return (-arg).cast(t)
 
@@ -132,6 +145,7 @@ class ExprCompiler:
 
     def _binary(self, e: ir.Binary) -> Column:
         op = e.op
+        start = len(self.errors)
         left = self.compile(e.left)
         if op == "and":  # the right side is only evaluated when the left is not FALSE
             return left & self._under(F.coalesce(left, F.lit(True)), e.right)
@@ -166,6 +180,7 @@ class ExprCompiler:
                 lw, rw = left.cast(_WIDE), right.cast(_WIDE)
                 wide = (lw + rw) if op == "+" else (lw - rw) if op == "-" else (lw * rw)
                 self._overflow(left.isNotNull() & right.isNotNull() & out.isNull(), wide, e.type.kind)
+                self._chain(e, start, out)
                 return out
             return (lc + rc) if op == "+" else (lc - rc) if op == "-" else (lc * rc)
         assert op in ("/", "%"), op

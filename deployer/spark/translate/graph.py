@@ -23,6 +23,7 @@ from deployer import settings
 from deployer.spark.metrics import FILTERED_METRIC
 from deployer.spark.translate.columns import Message, col_name, error_column, spark_type, where_failed
 from deployer.spark.translate.expr import ExprCompiler
+from deployer.spark.translate.failed_rows import failed_conditions
 from operators import expr as ir
 from operators import graph as g
 from operators.analysis import live_fields, stateless_upstream
@@ -252,10 +253,9 @@ class SparkGraph:
         return rows
 
     def _ok(self, node: g.Node, on_input: bool, errors: list[tuple[Column, Message]]) -> Column:
-        """Whether a row of `split_errors` goes on: no condition holds for it, rather than no message
-        (docs/architecture.md, "The rows that go on past a failure point"); built where it is used (a
-        spooled failure point never is), once per node with a `memo`."""
-        return self.compiled(node, f"ok:{on_input}", lambda: ~any_of(cond for cond, _ in errors))
+        """Whether a row of `split_errors` goes on: no condition holds for it, not no message (docs/
+        architecture.md, "The rows that go on past a failure point"), built once per node where used."""
+        return self.compiled(node, f"ok:{on_input}", lambda: ~any_of(failed_conditions(errors)))
 
     def _counted(
         self, node: g.Node, on_input: bool, df: DataFrame, ok: Column
