@@ -93,20 +93,22 @@ class ExprCompiler:
         self.guard: Column | None = None
 
     def _error(self, cond: Column, message: Message) -> None:
-        self.errors.append((self._guarded(cond), message))
-
-    def _guarded(self, cond: Column) -> Column:
-        cond = F.coalesce(cond, F.lit(False))
-        return cond if self.guard is None else cond & F.coalesce(self.guard, F.lit(False))
+        self.errors.append((_guarded(cond, self.guard), message))
 
     def _chain(self, e: ir.Expr, start: int, out: Column) -> None:
         """The error conditions from `start`, those of `e`'s steps, stand for one condition when
-        `e` is a chain of integer steps (deployer.spark.translate.failed_rows)."""
-        columns = chain_columns(e)
-        if columns is not None:
-            self.errors.cover(
-                start, self._guarded(_all([*(self.column(c).isNotNull() for c in columns), out.isNull()]))
-            )
+        `e` is a chain of integer steps (deployer.spark.translate.failed_rows). The condition is
+        built only if a split asks for it: each Column is calls to the JVM, at every deployment's
+        start, and a chain's wider span replaces its inner ones."""
+        columns = chain_columns(e) if len(self.errors) - start > 1 else None
+        if columns is None:
+            return
+        guard = self.guard
+
+        def condition() -> Column:
+            return _guarded(_all([*(self.column(c).isNotNull() for c in columns), out.isNull()]), guard)
+
+        self.errors.cover(start, condition)
 
     def _under(self, extra: Column, e: ir.Expr) -> Column:
         saved = self.guard
@@ -322,6 +324,12 @@ class ExprCompiler:
             before = [x.isNull() for x in args]
             args.append(self._under(_all(before), a) if before else self.compile(a))
         return translate_function(e, args, self._error)
+
+
+def _guarded(cond: Column, guard: Column | None) -> Column:
+    """`cond` as an error condition: never NULL, and only where `guard` (ExprCompiler.guard) holds."""
+    cond = F.coalesce(cond, F.lit(False))
+    return cond if guard is None else cond & F.coalesce(guard, F.lit(False))
 
 
 def _all(conds: list[Column]) -> Column:

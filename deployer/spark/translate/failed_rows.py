@@ -21,7 +21,7 @@ events a micro-batch (docs/architecture.md, "One condition per chain of integer 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column
 
@@ -38,22 +38,25 @@ class Errors(list[tuple[Column, Message]]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.spans: dict[int, tuple[int, Column]] = {}  # first index → (end, the one condition)
+        # first index → (end, what makes the one condition)
+        self.spans: dict[int, tuple[int, Callable[[], Column]]] = {}
 
-    def cover(self, start: int, condition: Column) -> None:
-        """The conditions from `start` to the end hold together exactly where `condition` does.
+    def cover(self, start: int, condition: Callable[[], Column]) -> None:
+        """The conditions from `start` to the end hold together exactly where `condition()` does.
         A chain's span covers those of its own steps, recorded before it: the later, wider wins."""
-        if len(self) - start > 1:
-            self.spans[start] = (len(self), condition)
+        self.spans[start] = (len(self), condition)
 
     def failed(self) -> list[Column]:
         """Conditions of which one holds exactly where one of the list's holds."""
         out: list[Column] = []
         i = 0
         while i < len(self):
-            end, condition = self.spans.get(i, (i + 1, self[i][0]))
-            out.append(condition)
-            i = end
+            if i in self.spans:
+                i, condition = self.spans[i]
+                out.append(condition())
+            else:
+                out.append(self[i][0])
+                i += 1
         return out
 
 
