@@ -106,6 +106,7 @@ def _held_by_other_streams(graph: Graph, diags: Diagnostics) -> None:
             'would close beyond their watermark stays open there (docs/language.md, "A window beside '
             "another stream's rows\"): write its rows to a sink or table of their own",
             _line_pos(node.line),
+            engine="spark",
         )
 
 

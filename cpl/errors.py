@@ -18,6 +18,8 @@ class Diagnostic:
     message: str
     pos: Pos = NOPOS
     severity: str = "error"  # "error" | "warning"
+    # A warning about one engine only ("spark"): a run on another engine does not print it.
+    engine: str | None = None
 
     def render(self, source: str, filename: str = "<script>") -> str:
         """`file:line:col: error: message`, then the source line and a caret under the span."""
@@ -72,8 +74,8 @@ class Diagnostics:
     def error(self, message: str, pos: Pos = NOPOS) -> None:
         self.items.append(Diagnostic(message, pos))
 
-    def warning(self, message: str, pos: Pos = NOPOS) -> None:
-        self.items.append(Diagnostic(message, pos, "warning"))
+    def warning(self, message: str, pos: Pos = NOPOS, engine: str | None = None) -> None:
+        self.items.append(Diagnostic(message, pos, "warning", engine))
 
     @property
     def has_errors(self) -> bool:

@@ -39,9 +39,13 @@ class UsageError(click.ClickException):
     exit_code = 2
 
 
-def _compile(path: str, stores: Mapping[str, str], quiet_warnings: bool = False) -> Compiled:
+def _compile(
+    path: str, stores: Mapping[str, str], quiet_warnings: bool = False, engine: str | None = None
+) -> Compiled:
     """The script at `path` compiled with its data stores bound as `cep run` binds them (`--store`,
-    CEP_STORE_<NAME>_URL, the embedded default), which describe the result types of its SELECTs."""
+    CEP_STORE_<NAME>_URL, the embedded default), which describe the result types of its SELECTs.
+    Its warnings are printed, for a run on `engine` only those that concern it (`cep check` knows
+    no engine and prints them all)."""
     source, name = read_script(path)
     try:
         compiled = compile_bound(source, name, stores)
@@ -50,7 +54,8 @@ def _compile(path: str, stores: Mapping[str, str], quiet_warnings: bool = False)
         raise SystemExit(1) from None
     if not quiet_warnings:
         for w in compiled.warnings:
-            click.echo(w.render(source, name), err=True)
+            if engine is None or w.engine in (None, engine):
+                click.echo(w.render(source, name), err=True)
     return compiled
 
 
@@ -181,7 +186,7 @@ def run(
 ) -> None:
     """Run SCRIPT: read its input streams, write its results."""
     bound = _pairs(stores, "--store")
-    compiled = _compile(script, bound)
+    compiled = _compile(script, bound, engine=engine)
     request = RunRequest(
         graph=compiled.graph,
         engine=engine,

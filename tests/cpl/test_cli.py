@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from deployer.cli import cli
+from deployer.cli.main import _compile
 
 ROOT = Path(__file__).resolve().parents[2]
 BILLING = str(ROOT / "examples" / "billing.cpl")
@@ -80,3 +82,56 @@ def test_cep_starts_without_the_engines_and_store_drivers() -> None:
     code = f"import sys, deployer.cli; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+# Two TIME windows whose rows meet in a Union without event time: on Spark one query, one watermark
+# (docs/language.md, "A window beside another stream's rows"); and a stream nothing reads.
+HELD = (
+    "CREATE STREAMSCHEMA s1 WITH k integer, ts timestamp TIMESTAMP BY ts;\n"
+    "CREATE STREAMSCHEMA s2 WITH k integer, ts timestamp TIMESTAMP BY ts;\n"
+    "CREATE STREAMSCHEMA unused WITH x integer;\n"
+    "INSERT INTO a1 SELECT k, count(*) AS n FROM s1 WINDOW TIME SIZE 1 SECOND GROUP BY k;\n"
+    "INSERT INTO a2 SELECT k, count(*) AS n FROM s2 WINDOW TIME SIZE 1 SECOND GROUP BY k;\n"
+    "INSERT INTO u SELECT * FROM a1, a2;\n"
+)
+
+
+def test_a_warning_about_spark_is_not_printed_for_a_local_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cep check` prints every warning; `cep run --engine local` leaves out those about Spark's
+    plans, which do not apply to it, and keeps the others."""
+    monkeypatch.chdir(tmp_path)  # the run's dead letters and data under the test's own directory
+    script = tmp_path / "held.cpl"
+    script.write_text(HELD)
+    for s, second in (("s1", 1), ("s2", 3)):
+        (tmp_path / s).mkdir()
+        (tmp_path / s / "e.jsonl").write_text(
+            json.dumps({"k": 1, "ts": f"2026-01-01T00:00:0{second}Z"}) + "\n"
+        )
+    spark_only = "on Spark this TIME window also waits for the watermark"
+    unread = "stream 'unused' is declared but no statement reads it"
+
+    checked = CliRunner().invoke(cli, ["check", str(script)])
+    assert checked.exit_code == 0, checked.output
+    assert checked.output.count(spark_only) == 2 and unread in checked.output
+
+    sources = [f"--source={s}=file:{tmp_path / s}" for s in ("s1", "s2")]
+    local = CliRunner().invoke(
+        cli, ["run", str(script), "--engine", "local", *sources, "--sink", "u=console", "--until-idle"]
+    )
+    assert local.exit_code == 0, local.output
+    assert unread in local.output
+    assert spark_only not in local.output
+
+
+def test_a_run_on_spark_prints_the_warning_about_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `cep run` on Spark (its default engine) prints of the script's warnings before it runs."""
+    script = tmp_path / "held.cpl"
+    script.write_text(HELD)
+    _compile(str(script), {}, engine="spark")
+    said = capsys.readouterr().err
+    assert said.count("on Spark this TIME window also waits for the watermark") == 2
+    assert "stream 'unused' is declared but no statement reads it" in said
