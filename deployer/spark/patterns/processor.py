@@ -98,18 +98,35 @@ class PatternProcessor(StatefulProcessor):
     fields (`_0`...), `__seq` (the match's order key: deployer.patterns.runner), `FAIL`,
     `FAILED_EVENT`."""
 
-    def __init__(self, node: g.Pattern, cap: int | None, out_names: list[str]) -> None:
+    def __init__(
+        self,
+        node: g.Pattern,
+        cap: int | None,
+        out_names: list[str],
+        events: list[str] | None = None,
+        marked: bool = True,
+        blank: dict[str, Any] | None = None,
+    ) -> None:
         self.node = node
         self.cap = cap
         self.out_names = out_names
+        # the input column of each input's event; a processor of the pattern sinks' shared query
+        # (deployer.spark.patterns.shared) reads them elsewhere, its rows have other columns too
+        # (`blank`, NULL), and no copy of the match time (`marked`: no operator reads its watermark)
+        self.events = events or [f"__e{i}" for i in range(len(node.inputs))]
+        self.blank = blank or {}
         self.width = len(node.schema)
         # with the match time selected, the last output column is it a microsecond on (translate)
-        self.timed = node.schema.position(node.event_time) if node.event_time else None
+        self.timed = node.schema.position(node.event_time) if node.event_time and marked else None
         self.stamps = [_timestamps(s) for s in node.input_schemas]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        self.attach(handle, handle.getValueState("pattern", STATE))
+
+    def attach(self, handle: StatefulProcessorHandle, state: Any) -> None:
+        """Keep `handle` and the value state of its keys, `state`."""
         self.handle = handle
-        self.state = handle.getValueState("pattern", STATE)
+        self.state = state
         self.runner = PatternRunner(self.node, self.cap)
         self.row_schema = self.node.row_schema
 
@@ -160,7 +177,7 @@ class PatternProcessor(StatefulProcessor):
 
     def _event(self, row: Row) -> tuple[int, tuple[Any, ...]]:
         inp = row["__inp"]
-        event = row[f"__e{inp}"]
+        event = row[self.events[inp]]
         # the row-based API hands a struct over as a dict (field name to value), in field order
         values = list(event.values() if isinstance(event, dict) else event)
         for i in self.stamps[inp]:
@@ -208,15 +225,45 @@ class PatternProcessor(StatefulProcessor):
         for o in outs:
             if isinstance(o, Emit):
                 mark = () if self.timed is None else (o.values[self.timed] + _TICK,)
-                rows.append(
-                    Row(**dict(zip(self.out_names, (*o.values, o.order, None, None, *mark), strict=True)))
-                )
+                rows.append(self._row((*o.values, o.order, None, None, *mark)))
                 continue
             schema = self.row_schema if o.input is None else self.node.input_schemas[o.input]
             event = None if o.event is None else encoded(o.event, schema)
             failed = (*([None] * self.width), "", o.reason, event, *([] if self.timed is None else [None]))
-            rows.append(Row(**dict(zip(self.out_names, failed, strict=True))))
+            rows.append(self._row(failed))
         return rows
+
+    def _row(self, values: tuple[Any, ...]) -> Row:
+        return Row(**{**self.blank, **dict(zip(self.out_names, values, strict=True))})
+
+    def close(self) -> None:
+        pass
+
+
+class SharedPatternProcessor(StatefulProcessor):
+    """The processors of several patterns in one operator keyed by (pattern, partition key), for the
+    query pattern sinks share (deployer.spark.patterns.shared): each key's rows and timers go to its
+    pattern's processor (`parts`, by the name in the key), over one value state. A key of a pattern
+    no longer in the query (its statement removed from the script, which deployer.spark.run.compat
+    allows) is dropped when its timer fires; such a key gets no rows."""
+
+    def __init__(self, parts: dict[str, PatternProcessor]) -> None:
+        self.parts = parts
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("pattern", STATE)
+        for processor in self.parts.values():
+            processor.attach(handle, self.state)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        yield from self.parts[key[0]].handleInputRows(key, rows, timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
+        processor = self.parts.get(key[0])
+        if processor is None:
+            self.state.clear()
+            return
+        yield from processor.handleExpiredTimer(key, timerValues, expiredTimerInfo)
 
     def close(self) -> None:
         pass

@@ -40,7 +40,7 @@ def _struct_type(schema: Schema) -> T.StructType:
     )
 
 
-def _event(schema: Schema) -> Column:
+def event_struct(schema: Schema) -> Column:
     return F.struct(
         *[
             (F.unix_micros(F.col(col_name(i))) if f.type.kind == "timestamp" else F.col(col_name(i))).alias(
@@ -58,35 +58,54 @@ def _key_type(node: g.Pattern) -> DataType | None:
     return reduce(lambda a, b: common_type(a, b) or a, types)
 
 
-def _input(sg: SparkGraph, node: g.Pattern, i: int) -> DataFrame:
-    df = sg.input(node, i)
-    schema = node.input_schemas[i]
+def partition_key(node: g.Pattern, i: int) -> Column:
+    """The partition key of an event of input `i`, as text ("" without PARTITION BY)."""
     key_type = _key_type(node)
     if node.partition is None or key_type is None:
-        key = F.lit("")
-    else:
-        field = F.col(col_name(node.partition[i])).cast(spark_type(key_type))
-        key = F.to_json(F.struct(field.alias("k")))  # never NULL, whatever the key
+        return F.lit("")
+    field = F.col(col_name(node.partition[i])).cast(spark_type(key_type))
+    return F.to_json(F.struct(field.alias("k")))  # never NULL, whatever the key
+
+
+def event_micros(node: g.Pattern, i: int) -> Column:
+    """The event time of an event of input `i`, in µs."""
+    return F.unix_micros(F.col(col_name(node.input_schemas[i].position(node.input_times[i]))))
+
+
+def _input(sg: SparkGraph, node: g.Pattern, i: int) -> DataFrame:
     structs = [
-        (_event(schema) if j == i else F.lit(None).cast(_struct_type(s))).alias(f"__e{j}")
+        (event_struct(s) if j == i else F.lit(None).cast(_struct_type(s))).alias(f"__e{j}")
         for j, s in enumerate(node.input_schemas)
     ]
-    ts = F.col(col_name(schema.position(node.input_times[i])))
-    return df.select(
-        key.alias("__key"), F.lit(i).alias("__inp"), F.unix_micros(ts).alias("__t"), F.col(SEQ), *structs
+    return sg.input(node, i).select(
+        partition_key(node, i).alias("__key"),
+        F.lit(i).alias("__inp"),
+        event_micros(node, i).alias("__t"),
+        F.col(SEQ),
+        *structs,
     )
+
+
+def output_fields(node: g.Pattern) -> list[T.StructField]:
+    """The columns of a match: the pattern's fields (`_0`, ...)."""
+    return [T.StructField(col_name(i), spark_type(f.type)) for i, f in enumerate(node.schema)]
+
+
+# a match's order key, and a dead letter's reason and event (patterns.processor)
+TAIL = [
+    T.StructField(SEQ, T.StringType()),
+    T.StructField(FAIL, T.StringType()),
+    T.StructField(FAILED_EVENT, T.StringType()),
+]
 
 
 def pattern(sg: SparkGraph, node: g.Pattern) -> DataFrame:
     inputs = reduce(DataFrame.unionByName, [_input(sg, node, i) for i in range(len(node.inputs))])
-    fields = [T.StructField(col_name(i), spark_type(f.type)) for i, f in enumerate(node.schema)]
     timed = col_name(node.schema.position(node.event_time)) if node.event_time else None
     out_schema = T.StructType(
         [
-            *fields,
-            T.StructField(SEQ, T.StringType()),
-            T.StructField(FAIL, T.StringType()),
-            T.StructField(FAILED_EVENT, T.StringType()),
+            *output_fields(node),
+            *TAIL,
             # the match time a microsecond on, which Spark checks against the watermark (translate.ties)
             *([T.StructField(MARK_TIME, T.TimestampType())] if timed else []),
         ]
@@ -99,11 +118,23 @@ def pattern(sg: SparkGraph, node: g.Pattern) -> DataFrame:
         timeMode="EventTime",
         eventTimeColumnName=MARK_TIME if timed else "",
     )
-    errors: list[tuple[Column, Message]] = [(F.col(FAIL).isNotNull(), F.col(FAIL))]
+    return matches(sg, node, out, timed)
+
+
+def matches(sg: SparkGraph, node: g.Pattern, out: DataFrame, timed: str | None) -> DataFrame:
+    """The node's port from its processor's rows `out`, split at its failure point: the rows of a
+    dead letter are those with a reason (`FAIL`). `timed`: the column of the match time, when the
+    processor's rows carry Spark's mark on a copy of it (`MARK_TIME`, translate.ties)."""
     event = F.from_json(F.col(FAILED_EVENT), T.ArrayType(T.StringType()))
+    fields = output_fields(node)
 
     def then(kept: DataFrame) -> DataFrame:
         cols = [remarked(out, f.name, f.name) if f.name == timed else F.col(f.name) for f in fields]
         return kept.select(*cols, F.col(SEQ))
 
-    return sg.split_errors(node, out, errors, len(node.schema), then=then, event=event)
+    return sg.split_errors(node, out, failures(), len(node.schema), then=then, event=event)
+
+
+def failures() -> list[tuple[Column, Message]]:
+    """When a processor's row is a dead letter: when it has a reason (`FAIL`), which is its message."""
+    return [(F.col(FAIL).isNotNull(), F.col(FAIL))]

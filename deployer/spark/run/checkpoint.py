@@ -18,7 +18,8 @@ whose URIs are stored redacted. A restart is refused, before Spark starts, when:
 - an output the new run shares with the checkpoint reads other inputs or keeps other state
   (deployer.spark.run.compat's rule; a new output is fine: it starts from its own empty sub-directory);
 - a sink would move into or out of the query the stateless sinks share (deployer.spark.run.shared),
-  whose sinks the manifest records when it starts;
+  or into, out of or between the queries pattern sinks share (deployer.spark.run.pattern_groups),
+  whose sinks the manifest records when they start;
 - a started query's sub-directory is gone, or its `metadata` or the latest file of one of its logs
   (`offsets/N`, `commits/N`, `sources/K/N`) does not parse;
 - another run is using DIR: a run holds an exclusive lock on `DIR/.cep-checkpoint.lock` from its
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from deployer.spark.run import compat, held
+from deployer.spark.run.pattern_groups import apart_in
 from deployer.spark.run.queries import SHARED_QUERY
 from operators import graph as g
 from stores.urls import redact_text
@@ -191,11 +193,13 @@ class CheckpointGuard:
         manifest: dict[str, Any],
         outputs: dict[str, Any],
         shared: list[str] | None = None,
+        patterns: dict[str, list[str]] | None = None,
     ) -> None:
         self.directory = directory
         self.manifest = manifest
         self._outputs = outputs  # this run's signatures, recorded as their queries start
         self._shared = shared or []  # the outputs the shared query writes (deployer.spark.run.shared)
+        self._patterns = patterns or {}  # the outputs of each query pattern sinks share
         # The held LOCK (`open`, `release`); a guard dropped unreleased lets it go when collected.
         self._lock: BinaryIO | None = None
 
@@ -207,6 +211,7 @@ class CheckpointGuard:
         must not resume from it. A new (absent or empty) directory gets its manifest now."""
         outputs = signatures(graph, sources, sinks)
         shared = compat.shared(graph, sinks)
+        patterns = {} if apart_in(directory) else compat.pattern_shares(graph, sinks)
         merges = compat.merges(graph, sources)
         unheld = held.unheld(graph, sources, sinks)
         path = directory / MANIFEST
@@ -223,9 +228,9 @@ class CheckpointGuard:
                 manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
             else:
                 manifest = _read(path)
-                _check(directory, manifest, outputs, shared, merges, unheld)
+                _check(directory, manifest, outputs, (shared, patterns), merges, unheld)
             manifest.update(format=FORMAT, sources=shown_sources, merges=merges, updated=_now())
-            guard = cls(directory, manifest, outputs, shared)
+            guard = cls(directory, manifest, outputs, shared, patterns)
             guard._write()
             # Named only by a run that goes on: a refused one leaves the directory as it found it.
             lock.truncate(0)
@@ -252,6 +257,9 @@ class CheckpointGuard:
             keys = self._shared
             changed = self.manifest.get("shared") != keys
             self.manifest["shared"] = keys
+        elif query in self._patterns:
+            keys, shares = self._patterns[query], self.manifest.setdefault("patterns", {})
+            changed, shares[query] = shares.get(query) != keys, keys
         for key in keys:
             if key in self._outputs:
                 signature = json.loads(json.dumps(self._outputs[key]))
@@ -336,19 +344,21 @@ def _read(path: Path) -> dict[str, Any]:
     return dict(manifest)
 
 
-def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: list[str]) -> list[str]:
-    """compat.regrouped for a checkpoint: which queries had started, and which sinks the shared one
-    wrote, are in the manifest."""
+def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: tuple[Any, Any]) -> list[str]:
+    """compat.regrouped and .repatterned for a checkpoint: which queries had started, and which sinks
+    the shared ones wrote (`shared`: the new run's, stateless and pattern ones), are in the manifest."""
     own = {key for q in manifest["started"] if (key := _output_key(q)) is not None}
     before = list(manifest.get("shared") or []) if SHARED_QUERY in manifest["started"] else []
-    return compat.regrouped(before, shared, own, set(outputs))
+    patterns = {q: keys for q, keys in (manifest.get("patterns") or {}).items() if q in manifest["started"]}
+    keys = set(outputs)
+    return compat.regrouped(before, shared[0], own, keys) + compat.repatterned(patterns, shared[1], own, keys)
 
 
 def _check(
     directory: Path,
     manifest: dict[str, Any],
     outputs: Mapping[str, Any],
-    shared: list[str],
+    shared: tuple[list[str], Any],
     merges: list[list[str]],
     unheld: list[str],
 ) -> None:

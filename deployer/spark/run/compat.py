@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.run import held
+from deployer.spark.run.pattern_groups import pattern_groups
 from deployer.spark.run.queries import bound_uri, sequenced_merges, shared_sinks
 from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
@@ -173,9 +174,14 @@ def incompatibilities(
         held.unheld(graph, b.get("sources", {}), b.get("sinks", {}))
         for graph, b in [(old, old_bindings), (new, new_bindings)]
     ]
+    shares = [
+        pattern_shares(graph, b.get("sinks", {})) for graph, b in [(old, old_bindings), (new, new_bindings)]
+    ]
+    alone = set(before) - set(was) - {key for keys in shares[0].values() for key in keys}
     return (
         compare(before, after)
         + regrouped(was, now, set(before) - set(was), set(after))
+        + repatterned(shares[0], shares[1], alone, set(after))
         + merged
         + held.reheld(*unheld)
     )
@@ -209,6 +215,51 @@ def shared(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
     return [
         f"sink '{s.lower()}'" for s in shared_sinks(graph, [s for s in graph.streams if s.lower() in asked])
     ]
+
+
+def pattern_shares(graph: g.Graph, sinks: Mapping[str, str]) -> dict[str, list[str]]:
+    """The queries pattern sinks share (deployer.spark.run.pattern_groups) -> their output keys."""
+    asked = {s.lower() for s in sinks}
+    groups = pattern_groups(graph, [s for s in graph.streams if s.lower() in asked])
+    return {name: [f"sink '{s.lower()}'" for s in members] for name, members in groups}
+
+
+def repatterned(
+    before: Mapping[str, list[str]], after: Mapping[str, list[str]], own: set[str], keys: set[str]
+) -> list[str]:
+    """Why pattern sinks would move into, out of or between the queries they share (`pattern_shares`
+    of the old and the new run; `own`: the outputs that had queries of their own; `keys`: the
+    outputs of the new run). One removed from the script is no longer run (its pattern's keys are
+    dropped as their timers fire: deployer.spark.patterns.shared); one that joins a shared query
+    would miss the events it read before; one that leaves it for a query of its own would be
+    written again from the beginning."""
+    problems = []
+    was = {key: name for name, keys in before.items() for key in keys}
+    for name, members in after.items():
+        for key in members:
+            if key in own:
+                problems.append(
+                    f"output {key} was written by a query of its own, and would now share the query "
+                    f"{name} with the other pattern sinks over the same streams"
+                )
+            elif key in was and was[key] != name:
+                problems.append(
+                    f"output {key} was written by the query {was[key]}, and would now be by {name}"
+                )
+            elif key not in was and name in before:
+                problems.append(
+                    f"output {key} would join the query {name} of the pattern sinks "
+                    f"{', '.join(before[name])}, which resumes where it stopped, so it would miss the "
+                    "events read before"
+                )
+    grouped = {key for keys in after.values() for key in keys}
+    problems += [
+        f"output {key} was written by the query {name} shared with other pattern sinks, and would now "
+        "have a query of its own, which would write it again from the beginning"
+        for key, name in was.items()
+        if key not in grouped and key in keys
+    ]
+    return problems
 
 
 def regrouped(before: list[str], after: list[str], own: set[str], keys: set[str]) -> list[str]:

@@ -33,7 +33,8 @@ from deployer.spark.run.failures import along, dead_letters, failure_queries, st
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
 from deployer.spark.run.layout import earlier_layout, join_ties, merge_order
-from deployer.spark.run.partitions import state_partitions
+from deployer.spark.run.pattern_groups import PREFIX
+from deployer.spark.run.pattern_query import pattern_query
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
     BY_TASKS,
@@ -48,19 +49,14 @@ from deployer.spark.run.reclaim import give_back
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import driver_splits, plans_of, shared_writer, stem
-from deployer.spark.run.starting import reuses_exchanges, started_with
-from deployer.spark.run.watermarks import runs_empty_batches
+from deployer.spark.run.starting import query_settings, started_with
 from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer, sink_writer
 from deployer.spark.streams.spool import Spool
-from deployer.spark.streams.task_spool import QUERY
 from deployer.spark.translate.graph import SparkGraph, filters_counted
 from operators import graph as g
 from stores.bindings import StoreBindings
-
-_PARTITIONS = "spark.sql.shuffle.partitions"
-_NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
 class SparkDeployment:
@@ -146,17 +142,9 @@ class SparkDeployment:
                 self.on_started(name)
 
     def _started(self, w: Any, name: str, df: DataFrame) -> StreamingQuery:
-        """`w`, the query of `df`, started with its settings: its state partitions
-        (deployer.spark.run.partitions), whether it runs empty batches, whether it reuses a shuffle
-        it computes twice (`starting.reuses_exchanges`)."""
+        """`w`, the query of `df`, started with its settings (starting.query_settings)."""
         planned = next((q for q in self.plan if q.name == name), None)
-        stateful = planned is None or bool(planned.stateful)
-        wanted = {
-            _PARTITIONS: str(state_partitions(self.graph, planned, shuffle_partitions(self.spark))),
-            _NO_DATA_BATCHES: "true" if runs_empty_batches(self.graph, planned) else "false",
-            "spark.sql.exchange.reuse": str(not stateful or reuses_exchanges(df)).lower(),
-            QUERY: name,  # which of the queries that pass a spooling stage writes its dead letters
-        }
+        wanted = query_settings(self.graph, planned, df, shuffle_partitions(self.spark), name)
         return started_with(w, self.spark.conf, wanted)
 
     def _gated(self, writer: Writer) -> Gate:
@@ -182,6 +170,11 @@ class SparkDeployment:
                 self._start(*self._along(query, self.graph.streams[stream], writer))
             elif query.name.startswith("table:"):
                 self._start_table(query)
+            elif query.name.startswith(PREFIX):
+                writers = {s: self._sink_writer(s, self.sinks[s]) for s in query.writes if s in self.sinks}
+                frame, write, written = pattern_query(self.sg, query, writers, self._dead)
+                self._written |= written
+                self._start(frame, query.name, write)
         for node in self.graph.nodes:
             if isinstance(node, g.UpdateSQL):
                 # An UpdateSQL's statements are effects of their own: they run whether or not its

@@ -1,7 +1,7 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Eight changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Nine changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, then only of
@@ -13,7 +13,8 @@ WATERMARK delay whose order shows nowhere passed one too, now unheld, as are the
 whose order shows nowhere, which passed the merge's Sequencers (`unheld_streams`); and a join
 dropped an event at its stream's watermark as late, which its state now lets it take (`join_ties`);
 and a SELECT that dropped a merge's event time left its rows' ids (`SEQ`) as they were, which now
-carry the merge's order (`merge_order`).
+carry the merge's order (`merge_order`); and every pattern sink was a query of its own, where those
+over the same streams now share one (`patterns_apart`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from deployer.spark.run import held
 from deployer.spark.run.checkpoint import CheckpointRefused, query_dir
+from deployer.spark.run.pattern_groups import APART, MARK
 from deployer.spark.run.queries import DEAD_LETTERS, SINGLE_READERS
 
 
@@ -50,8 +52,9 @@ def earlier_layout(checkpoint: Path) -> set[str]:
     `failed:<node>` queries (`own_failure_queries`), and its dead-letters query if it wrote the
     rejected records and late events of every source (`DEAD_LETTERS`) or of those that two queries
     read (`SINGLE_READERS`): resumed with what it wrote, its progress is its own. A checkpoint of
-    this layout is marked so."""
-    kept = own_failure_queries(checkpoint)
+    this layout is marked so. And `APART` when the checkpoint's pattern sinks each have a query of
+    their own (`patterns_apart`)."""
+    kept = own_failure_queries(checkpoint) | ({APART} if patterns_apart(checkpoint) else set())
     if (checkpoint / query_dir(DEAD_LETTERS)).is_dir():
         if not (checkpoint / _BY_READERS).exists():
             return kept | {DEAD_LETTERS}
@@ -61,6 +64,15 @@ def earlier_layout(checkpoint: Path) -> set[str]:
     (checkpoint / _BY_READERS).touch()
     (checkpoint / _BY_ONE_READER).touch()
     return kept
+
+
+def patterns_apart(checkpoint: Path) -> bool:
+    """Whether the pattern sinks of a run on `checkpoint` each keep a query of their own, rather than
+    share one with the others that read the same streams (deployer.spark.run.pattern_groups): yes
+    for a checkpoint with some query's state and not this layout's mark (each such query has its
+    progress and state of its own, which a shared query could not take over); any other is marked
+    and shares."""
+    return not _stateful_layout(checkpoint, MARK)
 
 
 # Written into a checkpoint whose Sequencers run without Spark's event-time timers.

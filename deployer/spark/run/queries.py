@@ -6,6 +6,8 @@ runs of a deployment):
 
 - `sinks:stateless`: two or more requested sinks whose streams need no state and no data store
   share one query, which reads each input once per micro-batch (deployer.spark.run.shared);
+- `patterns:<stream>+<stream>...`: the requested sinks of patterns over the same source streams
+  share one query, named after the streams (deployer.spark.run.pattern_groups);
 - `sink:<stream>`: every other requested sink;
 - `table:<name>`: every Materialize;
 - `dead-letters`: the rejected records and late events of the file, Redis and trigger sources that
@@ -42,10 +44,11 @@ from dataclasses import dataclass, field, replace
 
 from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.run.driver_split import on_driver
+from deployer.spark.run.failure_points import failure_points
+from deployer.spark.run.pattern_groups import PREFIX, grouped, pattern_groups, split_chain
 from deployer.spark.windows.state_layout import bucketed
-from operators import expr as ir
 from operators import graph as g
-from operators.analysis import ancestors, can_fail, can_overflow, merged_sources, stateless_upstream
+from operators.analysis import ancestors, merged_sources, stateless_upstream
 from operators.output_node import OutputRate
 from stores.bindings import StoreBindings
 
@@ -138,74 +141,20 @@ def sequenced_merges(graph: g.Graph, sources: Mapping[str, str]) -> list[tuple[s
     return out
 
 
-def failure_points(
-    node: g.Node, graph: g.Graph, store_kinds: Mapping[str, str], rejecting: bool
-) -> list[tuple[bool, bool]]:
-    """The places where the translation of `node` splits failed rows off into a dead letter, in the
-    order it does: (whether the failed rows are the node's input rather than its results, whether
-    they go to the shared dead-letters query). `store_kinds`: the bound kind of every data store
-    (lower-case names); `rejecting`: for a Source, whether its stream's source already dead-letters
-    events without event time with its rejected records."""
-    own = stateless_upstream(graph, node)
-    if isinstance(node, g.Source):
-        return [(False, True)] if node.event_time is not None and not rejecting else []
-    if isinstance(node, g.Map):
-        return [(False, own)] if any(can_fail(p.expr) for p in node.projections) else []
-    if isinstance(node, g.Filter | g.MultiFilter):
-        preds = [node.predicate] if isinstance(node, g.Filter) else list(node.predicates)
-        return [(False, own)] if any(map(can_fail, preds)) else []
-    before = (True, stateless_upstream(graph, node, on_input=True))
-    if isinstance(node, g.Aggregate):
-        read = [k.expr for k in node.keys] + [a.expr for a in node.aggs]
-        rows = [p.expr for p in node.projections] + ([node.having] if node.having is not None else [])
-        # a BATCH window's START and STOP fail in its state (only while closed, only while open):
-        # the events they refuse come out with the window's rows (deployer.spark.windows.window_state)
-        rows += [c for c in (node.window.start, node.window.stop) if c is not None]
-        overflow = any(isinstance(a.expr, ir.Agg) and can_overflow(a.expr) for a in node.aggs)
-        return ([before] if any(map(can_fail, read)) else []) + (
-            [(False, False)] if overflow or any(map(can_fail, rows)) else []
-        )
-    if isinstance(node, g.Join):
-        exprs = [node.predicate, *(p.expr for p in node.projections)]
-        return [(False, False)] if any(map(can_fail, exprs)) else []
-    if isinstance(node, g.Pattern):
-        return [(False, False)]  # always: beyond the cap of open partials, the oldest is dead-lettered
-    if isinstance(node, g.ReadSQL):
-        nul = store_kinds.get(node.query.store.lower()) == "postgresql" and any(
-            a.type.is_string for a in node.args
-        )
-        # and always one for the events the store refuses or whose results do not fit (deployer.spark.datastores.sql)
-        return ([before] if nul or any(map(can_fail, node.args)) else []) + [(False, False)]
-    if isinstance(node, g.UpdateSQL):
-        return ([before] if any(map(can_fail, node.args)) else []) + [(False, False)]
-    return []
-
-
-def split_chain(graph: g.Graph, port: g.Port) -> tuple[g.Node, list[g.Map]] | None:
-    """For the rows of `port`: the window, join or data store call they come from through Maps only
-    (none or more), and those Maps from the first; None when they do not (deployer.spark.run.failures
-    splits a micro-batch of that node's rows and translates the Maps over each)."""
-    chain: list[g.Map] = []
-    node = graph.node(port.node)
-    while isinstance(node, g.Map) and port.index == 0:
-        chain.insert(0, node)
-        port = node.inputs[0]
-        node = graph.node(port.node)
-    if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL | g.Pattern):
-        return node, chain
-    return None
-
-
-def written_with(graph: g.Graph, sinks: Iterable[str]) -> dict[str, str]:
+def written_with(
+    graph: g.Graph, sinks: Iterable[str], groups: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Node id -> the query that writes the failures of the node's results along with the rows it
     writes: the first sink (not in the shared query) or table, in plan order, whose rows come from
     the node through Maps only (`split_chain`): a window's rows, a join's pairs, a data store call's
     results (the failure point (False, False) of `failure_points`) and those Maps' own. The steps
     after that split are stateless, so each micro-batch of the rows before it splits in two
-    (deployer.spark.translate.graph.Split) and the Maps run over the batch."""
+    (deployer.spark.translate.graph.Split) and the Maps run over the batch. `groups`: the sinks
+    of the queries pattern sinks share (pattern_groups.grouped), written by those queries."""
     sinks = list(sinks)
     together = set(shared_sinks(graph, sinks))
-    writers = [(f"sink:{s}", graph.streams[s]) for s in sinks if s not in together]
+    shares = groups or {}
+    writers = [(shares.get(s, f"sink:{s}"), graph.streams[s]) for s in sinks if s not in together]
     writers += [(f"table:{n.table.name}", n.inputs[0]) for n in graph.nodes if isinstance(n, g.Materialize)]
     out: dict[str, str] = {}
     for name, port in writers:
@@ -237,15 +186,22 @@ def plan_queries(
     requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
     store name -> bound kind (postgresql, sqlite, redis); `kept`: the `failed:<node>` queries that
     keep a query of their own all the same (a checkpoint of an earlier layout has them: resumed
-    as they were), and the dead-letters query of an earlier layout (`DEAD_LETTERS`,
-    `SINGLE_READERS`: `_by_readers`)."""
+    as they were), the dead-letters query of an earlier layout (`DEAD_LETTERS`, `SINGLE_READERS`:
+    `_by_readers`), and `pattern_groups.APART`."""
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
     together = shared_sinks(graph, sinks)
     out: list[Query] = []
     if together:
         out.append(_query(graph, SHARED_QUERY, tuple(together), [graph.streams[s].node for s in together]))
-    out += [_query(graph, f"sink:{s}", (s,), [graph.streams[s].node]) for s in sinks if s not in together]
+    groups = pattern_groups(graph, sinks, kept)
+    shares = grouped(groups)
+    for s in (s for s in sinks if s not in together):
+        if s not in shares:
+            out.append(_query(graph, f"sink:{s}", (s,), [graph.streams[s].node]))
+        elif (name := shares[s]) not in (q.name for q in out):
+            members = dict(groups)[name]
+            out.append(_query(graph, name, members, [graph.streams[m].node for m in members]))
     out += [
         _query(graph, f"table:{n.table.name}", (n.table.name,), [n.id])
         for n in graph.nodes
@@ -255,7 +211,7 @@ def plan_queries(
     roots = [graph.streams[s].node for s in sinks]
     roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize | g.UpdateSQL)]
     needed = {a.id for r in roots for a in ancestors(graph, r)}
-    along = written_with(graph, sinks)
+    along = written_with(graph, sinks, shares)
     own: list[tuple[str, Query]] = []  # (node id, the query of a failure point of its own)
     stateless_points: list[str] = []  # the nodes with a failure point of a stateless operator
     for node in (n for n in graph.nodes if n.id in needed):
@@ -339,9 +295,7 @@ def _by_readers(
         # after; but only a query that reads the stream itself unpacks its late events, where a
         # query that reads another stream of its merge passes only its Sequencer (fuzzer seed 99102)
         fit = [
-            q
-            for q in who
-            if (src.stream in streams[q] if q == SHARED_QUERY else _paths(graph, src.id, ends[q]) == 1)
+            q for q in who if (src.stream in streams[q] if _once(q) else _paths(graph, src.id, ends[q]) == 1)
         ]
         if fit and not (alone and len(who) > 1):
             late = [f"late-{src.stream}"] if src.event_time is not None else []
@@ -352,9 +306,7 @@ def _by_readers(
         computing = [q.name for q in out if node in inside[q.name]]
         # The shared query's sinks may compute it twice in a micro-batch: the same failed rows make
         # the same spool file (task_spool.file_name). In the layout between, it dropped them.
-        fit = [
-            q for q in computing if (not alone if q == SHARED_QUERY else _paths(graph, node, ends[q]) == 1)
-        ]
+        fit = [q for q in computing if (not alone if _once(q) else _paths(graph, node, ends[q]) == 1)]
         if fit and not (alone and len(computing) > 1):
             labels.setdefault(fit[0], []).append(f"stateless-{node}")
         else:
@@ -366,6 +318,12 @@ def _by_readers(
             written = tuple(_written(x, x in driver) for x in labels[q.name])
             out[i] = replace(q, writes=(*q.writes, *written), spooled=mine, on_driver=driver)
     return reads
+
+
+def _once(query: str) -> bool:
+    """Whether `query` computes each of its sources once, whatever reads them after: the shared
+    query's stem, the pattern sinks' shared input (deployer.spark.patterns.shared)."""
+    return query == SHARED_QUERY or query.startswith(PREFIX)
 
 
 def _paths(graph: g.Graph, start: str, ends: tuple[str, ...]) -> int:

@@ -13,6 +13,14 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
+from deployer.spark.run.partitions import state_partitions
+from deployer.spark.run.queries import Query
+from deployer.spark.run.watermarks import runs_empty_batches
+from deployer.spark.streams.task_spool import QUERY
+from operators import graph as g
+
+_PARTITIONS = "spark.sql.shuffle.partitions"
+_NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 _LOCK = threading.Lock()  # a query takes the session's settings as it starts: one start at a time
 
 
@@ -31,6 +39,22 @@ def started_with(writer: Any, conf: Any, wanted: Mapping[str, str]) -> Streaming
                     conf.unset(k)
                 else:
                     conf.set(k, v)
+
+
+def query_settings(
+    graph: g.Graph, planned: Query | None, df: DataFrame, keyed: int, name: str
+) -> dict[str, str]:
+    """The settings query `name` of `graph` (`planned`, None for a query of no plan) starts with:
+    its state partitions (deployer.spark.run.partitions; `keyed`: those of a query whose keys
+    spread), whether it runs empty batches, whether it reuses a shuffle of `df`'s plan that it
+    computes twice (`reuses_exchanges`), and which query it is for the tasks that spool."""
+    stateful = planned is None or bool(planned.stateful)
+    return {
+        _PARTITIONS: str(state_partitions(graph, planned, keyed)),
+        _NO_DATA_BATCHES: "true" if runs_empty_batches(graph, planned) else "false",
+        "spark.sql.exchange.reuse": str(not stateful or reuses_exchanges(df)).lower(),
+        QUERY: name,  # which of the queries that pass a spooling stage writes its dead letters
+    }
 
 
 _WATERMARK = re.compile(r"EventTimeWatermark ([0-9a-f-]{36})")  # the node's id, as Spark prints it

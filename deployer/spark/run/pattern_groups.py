@@ -1,0 +1,98 @@
+"""Which pattern statements share one streaming query, answered from the graph alone (no pyspark
+here: deployer.spark.run.queries plans with it, `cep explain --queries` prints it).
+
+A sink whose rows are a pattern's matches, as they are or through Maps (`split_chain`), over source
+streams directly, would be a query of its own: it reads its sources, runs their Sequencers and its
+pattern's state every micro-batch, and so does every other such sink, though most of that work is
+the same (a deployment of rules over the same streams is what a CEP engine is for). So the sinks
+of patterns that read the same source streams share one query, `patterns:<stream>+<stream>...`
+(deployer.spark.patterns.shared): one read of the sources, one Sequencer per stream, one stateful
+operator whose keys are (pattern, partition key), its rows split by pattern in the query's
+foreachBatch. Only the same streams: Spark's watermark is one per query, the least of its streams',
+and a pattern's deadlines (WITHIN, absence) fire at it, so a pattern must not meet the watermark of
+a stream it does not read (docs/language.md, "A window beside another stream's rows"). Not a
+pattern with two sinks (each would write its failures). A pattern sink alone over its streams has
+such a query too, named the same: one that the script's next version adds (refused: it would miss
+the events read before, deployer.spark.run.compat) or removes (allowed) leaves the others' query
+as it was.
+
+A checkpoint written before this layout ran each pattern sink in a query of its own, with its
+progress and state: it is resumed so (`APART`, deployer.spark.run.layout).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+from operators import graph as g
+
+PREFIX = "patterns:"
+# In plan_queries' `kept`: the checkpoint is of the layout in which every pattern sink was a query
+# of its own (deployer.spark.run.layout.patterns_apart)
+APART = "pattern sinks apart"
+
+
+def split_chain(graph: g.Graph, port: g.Port) -> tuple[g.Node, list[g.Map]] | None:
+    """For the rows of `port`: the window, join, pattern or data store call they come from through
+    Maps only (none or more), and those Maps from the first; None when they do not (deployer.spark.
+    run.failures splits a micro-batch of that node's rows and translates the Maps over each)."""
+    chain: list[g.Map] = []
+    node = graph.node(port.node)
+    while isinstance(node, g.Map) and port.index == 0:
+        chain.insert(0, node)
+        port = node.inputs[0]
+        node = graph.node(port.node)
+    if port.index == 0 and isinstance(node, g.Aggregate | g.Join | g.ReadSQL | g.UpdateSQL | g.Pattern):
+        return node, chain
+    return None
+
+
+def _over_sources(graph: g.Graph, port: g.Port) -> g.Pattern | None:
+    """The pattern the rows of `port` are the matches of through Maps, if its inputs are all source
+    streams."""
+    found = split_chain(graph, port)
+    if found is None or not isinstance(found[0], g.Pattern):
+        return None
+    node = found[0]
+    if all(p.index == 0 and isinstance(graph.node(p.node), g.Source) for p in node.inputs):
+        return node
+    return None
+
+
+def reads(graph: g.Graph, node: g.Pattern) -> tuple[str, ...]:
+    """The source streams a pattern over sources reads, lower-case, sorted."""
+    return tuple(sorted({graph.node(p.node).stream.lower() for p in node.inputs}))  # type: ignore[attr-defined]
+
+
+def pattern_groups(
+    graph: g.Graph, sinks: Iterable[str], kept: Collection[str] = ()
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The queries pattern sinks share: (name, its sinks in the order of `sinks`), in the order of
+    their first sinks; none for a checkpoint of the earlier layout (`APART` in `kept`)."""
+    if APART in kept:
+        return []
+    found = {s: p for s in sinks if (p := _over_sources(graph, graph.streams[s])) is not None}
+    per_pattern = Counter(p.id for p in found.values())
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for sink, node in found.items():
+        if per_pattern[node.id] == 1:
+            groups.setdefault(reads(graph, node), []).append(sink)
+    return [(PREFIX + "+".join(streams), tuple(members)) for streams, members in groups.items()]
+
+
+def grouped(groups: list[tuple[str, tuple[str, ...]]]) -> dict[str, str]:
+    """Sink -> the name of the query it shares."""
+    return {sink: name for name, members in groups for sink in members}
+
+
+# Written into a checkpoint whose pattern sinks over the same streams share a query
+# (deployer.spark.run.layout.patterns_apart writes it).
+MARK = "pattern-sinks-share-queries"
+
+
+def apart_in(checkpoint: Path) -> bool:
+    """Whether a run on `checkpoint` keeps each pattern sink in a query of its own, as the layout
+    before this one did: the checkpoint has some query's state and not this layout's mark."""
+    return not (checkpoint / MARK).exists() and any(d.is_dir() for d in checkpoint.glob("*/state"))

@@ -1,0 +1,159 @@
+"""The sinks of patterns over the same source streams share one streaming query (deployer.spark.run.
+pattern_groups, deployer.spark.patterns.shared): which sinks do, what a checkpoint of that layout
+refuses, and that a checkpoint of the layout before, each pattern sink in a query of its own, is
+resumed so. The differential tests of patterns (tests/fuzz/test_patterns_on_both_engines.py) and
+the restart of open matches (test_spark_pattern_restart.py) run the shared queries against the
+reference executor."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import (
+    Row,
+    assert_same,
+    at,
+    collect,
+    compile_text,
+    prepare,
+    run_deployment,
+    run_reference,
+    write_files,
+)
+from test_checkpoint_manifest import spark_query
+
+from deployer.spark.run import deployment as spark_deployment
+from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused, arrival_log
+from deployer.spark.run.pattern_groups import APART, MARK, split_chain
+from deployer.spark.run.queries import plan_queries
+
+STREAMS = """
+CREATE STREAMSCHEMA a WITH k integer, v integer, ts timestamp TIMESTAMP BY ts;
+CREATE STREAMSCHEMA b WITH k integer, v integer, ts timestamp TIMESTAMP BY ts WATERMARK 1 SECOND;
+"""
+RISES = "INSERT INTO rises SELECT e1.k AS k, e2.v - e1.v AS up FROM PATTERN EVERY e1=a -> e2=b[k = e1.k AND v > e1.v];\n"
+QUIET = (
+    "INSERT INTO quiet SELECT e1.k AS k, match_time() AS t "
+    "FROM PATTERN EVERY e1=a[v > 5] -> NOT b[k = e1.k] FOR 1 SECOND PARTITION BY k;\n"
+)
+REPEATS = "INSERT INTO repeats SELECT e1.v AS v1, e2.v AS v2 FROM PATTERN EVERY e1=a -> e2=a[v = e1.v];\n"
+BIG = "INSERT INTO big SELECT k, v, ts FROM a WHERE v > 3;\n"
+ON_BIG = "INSERT INTO onbig SELECT e1.k AS k FROM PATTERN EVERY e1=big -> e2=b[k = e1.k];\n"
+LATER = "INSERT INTO later SELECT e1.k AS k FROM SEQUENCE EVERY e1=b, e2=a[k = e1.k];\n"
+SCRIPT = STREAMS + RISES + QUIET + REPEATS + BIG + ON_BIG
+SOURCES = {"a": "file:/in/a", "b": "file:/in/b"}
+SINKS = ["rises", "quiet", "repeats", "onbig"]
+
+
+def _names(script: str, sinks: list[str], kept: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
+    graph = compile_text(script)
+    return {q.name: q.writes for q in plan_queries(graph, sinks, SOURCES, {}, kept)}
+
+
+def test_the_sinks_of_patterns_over_the_same_streams_share_a_query() -> None:
+    plan = _names(SCRIPT, SINKS)
+    ab = [w for w in plan["patterns:a+b"] if not w.startswith(("failures", "rejected", "late"))]
+    assert ab == ["rises", "quiet"]
+    # a pattern alone over its streams has one too, named the same way; one over a stream a
+    # statement derives is a sink's query
+    assert [w for w in plan["patterns:a"] if w == "repeats"] == ["repeats"]
+    assert "sink:onbig" in plan
+    assert not any(name.startswith("sink:") for name in plan if name != "sink:onbig")
+    # the failures of each pattern are written by the query that writes its rows
+    graph = compile_text(SCRIPT)
+    patterns = [split_chain(graph, graph.streams[s]) for s in ("rises", "quiet")]
+    failures = {f"failures of {found[0].id}" for found in patterns if found is not None}
+    assert {w for w in plan["patterns:a+b"] if w.startswith("failures of ")} == failures
+    # a checkpoint of the layout before keeps a query per sink
+    assert set(_names(SCRIPT, SINKS, frozenset({APART}))) >= {
+        "sink:rises",
+        "sink:quiet",
+        "sink:repeats",
+        "sink:onbig",
+    }
+
+
+def _started(d: Path, guard: CheckpointGuard, queries: list[str]) -> None:
+    """The queries of a first run started, with their state and their sources' arrival logs."""
+    for query in queries:
+        guard.started(query)
+        spark_query(d / query.replace(":", "_"))
+        (d / query.replace(":", "_") / "state").mkdir()
+    for stream in SOURCES:
+        arrival_log(d, stream).parent.mkdir(exist_ok=True)
+        arrival_log(d, stream).write_text("part-0000.jsonl\n")
+
+
+def _guard(d: Path, script: str, sinks: list[str]) -> CheckpointGuard:
+    guard = CheckpointGuard.open(d, compile_text(script), SOURCES, {s: f"file:/out/{s}" for s in sinks})
+    guard.release()
+    return guard
+
+
+def test_a_pattern_sink_may_leave_its_query_but_not_join_one(tmp_path: Path) -> None:
+    d = tmp_path / "cp"
+    _started(d, _guard(d, SCRIPT, SINKS), ["patterns:a+b", "patterns:a", "sink:onbig"])
+    (d / MARK).touch()  # as the deployment marks a new checkpoint (deployer.spark.run.layout)
+    # a pattern over a and b joining the query of a and b would miss the events it read before
+    with pytest.raises(CheckpointRefused, match=r"output sink 'later' would join the query patterns:a\+b"):
+        _guard(d, SCRIPT + LATER, [*SINKS, "later"])
+    # one removed: the others' query goes on (its keys are dropped as their timers fire)
+    _guard(d, STREAMS + RISES + REPEATS + BIG + ON_BIG, ["rises", "repeats", "onbig"])
+    # a checkpoint of the layout before (state, no mark): its run keeps a query per pattern sink,
+    # and a new pattern sink is a new query of its own
+    old = tmp_path / "old"
+    _started(old, _guard(old, STREAMS + RISES + QUIET, ["rises", "quiet"]), ["sink:rises", "sink:quiet"])
+    _guard(old, SCRIPT + LATER, [*SINKS, "later"])
+
+
+def _events(seed: int, n: int = 40) -> list[Row]:
+    rng = random.Random(seed)
+    t, out = 0, []
+    for _ in range(n):
+        t += rng.choice([100, 300, 500, 800])
+        out.append({"k": rng.randint(1, 3), "v": rng.randint(0, 9), "ts": at(seconds=t / 1000)})
+    return out
+
+
+def _sink_queries(deployment: Any) -> list[str]:
+    return [q.name for q in deployment.plan if q.name.startswith(("sink:", "patterns:"))]
+
+
+@pytest.mark.spark
+def test_a_checkpoint_of_the_layout_before_resumes_a_query_per_pattern_sink(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = compile_text(STREAMS + RISES + QUIET)
+    sinks = ["rises", "quiet"]
+    events = {s: _events(seed) for seed, s in enumerate("ab", 31)}
+    sources = prepare(tmp_path, {s: [rows[:20]] for s, rows in events.items()})
+    checkpoint = tmp_path / "checkpoint"
+    # the run of the version before: a query per pattern sink, and no mark of this layout
+    earlier = spark_deployment.earlier_layout
+    monkeypatch.setattr(spark_deployment, "earlier_layout", lambda cp: earlier(cp) | {APART})
+    first = run_deployment(spark, graph, tmp_path, sources, sinks, checkpoint=checkpoint)
+    assert _sink_queries(first) == ["sink:rises", "sink:quiet"]
+    monkeypatch.undo()
+    (checkpoint / MARK).unlink()
+
+    for s, rows in events.items():
+        write_files(tmp_path / "in" / s, [rows[20:]])
+    second = run_deployment(spark, graph, tmp_path, sources, sinks, checkpoint=checkpoint)
+    assert _sink_queries(second) == ["sink:rises", "sink:quiet"]
+    assert not (checkpoint / MARK).exists()
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", sinks)
+    ref = run_reference(graph, tmp_path, sources, sinks)
+    # each query resumed where it stopped: no row lost or written twice across the restart
+    assert_same(ref, spk, "rises", min_rows=5)
+    assert_same(ref, spk, "quiet", min_rows=2)
+    # and a new checkpoint of the script shares one query
+    fresh = run_deployment(
+        spark, graph, tmp_path, sources, sinks, checkpoint=tmp_path / "new", out=tmp_path / "new-out"
+    )
+    assert _sink_queries(fresh) == ["patterns:a+b"]
+    assert_same(
+        ref, collect("spark", tmp_path / "new-out", tmp_path / "spark-dead", sinks), "quiet", min_rows=2
+    )
