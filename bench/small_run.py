@@ -56,6 +56,24 @@ INSERT INTO unionout SELECT * FROM cdr1, cdr2;
 INSERT INTO costs SELECT idcaller, duration * 10 + 10 AS cost, timestamp FROM unionout WHERE duration >= 10;
 """
 
+# Rules over both streams, each its own sink: one query for all of them (deployer.spark.run.
+# pattern_groups), against a query per rule (the baseline, `PATTERNS_APART`)
+PATTERN_RULES = {
+    "long_pairs": "SELECT e1.idcaller AS c1, e2.idcaller AS c2, match_time() AS t "
+    "FROM PATTERN EVERY e1=cdr1[duration > 300] -> e2=cdr2[duration > 300] WITHIN 2 HOURS",
+    "unanswered": "SELECT e1.idcaller AS c, match_time() AS t "
+    "FROM PATTERN EVERY e1=cdr1[duration > 400] -> NOT cdr2[duration > 400] FOR 1 HOUR WITHIN 2 HOURS",
+    "short_runs": "SELECT e1.idcaller AS c, count(e2.duration) AS n, e3.idcaller AS c3 "
+    "FROM PATTERN EVERY e1=cdr1[duration < 20] -> e2=cdr2[duration < 60]<2:3> -> e3=cdr1 WITHIN 6 HOURS",
+    "back_to_back": "SELECT e1.idcaller AS c1, e2.idcaller AS c2 "
+    "FROM SEQUENCE EVERY e1=cdr2[duration > 200], e2=cdr1[duration > 200] WITHIN 1 HOUR",
+    "zero_either": "SELECT e1.idcaller AS c1, e2.idcaller AS c2 "
+    "FROM PATTERN EVERY e1=cdr1[duration = 0] OR e2=cdr2[duration = 0] WITHIN 1 HOUR",
+}
+PATTERNS = STATELESS.split("INSERT", 1)[0] + "".join(
+    f"INSERT INTO {name} {rule};\n" for name, rule in PATTERN_RULES.items()
+)
+
 
 @dataclass
 class Side:
@@ -119,6 +137,17 @@ def stateless_hand(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[s
     return _hand("stateless", str(inbox), str(d / "out"), str(d / "checkpoint")), {}
 
 
+def patterns_project(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[str, str]]:
+    (d / "patterns.cpl").write_text(PATTERNS)
+    sinks = [a for name in PATTERN_RULES for a in ("--sink", f"{name}=file:{d / 'out'}")]
+    return _probe(d / "patterns.cpl", inbox, *sinks, "--until-idle"), {}
+
+
+def patterns_apart(d: Path, inbox: Path, plans: Path) -> tuple[list[str], dict[str, str]]:
+    argv, env = patterns_project(d, inbox, plans)
+    return argv, env | {"SMALL_RUN_PATTERNS_APART": "1"}
+
+
 WORKLOADS = [
     Workload("daily bill", daily_project, daily_hand, bills_visible, bills_written),
     Workload("stateless", stateless_project, stateless_hand, files_visible, files_written),
@@ -130,6 +159,14 @@ WORKLOADS = [
         lambda d, _: bills_visible(d, True),
         lambda d, _: bills_written(d, True),
         "the same cep run, Spark's JVM defaults",
+    ),
+    Workload(
+        "5 pattern rules",
+        patterns_project,
+        patterns_apart,
+        files_visible,
+        files_written,
+        "the same cep run, a query per rule",
     ),
 ]
 

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import deployer.spark.engine as engine
+from deployer.spark.run import deployment
 from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.pattern_groups import APART
 
 TIMINGS: dict[str, Any] = {"started": [], "queries": []}
 
@@ -77,8 +79,17 @@ def _stop(original: Callable[[SparkDeployment], None]) -> Callable[..., None]:
     return wrapper
 
 
+# Set by bench/small_run for the baseline of its pattern rules: the run plans a query per pattern
+# sink, as every run did before the sinks of patterns over the same streams shared one (the layout
+# a checkpoint of that time keeps: deployer.spark.run.layout.patterns_apart)
+PATTERNS_APART = "SMALL_RUN_PATTERNS_APART"
+
+
 def install() -> None:
     """Wrap what the run passes through (engine.run looks `spark_session` up in its module)."""
+    if os.environ.get(PATTERNS_APART) == "1":
+        earlier = deployment.earlier_layout
+        deployment.earlier_layout = lambda checkpoint: earlier(checkpoint) | {APART}
     engine.spark_session = _timed("session", engine.spark_session)
     SparkDeployment.__init__ = _timed("init", SparkDeployment.__init__)  # type: ignore[method-assign]
     SparkDeployment.start = _timed("start", SparkDeployment.start)  # type: ignore[method-assign]

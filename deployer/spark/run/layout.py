@@ -1,7 +1,7 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Nine changes of layout are kept so (docs/service.md, "Resuming"): a failure point after a window, a
+Nine changes of layout are kept so (docs/service.md, "Redeploying: when is the checkpoint kept?"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, then only of

@@ -80,7 +80,9 @@ class Query:
 
     def describe(self, graph: g.Graph) -> str:
         parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
-        if self.stateful:
+        if self.stateful and self.name.startswith(PREFIX):  # its patterns run in one operator
+            parts.append(f"state Patterns {', '.join(self.stateful)} in one operator")
+        elif self.stateful:
             parts.append("state " + ", ".join(_stateful_label(graph, graph.node(n)) for n in self.stateful))
         if self.store_calls:
             parts.append("stores " + ", ".join(f"{graph.node(n).op} {n}" for n in self.store_calls))
