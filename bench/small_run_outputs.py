@@ -79,6 +79,8 @@ def files_written(d: Path, project: bool) -> Rows:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 event = json.loads(line)
-                event["timestamp"] = datetime.fromisoformat(event["timestamp"])
+                for name in ("timestamp", "t"):  # the stateless rows' event time, a match's time
+                    if name in event:
+                        event[name] = datetime.fromisoformat(event[name])
                 rows[tuple(sorted(event.items()))] += 1
     return rows

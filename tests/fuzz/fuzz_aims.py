@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fuzz_coverage import HOLDING, IN_AGGREGATION, IN_PROCESSOR, MERGING, Row
+from fuzz_coverage import HOLDING, IN_AGGREGATION, IN_PROCESSOR, MERGING, SHARING, Row
 from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of, union_of_sources
 from fuzz_triggers import aim_trigger
 from hypothesis import strategies as st
@@ -121,6 +121,24 @@ def aim_holding(b: Builder, how: str, merged: bool = False) -> bool:
     return True
 
 
+def aim_sharing(b: Builder, how: str) -> bool:
+    """The sink of a pattern over one source stream with event time (fuzz_coverage.SHARING_ROWS),
+    `alone`, or `beside others`: two such patterns over the same stream (whether a statement drawn
+    after reads them, so that they are no sinks, is the case's to say). False without such a
+    stream."""
+    timed = [name for name, s in b.streams.items() if s.source and s.event_time is not None]
+    if not timed:
+        return False
+    for _ in range(1 if how == "alone" else 2):
+        b.next_input, b.single_input = timed[0], True
+        try:
+            if not STATEMENTS["pattern"](b):
+                return False
+        finally:
+            b.next_input, b.single_input = None, False
+    return True
+
+
 def aim(b: Builder, target: Row) -> bool:
     """Make the statements that put `target` in the case; False when the sources drawn cannot (a
     TIME window over a stream without event time ...)."""
@@ -131,6 +149,8 @@ def aim(b: Builder, target: Row) -> bool:
         return aim_trigger(b, target)
     if op in (HOLDING, MERGING):
         return aim_holding(b, up, merged=op == MERGING)
+    if op == SHARING:
+        return aim_sharing(b, up)
     s = _upstream(b, up, op in TIMED_OPERATORS or (up == "union" and op not in ORDER_FREE_OPERATORS))
     if s is None:
         return False

@@ -14,7 +14,8 @@ no expression of its own, so only its cases count. So is each kind of trigger (`
 `Trigger START`, `Trigger cron`), by the kind of statement that reads its ticks (a Map or Filter, a
 window, an `ON SQL` call, a Union with events, a join, a pattern) in the upstream column; and each
 source with a WATERMARK delay, and the sources that meet in a merge, by whether Spark holds their
-events back in a Sequencer or not (`held`, `unheld`: deployer.spark.run.held).
+events back in a Sequencer or not (`held`, `unheld`: deployer.spark.run.held); and the sinks of
+patterns over the same source streams, alone in the query they have on Spark or beside others.
 
 Everything is read off what ran: the compiled graph says what each case has, and each of the
 reference's dead letters is traced to its place by evaluating that node's expressions, in the order
@@ -34,6 +35,7 @@ from deployer.evaluation.evaluate import compile_expr
 from deployer.local.runtime import EVAL_ERRORS
 from deployer.spark.output.placement import in_window_aggregation, in_window_processor
 from deployer.spark.run import held
+from deployer.spark.run.pattern_groups import pattern_groups
 from deployer.spark.run.queries import sequenced_merges
 from operators import expr as ir
 from operators import graph as g
@@ -108,6 +110,10 @@ HOLDING_ROWS: tuple[Row, ...] = ((HOLDING, "held", "-"), (HOLDING, "unheld", "-"
 # that alone read their Union as they arrive (`unheld`: deployer.spark.run.held).
 MERGING = "Sources that meet in a merge"
 MERGING_ROWS: tuple[Row, ...] = ((MERGING, "held", "-"), (MERGING, "unheld", "-"))
+# The sinks of patterns over the same source streams, which share one query on Spark (deployer.
+# spark.run.pattern_groups): a pattern's sink alone in its query, or beside others.
+SHARING = "Pattern sinks in one query"
+SHARING_ROWS: tuple[Row, ...] = ((SHARING, "alone", "-"), (SHARING, "beside others", "-"))
 NO_EXPRESSION = ("-", GROUPED)  # positions that evaluate nothing: only their cases count
 
 
@@ -121,6 +127,12 @@ def holding_rows(graph: g.Graph, sinks: Sequence[str]) -> set[Row]:
         for s in graph.sources()
         if s.event_time is not None and s.watermark_ms and s.trigger is None and s.stream not in merged
     } | {(MERGING, "unheld" if s.lower() in unheld else "held", "-") for s in merged}
+
+
+def sharing_rows(graph: g.Graph, sinks: Sequence[str]) -> set[Row]:
+    """The SHARING_ROWS of a case whose streams `sinks` are bound to sinks."""
+    groups = pattern_groups(graph, [s for s in graph.streams if s in sinks])
+    return {(SHARING, "alone" if len(members) == 1 else "beside others", "-") for _, members in groups}
 
 
 def operator(node: g.Node) -> str | None:
@@ -332,7 +344,7 @@ class Coverage:
         graph = compile_script(script).graph
         self.cases += 1
         self.sources_silent += silent
-        had: set[Row] = trigger_rows(graph) | holding_rows(graph, sinks)
+        had: set[Row] = trigger_rows(graph) | holding_rows(graph, sinks) | sharing_rows(graph, sinks)
         for node in graph.nodes:
             if isinstance(node, OutputRate):
                 had.add(output_row(graph, node))
@@ -364,7 +376,8 @@ class Coverage:
 
     def expected(self) -> list[Row]:
         rows = [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
-        return rows + list(OUTPUT_ROWS) + list(TRIGGER_ROWS) + list(HOLDING_ROWS) + list(MERGING_ROWS)
+        rows += list(OUTPUT_ROWS) + list(TRIGGER_ROWS) + list(HOLDING_ROWS) + list(MERGING_ROWS)
+        return rows + list(SHARING_ROWS)
 
     def gaps(self) -> tuple[Row, ...]:
         """The lines with a zero: never had, or (where an expression is evaluated) never failed."""

@@ -226,7 +226,7 @@ def pattern(b: Builder) -> bool:
         return False
     first = b.pick(lambda s: s.event_time is not None)
     inputs = [first]
-    if b.draw(st.integers(0, 2)) == 0:
+    if not b.single_input and b.draw(st.integers(0, 2)) == 0:
         inputs.append(b.draw(st.sampled_from(timed)))
     kind = "SEQUENCE" if b.draw(st.integers(0, 2)) == 0 else "PATTERN"
     p = PatternDraw(b, inputs, kind)

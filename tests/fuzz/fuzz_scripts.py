@@ -19,7 +19,7 @@ from typing import Any
 
 from fuzz_aims import aim, needs_store
 from fuzz_case import Case, StoreTable
-from fuzz_coverage import MERGING, Row
+from fuzz_coverage import MERGING, SHARING, Row
 from fuzz_exprs import Draw, Field, at, category, expr, failing
 from fuzz_inputs import records, split, spread
 from fuzz_queries import STORE_TABLES
@@ -112,6 +112,8 @@ class Builder:
         self.force: str | None = None
         self.window_kind: str | None = None
         self.next_input: str | None = None
+        # the next pattern reads `next_input` alone (fuzz_aims.aim_sharing)
+        self.single_input = False
         # Aiming at an OutputRate line of the table (fuzz_output): the next statement's OUTPUT form.
         self.output: Row | None = None
         if store:
@@ -260,7 +262,8 @@ def cases(
     clock = declare_triggers(b, target)
     fields = draw(st.lists(st.sampled_from(SOURCE_FIELDS), min_size=1, max_size=4, unique=True))
     merging = target is not None and target[0] == MERGING  # two sources with event time, alike
-    timed = merging or draw(st.integers(0, 4)) > 0
+    sharing = target is not None and target[0] == SHARING  # patterns over a source with event time
+    timed = merging or sharing or draw(st.integers(0, 4)) > 0
     b.source("s1", fields, timed)
     if merging or draw(st.booleans()):
         same = merging or draw(st.booleans())

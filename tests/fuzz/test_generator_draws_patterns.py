@@ -9,7 +9,7 @@ import re
 
 from fuzz_aims import TIMED_OPERATORS
 from fuzz_case import Case
-from fuzz_coverage import Coverage
+from fuzz_coverage import SHARING, SHARING_ROWS, Coverage
 from fuzz_draws import drawn_cases
 
 from cpl.compiler import compile_script
@@ -110,3 +110,18 @@ def test_aimed_cases_put_a_failing_expression_at_each_position_of_a_pattern() ->
     assert any(up == "pattern" and n for (op, up, _), n in cov.had.items() if op != "Pattern"), (
         "no operator read a pattern's output"
     )
+
+
+def test_aimed_cases_draw_pattern_sinks_alone_and_sharing_a_query() -> None:
+    """Patterns over the same source streams share a query on Spark (deployer.spark.run.pattern_groups):
+    cases aimed at those lines of the coverage table draw them, where unaimed ones rarely put two
+    patterns' sinks over the same streams."""
+    cov = Coverage()
+    drawn = drawn_cases(30, (SHARING_ROWS[1],), first_seed=59000) + drawn_cases(
+        15, (SHARING_ROWS[0],), first_seed=60000
+    )
+    for c in drawn:
+        cov.add(c.script, [], silent=False, sinks=c.sinks)
+    assert cov.had[(SHARING, "beside others", "-")] >= 15, cov.had
+    assert cov.had[(SHARING, "alone", "-")] >= 10, cov.had
+    assert not set(SHARING_ROWS) & set(cov.gaps())
