@@ -118,6 +118,17 @@ def _events(seed: int, n: int = 40) -> list[Row]:
     return out
 
 
+CUT = at(seconds=9)  # a first run reads the events before it, a second run the others
+
+
+def _halves(events: dict[str, list[Row]]) -> tuple[dict[str, list[list[Row]]], dict[str, list[list[Row]]]]:
+    """Each stream's events before `CUT` and after, as one file each: split at one time, so that
+    the end of the first run releases no event of one stream that one of another comes before."""
+    first = {s: [[r for r in rows if r["ts"] < CUT]] for s, rows in events.items()}
+    second = {s: [[r for r in rows if r["ts"] >= CUT]] for s, rows in events.items()}
+    return first, second
+
+
 def _sink_queries(deployment: Any) -> list[str]:
     return [q.name for q in deployment.plan if q.name.startswith(("sink:", "patterns:"))]
 
@@ -129,7 +140,8 @@ def test_a_checkpoint_of_the_layout_before_resumes_a_query_per_pattern_sink(
     graph = compile_text(STREAMS + RISES + QUIET)
     sinks = ["rises", "quiet"]
     events = {s: _events(seed) for seed, s in enumerate("ab", 31)}
-    sources = prepare(tmp_path, {s: [rows[:20]] for s, rows in events.items()})
+    before, after = _halves(events)
+    sources = prepare(tmp_path, before)
     checkpoint = tmp_path / "checkpoint"
     # the run of the version before: a query per pattern sink, and no mark of this layout
     earlier = spark_deployment.earlier_layout
@@ -139,8 +151,8 @@ def test_a_checkpoint_of_the_layout_before_resumes_a_query_per_pattern_sink(
     monkeypatch.undo()
     (checkpoint / MARK).unlink()
 
-    for s, rows in events.items():
-        write_files(tmp_path / "in" / s, [rows[20:]])
+    for s, files in after.items():
+        write_files(tmp_path / "in" / s, files)
     second = run_deployment(spark, graph, tmp_path, sources, sinks, checkpoint=checkpoint)
     assert _sink_queries(second) == ["sink:rises", "sink:quiet"]
     assert not (checkpoint / MARK).exists()
@@ -157,3 +169,33 @@ def test_a_checkpoint_of_the_layout_before_resumes_a_query_per_pattern_sink(
     assert_same(
         ref, collect("spark", tmp_path / "new-out", tmp_path / "spark-dead", sinks), "quiet", min_rows=2
     )
+
+
+@pytest.mark.spark
+def test_a_pattern_removed_from_a_shared_query_leaves_the_others_as_they_were(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A pattern sink removed from the script (compat allows it): the shared query resumes without
+    it; its keys' timers, set at deadlines the first run's watermark had not passed, fire in the
+    second run and are dropped, and the other pattern goes on where it stopped."""
+    events = {s: _events(seed) for seed, s in enumerate("ab", 41)}
+    before, after = _halves(events)
+    sources = prepare(tmp_path, before)
+    checkpoint = tmp_path / "checkpoint"
+    run_deployment(
+        spark,
+        compile_text(STREAMS + RISES + QUIET),
+        tmp_path,
+        sources,
+        ["rises", "quiet"],
+        checkpoint=checkpoint,
+    )
+    for s, files in after.items():
+        write_files(tmp_path / "in" / s, files)
+    alone = compile_text(STREAMS + RISES)
+    second = run_deployment(spark, alone, tmp_path, sources, ["rises"], checkpoint=checkpoint)
+    assert _sink_queries(second) == ["patterns:a+b"]
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", ["rises"])
+    ref = run_reference(alone, tmp_path, sources, ["rises"])
+    assert_same(ref, spk, "rises", min_rows=5)
+    assert spk.dead == []

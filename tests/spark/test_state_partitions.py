@@ -26,7 +26,7 @@ from spark_helpers import (
     write_files,
 )
 
-from deployer.spark.run import deployment
+from deployer.spark.run import starting
 from deployer.spark.run.checkpoint import query_dir
 from deployer.spark.run.partitions import state_partitions
 from deployer.spark.run.queries import plan_queries
@@ -88,9 +88,10 @@ STATEMENTS = {
 def test_a_query_whose_state_keeps_one_group_gets_one_partition() -> None:
     graph = compile_text(CDR + PEOPLE + "\n".join(s for s, _ in STATEMENTS.values()))
     sources = {s.stream: f"file:/in/{s.stream}" for s in graph.sources()}
-    queries = {q.name: q for q in plan_queries(graph, list(STATEMENTS), sources, {})}
     for sink, (_, one) in STATEMENTS.items():
-        query = queries[f"sink:{sink}"]
+        # each alone: the sinks of patterns over the same streams would share a query
+        # (deployer.spark.run.pattern_groups), whose keys spread if one of them does
+        (query,) = [q for q in plan_queries(graph, [sink], sources, {}) if sink in q.writes]
         assert query.stateful, sink  # each has state, else it would need no partition at all
         assert state_partitions(graph, query, 4) == (1 if one else 4), sink
     # One keyed operator is enough for the query's keys to spread, whatever else it holds.
@@ -113,10 +114,14 @@ def _time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _partitions(checkpoint: Path, sink: str) -> tuple[set[str], set[int]]:
-    """The state partitions of a sink's query: what its micro-batches' offsets recorded, and the
+# each sink's query: the two patterns over `cdr` share one, whose keys spread (`bursts` is keyed)
+QUERIES = {"patterns:cdr": False, "sink:totals": True}
+
+
+def _partitions(checkpoint: Path, query: str) -> tuple[set[str], set[int]]:
+    """The state partitions of a query: what its micro-batches' offsets recorded, and the
     partitions of its stateful operators' state directories."""
-    q = checkpoint / query_dir(f"sink:{sink}")
+    q = checkpoint / query_dir(query)
     recorded = {
         json.loads(f.read_text().splitlines()[1])["conf"]["spark.sql.shuffle.partitions"]
         for f in (q / "offsets").iterdir()
@@ -139,7 +144,7 @@ def test_new_checkpoints_get_one_partition_and_earlier_ones_resume_with_theirs(
     sources = prepare(tmp_path / "earlier", {"cdr": files[:2]})
     earlier = tmp_path / "earlier" / "ck"
     with monkeypatch.context() as patch:
-        patch.setattr(deployment, "state_partitions", lambda graph, query, keyed: keyed)
+        patch.setattr(starting, "state_partitions", lambda graph, query, keyed: keyed)
         run_spark(spark, graph, tmp_path / "earlier", sources, SINKS, checkpoint=earlier)
     first = {s: read_jsonl(tmp_path / "earlier" / "spark-out", f"{s}-") for s in SINKS}
     assert all(first.values()), first  # each query had rows, so each had state, before the restart
@@ -152,10 +157,9 @@ def test_new_checkpoints_get_one_partition_and_earlier_ones_resume_with_theirs(
         spark, graph, tmp_path / "fresh", prepare(tmp_path / "fresh", {"cdr": files}), SINKS, checkpoint=fresh
     )
 
-    for sink in SINKS:
-        one = STATEMENTS[sink][1]
-        assert _partitions(earlier, sink) == ({"2"}, {0, 1}), sink
-        assert _partitions(fresh, sink) == (({"1"}, {0}) if one else ({"2"}, {0, 1})), sink
+    for query, one in QUERIES.items():
+        assert _partitions(earlier, query) == ({"2"}, {0, 1}), query
+        assert _partitions(fresh, query) == (({"1"}, {0}) if one else ({"2"}, {0, 1})), query
 
     ref = run_reference(graph, tmp_path / "ref", prepare(tmp_path / "ref", {"cdr": files}), SINKS)
     # matches open at the restart, which only the state carried across it completes

@@ -245,7 +245,8 @@ class SharedPatternProcessor(StatefulProcessor):
     query pattern sinks share (deployer.spark.patterns.shared): each key's rows and timers go to its
     pattern's processor (`parts`, by the name in the key), over one value state. A key of a pattern
     no longer in the query (its statement removed from the script, which deployer.spark.run.compat
-    allows) is dropped when its timer fires; such a key gets no rows."""
+    allows) gets no rows: one with a deadline is dropped when its timer fires, one without stays in
+    the state store, unread."""
 
     def __init__(self, parts: dict[str, PatternProcessor]) -> None:
         self.parts = parts

@@ -229,8 +229,8 @@ def repatterned(
 ) -> list[str]:
     """Why pattern sinks would move into, out of or between the queries they share (`pattern_shares`
     of the old and the new run; `own`: the outputs that had queries of their own; `keys`: the
-    outputs of the new run). One removed from the script is no longer run (its pattern's keys are
-    dropped as their timers fire: deployer.spark.patterns.shared); one that joins a shared query
+    outputs of the new run). One removed from the script is no longer run (its pattern's keys with
+    a deadline are dropped as their timers fire: deployer.spark.patterns.processor); one that joins a shared query
     would miss the events it read before; one that leaves it for a query of its own would be
     written again from the beginning."""
     problems = []
