@@ -11,6 +11,10 @@ from it: the processor may emit a match at a deadline the watermark has just pas
 watermark for the operators after it allows for. Spark checks each row's time against the watermark
 on a copy a microsecond on (`eventTimeColumnName`: deployer.spark.translate.ties says why), whose mark
 goes back onto the match time after.
+
+The sinks of patterns over the same source streams share one query, whose one operator runs all their
+processors (deployer.spark.patterns.shared): `matches` makes each pattern's port from its part of
+those rows as `pattern` does from its own operator's.
 """
 
 from __future__ import annotations

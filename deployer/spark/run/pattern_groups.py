@@ -63,7 +63,8 @@ def _over_sources(graph: g.Graph, port: g.Port) -> g.Pattern | None:
 
 def reads(graph: g.Graph, node: g.Pattern) -> tuple[str, ...]:
     """The source streams a pattern over sources reads, lower-case, sorted."""
-    return tuple(sorted({graph.node(p.node).stream.lower() for p in node.inputs}))  # type: ignore[attr-defined]
+    sources = [graph.node(p.node) for p in node.inputs]
+    return tuple(sorted({s.stream.lower() for s in sources if isinstance(s, g.Source)}))
 
 
 def pattern_groups(
