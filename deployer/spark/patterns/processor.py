@@ -234,7 +234,8 @@ class PatternProcessor(StatefulProcessor):
         return rows
 
     def _row(self, values: tuple[Any, ...]) -> Row:
-        return Row(**{**self.blank, **dict(zip(self.out_names, values, strict=True))})
+        own = dict(zip(self.out_names, values, strict=True))
+        return Row(**({**self.blank, **own} if self.blank else own))
 
     def close(self) -> None:
         pass

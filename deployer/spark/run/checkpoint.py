@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from deployer.spark.run import compat, held
-from deployer.spark.run.pattern_groups import apart_in
+from deployer.spark.run.pattern_groups import MARK
 from deployer.spark.run.queries import SHARED_QUERY
 from operators import graph as g
 from stores.urls import redact_text
@@ -211,7 +211,8 @@ class CheckpointGuard:
         must not resume from it. A new (absent or empty) directory gets its manifest now."""
         outputs = signatures(graph, sources, sinks)
         shared = compat.shared(graph, sinks)
-        patterns = {} if apart_in(directory) else compat.pattern_shares(graph, sinks)
+        apart = held.has_state(directory) and not (directory / MARK).exists()  # layout.patterns_apart
+        patterns = {} if apart else compat.pattern_shares(graph, sinks)
         merges = compat.merges(graph, sources)
         unheld = held.unheld(graph, sources, sinks)
         path = directory / MANIFEST

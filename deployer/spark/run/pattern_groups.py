@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable
-from pathlib import Path
 
 from operators import graph as g
 
@@ -89,11 +88,5 @@ def grouped(groups: list[tuple[str, tuple[str, ...]]]) -> dict[str, str]:
 
 
 # Written into a checkpoint whose pattern sinks over the same streams share a query
-# (deployer.spark.run.layout.patterns_apart writes it).
+# (deployer.spark.run.layout.patterns_apart writes it; the run's checkpoint guard reads it).
 MARK = "pattern-sinks-share-queries"
-
-
-def apart_in(checkpoint: Path) -> bool:
-    """Whether a run on `checkpoint` keeps each pattern sink in a query of its own, as the layout
-    before this one did: the checkpoint has some query's state and not this layout's mark."""
-    return not (checkpoint / MARK).exists() and any(d.is_dir() for d in checkpoint.glob("*/state"))
