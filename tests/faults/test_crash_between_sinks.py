@@ -95,7 +95,7 @@ def test_crash_between_a_redis_and_a_postgres_sink(
         before = _hashes(client, "cost_of")
         assert before
         # What a crash while the Postgres table's query logged its first batch would leave too: the
-        # log entry's temp file, never renamed into place (deployer.spark.run.deployment.drop_interrupted_log_writes).
+        # log entry's temp file, never renamed into place (deployer.spark.run.query_logs.drop_interrupted_log_writes).
         (checkpoint / "table_call_log" / "offsets").mkdir(parents=True)
         (checkpoint / "table_call_log" / "offsets" / ".0.5e1f0c3a-crash.tmp").write_bytes(b"")
 

@@ -118,6 +118,26 @@ def test_a_sink_moving_into_or_out_of_the_shared_query_is_not() -> None:
     ]
 
 
+def test_a_new_pattern_sink_beside_started_ones_is_compatible_and_a_moved_one_is_not() -> None:
+    """The sinks of patterns over the same streams share a query (deployer.spark.run.pattern_groups):
+    one the next version adds shares a query of its own generation, which reads the streams from
+    the beginning, so a deployment takes new rules; one whose pattern now reads other streams would
+    move to another query, which resumes elsewhere."""
+    rule = "INSERT INTO {0} SELECT e1.id AS a, e2.id AS b FROM PATTERN EVERY e1=calls -> e2=calls[duration > {1}];\n"
+    two = CALLS + rule.format("long_after", 60) + rule.format("longer_after", 120)
+    sinks = {**BINDINGS["sinks"], "long_after": "file:l", "longer_after": "file:m"}
+    three = two + rule.format("longest_after", 300)
+    with_three = {**BINDINGS, "sinks": {**sinks, "longest_after": "file:n"}}
+    assert why(three, two, {**BINDINGS, "sinks": sinks}, with_three) == []
+    assert why(two, three, with_three, {**BINDINGS, "sinks": sinks}) == []  # one fewer: the others resume
+    over_priced = two.replace("e2=calls[duration > 120]", "e2=priced[cost > 120]")
+    problems = why(over_priced, two, {**BINDINGS, "sinks": sinks}, {**BINDINGS, "sinks": sinks})
+    assert (
+        "output sink 'longer_after' was written by the query patterns:calls shared with other pattern "
+        "sinks, and would now have a query of its own, which would write it again from the beginning"
+    ) in problems
+
+
 def test_a_limit_whose_state_moves_between_sparks_window_and_the_limiter_is_not() -> None:
     # On Spark, ALL and LAST EVERY duration over a TIME window keep their buckets in the window's
     # own aggregation (deployer.spark.windows.time_window_limit), or after a HAVING that can fail in a second

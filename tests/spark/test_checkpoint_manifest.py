@@ -23,9 +23,9 @@ from deployer.spark.run.checkpoint import (
     CheckpointGuard,
     CheckpointRefused,
     arrival_log,
-    query_problems,
 )
 from deployer.spark.run.compat import incompatibilities
+from deployer.spark.run.query_logs import query_problems
 from operators import graph as g
 
 SCRIPT = """

@@ -7,6 +7,7 @@ reference executor."""
 
 from __future__ import annotations
 
+import io
 import random
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,12 @@ from spark_helpers import (
 )
 from test_checkpoint_manifest import spark_query
 
+from deployer.engine import RunRequest
+from deployer.runner import run_script
+from deployer.spark.run import compat, pattern_record
 from deployer.spark.run import deployment as spark_deployment
-from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused, arrival_log
+from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused, arrival_log, pattern_queries
+from deployer.spark.run.layout import refuse_comebacks
 from deployer.spark.run.pattern_groups import APART, MARK, split_chain
 from deployer.spark.run.queries import plan_queries
 
@@ -48,9 +53,11 @@ SOURCES = {"a": "file:/in/a", "b": "file:/in/b"}
 SINKS = ["rises", "quiet", "repeats", "onbig"]
 
 
-def _names(script: str, sinks: list[str], kept: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
+def _names(
+    script: str, sinks: list[str], kept: frozenset[str] = frozenset(), started: Any = None
+) -> dict[str, tuple[str, ...]]:
     graph = compile_text(script)
-    return {q.name: q.writes for q in plan_queries(graph, sinks, SOURCES, {}, kept)}
+    return {q.name: q.writes for q in plan_queries(graph, sinks, SOURCES, {}, kept, started)}
 
 
 def test_the_sinks_of_patterns_over_the_same_streams_share_a_query() -> None:
@@ -67,6 +74,14 @@ def test_the_sinks_of_patterns_over_the_same_streams_share_a_query() -> None:
     patterns = [split_chain(graph, graph.streams[s]) for s in ("rises", "quiet")]
     failures = {f"failures of {found[0].id}" for found in patterns if found is not None}
     assert {w for w in plan["patterns:a+b"] if w.startswith("failures of ")} == failures
+    # sinks the checkpoint's started queries wrote stay in them; the others over the same streams
+    # share the generation after the last started one, which reads the streams from the beginning
+    started = {"patterns:a+b": {"quiet"}, "patterns:a+b#3": {"rises"}, "patterns:a": set()}
+    plan = _names(SCRIPT + LATER, [*SINKS, "later"], started=started)
+    assert [w for w in plan["patterns:a+b"] if w in SINKS] == ["quiet"]
+    assert [w for w in plan["patterns:a+b#3"] if w in SINKS] == ["rises"]
+    assert [w for w in plan["patterns:a+b#4"] if w in (*SINKS, "later")] == ["later"]
+    assert [w for w in plan["patterns:a#2"] if w in SINKS] == ["repeats"]
     # a checkpoint of the layout before keeps a query per sink
     assert set(_names(SCRIPT, SINKS, frozenset({APART}))) >= {
         "sink:rises",
@@ -76,10 +91,20 @@ def test_the_sinks_of_patterns_over_the_same_streams_share_a_query() -> None:
     }
 
 
+def _ran(d: Path, guard: CheckpointGuard, queries: list[str]) -> None:
+    """The queries of a run started, as the deployment and the guard record them."""
+    for query in queries:
+        if query in guard._patterns:
+            pattern_record.write(
+                d, query, [k.removeprefix("sink '").removesuffix("'") for k in guard._patterns[query]]
+            )
+        guard.started(query)
+
+
 def _started(d: Path, guard: CheckpointGuard, queries: list[str]) -> None:
     """The queries of a first run started, with their state and their sources' arrival logs."""
+    _ran(d, guard, queries)
     for query in queries:
-        guard.started(query)
         spark_query(d / query.replace(":", "_"))
         (d / query.replace(":", "_") / "state").mkdir()
     for stream in SOURCES:
@@ -93,15 +118,51 @@ def _guard(d: Path, script: str, sinks: list[str]) -> CheckpointGuard:
     return guard
 
 
-def test_a_pattern_sink_may_leave_its_query_but_not_join_one(tmp_path: Path) -> None:
+def test_a_new_pattern_sink_shares_a_query_of_its_own_and_a_removed_one_cannot_come_back(
+    tmp_path: Path,
+) -> None:
     d = tmp_path / "cp"
     _started(d, _guard(d, SCRIPT, SINKS), ["patterns:a+b", "patterns:a", "sink:onbig"])
     (d / MARK).touch()  # as the deployment marks a new checkpoint (deployer.spark.run.layout)
-    # a pattern over a and b joining the query of a and b would miss the events it read before
-    with pytest.raises(CheckpointRefused, match=r"output sink 'later' would join the query patterns:a\+b"):
-        _guard(d, SCRIPT + LATER, [*SINKS, "later"])
-    # one removed: the others' query goes on (its keys are dropped as their timers fire)
-    _guard(d, STREAMS + RISES + REPEATS + BIG + ON_BIG, ["rises", "repeats", "onbig"])
+    # a new pattern over a and b would miss the events the started query read before: it shares
+    # the next query of those streams, which reads them from the beginning
+    guard = _guard(d, SCRIPT + LATER, [*SINKS, "later"])
+    assert guard._patterns["patterns:a+b"] == ["sink 'rises'", "sink 'quiet'"]
+    assert guard._patterns["patterns:a+b#2"] == ["sink 'later'"]
+    # and the run plans it so, from what the checkpoint says the started queries wrote
+    record = pattern_queries(d)
+    assert record.queries == {"patterns:a+b": {"rises", "quiet"}, "patterns:a": {"repeats"}}
+    # a checkpoint of `cep run` from before the record: its manifest says the same
+    (d / pattern_record.RECORD).rename(tmp_path / "record")
+    assert pattern_queries(d).queries == record.queries
+    (tmp_path / "record").rename(d / pattern_record.RECORD)
+    plan = _names(SCRIPT + LATER, [*SINKS, "later"], started=record.queries)
+    assert [w for w in plan["patterns:a+b#2"] if w == "later"] == ["later"]
+    assert "later" not in plan["patterns:a+b"]
+    # one removed: the others' query goes on (its keys are dropped as their timers fire) ...
+    _ran(
+        d,
+        _guard(d, STREAMS + RISES + REPEATS + BIG + ON_BIG, ["rises", "repeats", "onbig"]),
+        ["patterns:a+b"],
+    )
+    assert pattern_queries(d).queries["patterns:a+b"] == {"rises"}
+    # ... and cannot come back: its query went on without it, and a new one would write its rows again
+    with pytest.raises(
+        CheckpointRefused, match=r"output sink 'quiet' was written before by a query of pattern"
+    ):
+        _guard(d, SCRIPT, SINKS)
+    with pytest.raises(CheckpointRefused, match=r"the pattern sink\(s\) quiet were written before"):
+        refuse_comebacks(
+            pattern_queries(d),
+            plan_queries(compile_text(SCRIPT), SINKS, SOURCES, {}, (), pattern_queries(d).queries),
+        )
+    # the check behind the plan: a sink that joined a started query would be refused
+    assert compat.repatterned(
+        {"patterns:a+b": ["sink 'rises'"]}, {"patterns:a+b": ["sink 'rises'", "sink 'later'"]}, set(), set()
+    ) == [
+        "output sink 'later' would join the query patterns:a+b of the pattern sinks sink 'rises', which "
+        "resumes where it stopped, so it would miss the events read before"
+    ]
     # a checkpoint of the layout before (state, no mark): its run keeps a query per pattern sink,
     # and a new pattern sink is a new query of its own
     old = tmp_path / "old"
@@ -199,3 +260,57 @@ def test_a_pattern_removed_from_a_shared_query_leaves_the_others_as_they_were(
     ref = run_reference(alone, tmp_path, sources, ["rises"])
     assert_same(ref, spk, "rises", min_rows=5)
     assert spk.dead == []
+
+
+def _cep_run(graph: Any, tmp: Path, sources: dict[str, str], sinks: list[str], checkpoint: Path) -> None:
+    """`cep run --until-idle --checkpoint` in this process, with its checkpoint guard, into the
+    outputs `run_deployment` writes."""
+    run_script(
+        RunRequest(
+            graph=graph,
+            sources=sources,
+            sinks={s: f"file:{tmp / 'spark-out'}" for s in sinks},
+            dead_letter=f"file:{tmp / 'spark-dead'}",
+            until_idle=True,
+            checkpoint=str(checkpoint),
+        ),
+        out=io.StringIO(),
+    )
+
+
+@pytest.mark.spark
+def test_a_pattern_sink_added_to_a_deployment_reads_its_streams_from_the_beginning(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`cep run` of a script's next version, which adds a pattern sink over the streams its started
+    query of pattern sinks reads: the new sink shares a query of its own, which reads them from the
+    beginning, and the started query goes on where it stopped. A sink removed, then added again, is
+    refused, by `cep run`'s checkpoint guard and by a deployment without one (the service's)."""
+    events = {s: _events(seed) for seed, s in enumerate("ab", 51)}
+    before, after = _halves(events)
+    sources = prepare(tmp_path, before)
+    checkpoint = tmp_path / "checkpoint"
+    _cep_run(compile_text(STREAMS + RISES + QUIET), tmp_path, sources, ["rises", "quiet"], checkpoint)
+    for s, files in after.items():
+        write_files(tmp_path / "in" / s, files)
+    graph = compile_text(STREAMS + RISES + QUIET + LATER)
+    sinks = ["rises", "quiet", "later"]
+    _cep_run(graph, tmp_path, sources, sinks, checkpoint)
+    assert sorted(p.name for p in checkpoint.glob("patterns_*")) == ["patterns_a+b", "patterns_a+b#2"]
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", sinks)
+    ref = run_reference(graph, tmp_path, sources, sinks)
+    assert_same(ref, spk, "rises", min_rows=5)
+    assert_same(ref, spk, "quiet", min_rows=2)
+    # the new sink's rows over every event, those of the first run's input too
+    assert_same(ref, spk, "later", min_rows=5)
+    assert pattern_record.read(checkpoint) == pattern_record.PatternRecord(
+        {"patterns:a+b": {"rises", "quiet"}, "patterns:a+b#2": {"later"}}, {"rises", "quiet", "later"}
+    )
+    # quiet removed: its query goes on without it, so it cannot come back
+    _cep_run(compile_text(STREAMS + RISES + LATER), tmp_path, sources, ["rises", "later"], checkpoint)
+    with pytest.raises(
+        CheckpointRefused, match=r"output sink 'quiet' was written before by a query of pattern"
+    ):
+        _cep_run(graph, tmp_path, sources, sinks, checkpoint)
+    with pytest.raises(CheckpointRefused, match=r"the pattern sink\(s\) quiet were written before"):
+        run_deployment(spark, graph, tmp_path, sources, sinks, checkpoint=checkpoint)

@@ -19,7 +19,8 @@ whose URIs are stored redacted. A restart is refused, before Spark starts, when:
   (deployer.spark.run.compat's rule; a new output is fine: it starts from its own empty sub-directory);
 - a sink would move into or out of the query the stateless sinks share (deployer.spark.run.shared),
   or into, out of or between the queries pattern sinks share (deployer.spark.run.pattern_groups),
-  whose sinks the manifest records when they start;
+  whose sinks the manifest records when they start, or a pattern sink removed from such a query
+  would come back in another (deployer.spark.run.pattern_record);
 - a started query's sub-directory is gone, or its `metadata` or the latest file of one of its logs
   (`offsets/N`, `commits/N`, `sources/K/N`) does not parse;
 - another run is using DIR: a run holds an exclusive lock on `DIR/.cep-checkpoint.lock` from its
@@ -33,15 +34,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from deployer.spark.run import compat, held
+from deployer.spark.run import compat, held, pattern_record
 from deployer.spark.run.pattern_groups import MARK
+from deployer.spark.run.pattern_record import PatternRecord
 from deployer.spark.run.queries import SHARED_QUERY
+from deployer.spark.run.query_logs import query_problems
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -110,77 +112,6 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-# ---- the files Spark writes ------------------------------------------------------------------------
-
-_VERSION = re.compile(r"v\d+")
-
-
-def _latest(log: Path) -> Path | None:
-    """The newest file of one of Spark's logs: files are named by batch ("7", or "7.compact" for a
-    file source's compacted log); dot-files are checksums and temporary files."""
-    best: tuple[int, Path] | None = None
-    for p in log.iterdir() if log.is_dir() else ():
-        stem = p.name.removesuffix(".compact")
-        if stem.isdigit() and p.is_file() and (best is None or int(stem) > best[0]):
-            best = (int(stem), p)
-    return best[1] if best else None
-
-
-def _log_problem(path: Path, min_lines: int) -> str | None:
-    """Why a log file does not parse: Spark writes a version line ("v1"), then one JSON value per line
-    (an offsets file writes "-" for a source that has no offset yet)."""
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as err:
-        return f"cannot be read ({type(err).__name__})"
-    if lines and lines[-1] == "":  # a trailing newline
-        lines.pop()
-    if not lines or not _VERSION.fullmatch(lines[0]):
-        return "is empty" if not lines else "does not start with a version line such as v1"
-    for n, line in enumerate(lines[1:], start=2):
-        if line == "-":
-            continue
-        try:
-            json.loads(line)
-        except ValueError:
-            return f"line {n} is not JSON"
-    if len(lines) < min_lines:
-        return f"has {len(lines)} line(s), fewer than the {min_lines} it must have"
-    return None
-
-
-def query_problems(qdir: Path, query: str) -> list[str]:
-    """What is wrong with the checkpoint of one started query, each naming the file."""
-    if not qdir.is_dir():
-        return [f"the checkpoint of {query}, {qdir}, is missing though an earlier run started it"]
-    problems = []
-    meta = qdir / "metadata"
-    try:
-        ok = isinstance(json.loads(meta.read_text(encoding="utf-8")).get("id"), str)
-    except (OSError, ValueError, AttributeError):
-        ok = False
-    if not ok:
-        problems.append(f"{meta} is {'missing' if not meta.exists() else 'truncated or unreadable'}")
-    # offsets: version, batch metadata, one offset per source; commits: version, one JSON line.
-    logs = [(qdir / "offsets", 3), (qdir / "commits", 2)]
-    sources = qdir / "sources"
-    logs += [(d, 2) for d in sorted(sources.iterdir()) if d.is_dir()] if sources.is_dir() else []
-    newest: dict[str, int] = {}
-    for log, min_lines in logs:
-        latest = _latest(log)
-        if latest is None:
-            continue
-        newest[log.name] = int(latest.name.removesuffix(".compact"))
-        why = _log_problem(latest, min_lines)
-        if why is not None:
-            problems.append(f"{latest} {why} (truncated or corrupted)")
-    if newest.get("commits", -1) > newest.get("offsets", -1):
-        problems.append(
-            f"{qdir / 'commits'} records batch {newest['commits']}, but {qdir / 'offsets'} has no file for it"
-        )
-    return problems
-
-
 # ---- the manifest ----------------------------------------------------------------------------------
 
 
@@ -212,7 +143,6 @@ class CheckpointGuard:
         outputs = signatures(graph, sources, sinks)
         shared = compat.shared(graph, sinks)
         apart = held.has_state(directory) and not (directory / MARK).exists()  # layout.patterns_apart
-        patterns = {} if apart else compat.pattern_shares(graph, sinks)
         merges = compat.merges(graph, sources)
         unheld = held.unheld(graph, sources, sinks)
         path = directory / MANIFEST
@@ -229,7 +159,11 @@ class CheckpointGuard:
                 manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
             else:
                 manifest = _read(path)
-                _check(directory, manifest, outputs, (shared, patterns), merges, unheld)
+            # the queries pattern sinks share as this run plans them (`pattern_queries`)
+            record = pattern_queries(directory)
+            patterns = {} if apart else compat.pattern_shares(graph, sinks, record.queries)
+            if path.exists():
+                _check(directory, manifest, outputs, (shared, patterns, record.sinks), merges, unheld)
             manifest.update(format=FORMAT, sources=shown_sources, merges=merges, updated=_now())
             guard = cls(directory, manifest, outputs, shared, patterns)
             guard._write()
@@ -345,21 +279,44 @@ def _read(path: Path) -> dict[str, Any]:
     return dict(manifest)
 
 
-def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: tuple[Any, Any]) -> list[str]:
+def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: tuple[Any, Any, Any]) -> list[str]:
     """compat.regrouped and .repatterned for a checkpoint: which queries had started, and which sinks
-    the shared ones wrote (`shared`: the new run's, stateless and pattern ones), are in the manifest."""
+    the shared ones wrote, are in the manifest (`shared`: the new run's, stateless and pattern ones,
+    and the sinks the pattern queries have written, `pattern_queries`)."""
     own = {key for q in manifest["started"] if (key := _output_key(q)) is not None}
     before = list(manifest.get("shared") or []) if SHARED_QUERY in manifest["started"] else []
-    patterns = {q: keys for q, keys in (manifest.get("patterns") or {}).items() if q in manifest["started"]}
+    patterns = _pattern_queries(manifest)
     keys = set(outputs)
-    return compat.regrouped(before, shared[0], own, keys) + compat.repatterned(patterns, shared[1], own, keys)
+    written = set(manifest["outputs"]) | {f"sink '{s}'" for s in shared[2]}
+    return compat.regrouped(before, shared[0], own, keys) + compat.repatterned(
+        patterns, shared[1], own, keys, written
+    )
+
+
+def _pattern_queries(manifest: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The queries pattern sinks share that a checkpoint's runs started -> the outputs each wrote
+    (at its last start)."""
+    return {q: keys for q, keys in (manifest.get("patterns") or {}).items() if q in manifest["started"]}
+
+
+def pattern_queries(directory: Path) -> PatternRecord:
+    """The queries of pattern sinks the checkpoint DIR has started, and the sinks they have written
+    (deployer.spark.run.pattern_record; for a checkpoint of the time before that record, the
+    manifest's; none for a new one): a run's queries of pattern sinks keep their sinks and take no
+    new one (deployer.spark.run.pattern_groups)."""
+    record = pattern_record.read(directory)
+    path = directory / MANIFEST
+    if record is not None or not path.is_file():
+        return record or PatternRecord()
+    queries = compat.sinks_of(_pattern_queries(_read(path)))
+    return PatternRecord(queries, {s for sinks in queries.values() for s in sinks})
 
 
 def _check(
     directory: Path,
     manifest: dict[str, Any],
     outputs: Mapping[str, Any],
-    shared: tuple[list[str], Any],
+    shared: tuple[list[str], Any, Any],
     merges: list[list[str]],
     unheld: list[str],
 ) -> None:
@@ -403,18 +360,3 @@ def _used(started: Iterable[str], outputs: Mapping[str, Any]) -> list[str]:
     """The started queries the new run resumes: its sinks and tables, and every dead-letter query
     (whose names follow node ids, so whether the new run has one is not known before Spark)."""
     return [q for q in started if (key := _output_key(q)) is None or key in outputs]
-
-
-def drop_interrupted_log_writes(location: Path) -> None:
-    """Remove what a crash left of a query's offsets or commits log entry being written.
-
-    Spark writes each entry to a hidden temp file (`.0.<uuid>.tmp`) and renames it into place. A
-    crash in between leaves the temp file, which Spark never reads, but which makes Spark 4 refuse,
-    on every restart, a query that had not logged its first batch yet: "[STATE_STORE_CHECKPOINT_
-    LOCATION_NOT_EMPTY] ... offsets should be empty on batch 0" (SIGKILL at a random point, tests/
-    faults/test_materialize_kill.py, left one in the dead letters' query). Dropping it is safe: the
-    entry was never written, so the batch is planned again, as after any crash before its offsets.
-    """
-    for log in ("offsets", "commits"):
-        for partial in (location / log).glob(".*.tmp*"):
-            partial.unlink(missing_ok=True)

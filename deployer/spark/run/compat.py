@@ -24,7 +24,7 @@ run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.run import held
@@ -174,9 +174,10 @@ def incompatibilities(
         held.unheld(graph, b.get("sources", {}), b.get("sinks", {}))
         for graph, b in [(old, old_bindings), (new, new_bindings)]
     ]
-    shares = [
-        pattern_shares(graph, b.get("sinks", {})) for graph, b in [(old, old_bindings), (new, new_bindings)]
-    ]
+    # the new script's pattern sinks planned as its run on the old one's checkpoint plans them: the
+    # old queries keep their sinks, new sinks share queries of their own (deployer.spark.run.pattern_groups)
+    shares = [pattern_shares(old, old_bindings.get("sinks", {}))]
+    shares.append(pattern_shares(new, new_bindings.get("sinks", {}), sinks_of(shares[0])))
     alone = set(before) - set(was) - {key for keys in shares[0].values() for key in keys}
     return (
         compare(before, after)
@@ -217,22 +218,40 @@ def shared(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
     ]
 
 
-def pattern_shares(graph: g.Graph, sinks: Mapping[str, str]) -> dict[str, list[str]]:
-    """The queries pattern sinks share (deployer.spark.run.pattern_groups) -> their output keys."""
+def pattern_shares(
+    graph: g.Graph, sinks: Mapping[str, str], started: Mapping[str, Collection[str]] | None = None
+) -> dict[str, list[str]]:
+    """The queries pattern sinks share (deployer.spark.run.pattern_groups) -> their output keys;
+    `started`: the shared queries that have started -> their sinks (lower-case), which they keep
+    (the others over their streams share the next query)."""
     asked = {s.lower() for s in sinks}
-    groups = pattern_groups(graph, [s for s in graph.streams if s.lower() in asked])
+    groups = pattern_groups(graph, [s for s in graph.streams if s.lower() in asked], (), started)
     return {name: [f"sink '{s.lower()}'" for s in members] for name, members in groups}
 
 
+def sinks_of(queries: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
+    """Queries -> the output keys of their sinks ("sink 'x'"), as queries -> the sinks' names."""
+    return {
+        name: {key.removeprefix("sink '").removesuffix("'") for key in keys} for name, keys in queries.items()
+    }
+
+
 def repatterned(
-    before: Mapping[str, list[str]], after: Mapping[str, list[str]], own: set[str], keys: set[str]
+    before: Mapping[str, list[str]],
+    after: Mapping[str, list[str]],
+    own: set[str],
+    keys: set[str],
+    written: Collection[str] = (),
 ) -> list[str]:
     """Why pattern sinks would move into, out of or between the queries they share (`pattern_shares`
     of the old and the new run; `own`: the outputs that had queries of their own; `keys`: the
     outputs of the new run). One removed from the script is no longer run (its pattern's keys with
-    a deadline are dropped as their timers fire: deployer.spark.patterns.processor); one that joins a shared query
-    would miss the events it read before; one that leaves it for a query of its own would be
-    written again from the beginning."""
+    a deadline are dropped as their timers fire: deployer.spark.patterns.processor); one that joined a
+    started query would miss the events it read before (the plan gives a new sink a query of its
+    own generation: deployer.spark.run.pattern_groups; this says so if it ever did not); one that
+    leaves it for a query of its own would be written again from the beginning, and so would one
+    that comes back to the script after runs without it (`written`: the outputs a checkpoint's runs
+    have written, which its manifest knows; a script does not)."""
     problems = []
     was = {key: name for name, keys in before.items() for key in keys}
     for name, members in after.items():
@@ -251,6 +270,12 @@ def repatterned(
                     f"output {key} would join the query {name} of the pattern sinks "
                     f"{', '.join(before[name])}, which resumes where it stopped, so it would miss the "
                     "events read before"
+                )
+            elif key not in was and key in written:
+                problems.append(
+                    f"output {key} was written before by a query of pattern sinks that has gone on "
+                    f"without it since: the query {name} would write its rows again from the beginning "
+                    "(write them to a sink of another name)"
                 )
     grouped = {key for keys in after.values() for key in keys}
     problems += [

@@ -27,12 +27,12 @@ from deployer import settings
 from deployer.engine import check_bindings
 from deployer.spark.datastores.materialize import TableOutput, materialize_writer, table_shape
 from deployer.spark.handlers import handlers_for
-from deployer.spark.run import progress
-from deployer.spark.run.checkpoint import drop_interrupted_log_writes, query_dir
+from deployer.spark.run import pattern_record, progress
+from deployer.spark.run.checkpoint import pattern_queries, query_dir
 from deployer.spark.run.failures import along, dead_letters, failure_queries, stateless_on_driver
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
-from deployer.spark.run.layout import earlier_layout, join_ties, merge_order
+from deployer.spark.run.layout import earlier_layout, join_ties, merge_order, refuse_comebacks
 from deployer.spark.run.pattern_groups import PREFIX
 from deployer.spark.run.pattern_query import pattern_query
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
@@ -45,6 +45,7 @@ from deployer.spark.run.queries import (
     shared_inputs,
     store_kinds,
 )
+from deployer.spark.run.query_logs import drop_interrupted_log_writes
 from deployer.spark.run.reclaim import give_back
 from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
@@ -91,7 +92,9 @@ class SparkDeployment:
         self.sinks = {stream_named(graph, s): uri for s, uri in sinks.items()}
         self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
         kept = earlier_layout(self.checkpoint)
-        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept)
+        record = pattern_queries(self.checkpoint)  # the started queries of pattern sinks keep theirs
+        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept, record.queries)
+        refuse_comebacks(record, self.plan)
         self.spool = Spool(self.checkpoint / "spool", {q.name: q.spooled for q in self.plan if q.spooled})
         self.inputs = inputs = read_inputs(
             spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool, self.sinks
@@ -173,6 +176,7 @@ class SparkDeployment:
             elif query.name.startswith(PREFIX):
                 writers = {s: self._sink_writer(s, self.sinks[s]) for s in query.writes if s in self.sinks}
                 frame, write, written = pattern_query(self.sg, query, writers, self._dead)
+                pattern_record.write(self.checkpoint, query.name, writers)  # before Spark's first offsets
                 self._written |= written
                 self._start(frame, query.name, write)
         for node in self.graph.nodes:

@@ -12,9 +12,16 @@ foreachBatch. Only the same streams: Spark's watermark is one per query, the lea
 and a pattern's deadlines (WITHIN, absence) fire at it, so a pattern must not meet the watermark of
 a stream it does not read (docs/language.md, "A window beside another stream's rows"). Not a
 pattern with two sinks (each would write its failures). A pattern sink alone over its streams has
-such a query too, named the same: one that the script's next version adds (refused: it would miss
-the events read before, deployer.spark.run.compat) or removes (allowed) leaves the others' query
-as it was.
+such a query too, named the same.
+
+A query that has started (its checkpoint has its progress) keeps its sinks, and takes no new one:
+it resumes where it stopped, and a sink that joined it would miss the events it read before. The
+pattern sinks the script's next version adds over the same streams share a query of their own,
+which reads the streams from the beginning, `patterns:<streams>#2` (then `#3`, ...: one more than
+any started before); a sink removed from the script is no longer run, and one that comes back is a
+new sink. So the groups depend on the checkpoint (`started`: the queries it started and the sinks
+each wrote, from its manifest, deployer.spark.run.checkpoint); without one, the sinks over the same
+streams share one query.
 
 A checkpoint written before this layout ran each pattern sink in a query of its own, with its
 progress and state: it is resumed so (`APART`, deployer.spark.run.layout).
@@ -23,11 +30,12 @@ progress and state: it is resumed so (`APART`, deployer.spark.run.layout).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from operators import graph as g
 
 PREFIX = "patterns:"
+GENERATION = "#"  # patterns:a+b#2: the second query of the pattern sinks over a and b
 # In plan_queries' `kept`: the checkpoint is of the layout in which every pattern sink was a query
 # of its own (deployer.spark.run.layout.patterns_apart)
 APART = "pattern sinks apart"
@@ -67,19 +75,39 @@ def reads(graph: g.Graph, node: g.Pattern) -> tuple[str, ...]:
 
 
 def pattern_groups(
-    graph: g.Graph, sinks: Iterable[str], kept: Collection[str] = ()
+    graph: g.Graph,
+    sinks: Iterable[str],
+    kept: Collection[str] = (),
+    started: Mapping[str, Collection[str]] | None = None,
 ) -> list[tuple[str, tuple[str, ...]]]:
     """The queries pattern sinks share: (name, its sinks in the order of `sinks`), in the order of
-    their first sinks; none for a checkpoint of the earlier layout (`APART` in `kept`)."""
+    their first sinks; none for a checkpoint of the earlier layout (`APART` in `kept`). `started`:
+    the shared queries the checkpoint has started -> the sinks each wrote (lower-case), which they
+    keep; the other sinks over their streams share the next generation (the module docstring)."""
     if APART in kept:
         return []
     found = {s: p for s in sinks if (p := _over_sources(graph, graph.streams[s])) is not None}
     per_pattern = Counter(p.id for p in found.values())
-    groups: dict[tuple[str, ...], list[str]] = {}
+    homes = {sink: name for name, members in (started or {}).items() for sink in members}
+    groups: dict[str, list[str]] = {}
     for sink, node in found.items():
         if per_pattern[node.id] == 1:
-            groups.setdefault(reads(graph, node), []).append(sink)
-    return [(PREFIX + "+".join(streams), tuple(members)) for streams, members in groups.items()]
+            base = PREFIX + "+".join(reads(graph, node))
+            home = homes.get(sink.lower())
+            if home is None or (home != base and not home.startswith(base + GENERATION)):
+                home = _next(base, started or {})  # a query that moved to other streams: compat refuses it
+            groups.setdefault(home, []).append(sink)
+    return [(name, tuple(members)) for name, members in groups.items()]
+
+
+def _next(base: str, started: Mapping[str, Collection[str]]) -> str:
+    """The query of the pattern sinks over the streams of `base` that no started query holds: `base`
+    while no query of those streams has started, else the generation after the last started."""
+    taken = [name for name in started if name == base or name.startswith(base + GENERATION)]
+    if not taken:
+        return base
+    last = max(int(n.removeprefix(base + GENERATION)) if n != base else 1 for n in taken)
+    return f"{base}{GENERATION}{last + 1}"
 
 
 def grouped(groups: list[tuple[str, tuple[str, ...]]]) -> dict[str, str]:

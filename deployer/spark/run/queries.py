@@ -183,20 +183,22 @@ def plan_queries(
     sources: Mapping[str, str],
     store_kinds: Mapping[str, str] | None = None,
     kept: Collection[str] = (),
+    started: Mapping[str, Collection[str]] | None = None,
 ) -> list[Query]:
     """The streaming queries a run of `graph` starts, in the order it starts them. `sinks`: the
     requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
     store name -> bound kind (postgresql, sqlite, redis); `kept`: the `failed:<node>` queries that
     keep a query of their own all the same (a checkpoint of an earlier layout has them: resumed
     as they were), the dead-letters query of an earlier layout (`DEAD_LETTERS`, `SINGLE_READERS`:
-    `_by_readers`), and `pattern_groups.APART`."""
+    `_by_readers`), and `pattern_groups.APART`; `started`: the queries pattern sinks share that the
+    checkpoint has started, and their sinks (`pattern_groups.pattern_groups`)."""
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
     together = shared_sinks(graph, sinks)
     out: list[Query] = []
     if together:
         out.append(_query(graph, SHARED_QUERY, tuple(together), [graph.streams[s].node for s in together]))
-    groups = pattern_groups(graph, sinks, kept)
+    groups = pattern_groups(graph, sinks, kept, started)
     shares = grouped(groups)
     for s in (s for s in sinks if s not in together):
         if s not in shares:
