@@ -9,28 +9,60 @@ from pyspark.sql import functions as F
 
 from deployer.service.reports import OUT_METRIC, as_dict
 from deployer.spark.run.deployment import SparkDeployment
+from deployer.spark.run.pattern_groups import PREFIX
 from deployer.spark.run.queries import SHARED_QUERY
+from deployer.spark.streams.driver_rows import DriverSink, Rows
+
+KEPT_BATCHES = 200  # per sink: Spark's progress keeps a query's last 100 batches
 
 
 class ServiceDeployment(SparkDeployment):
     """A SparkDeployment whose outputs count their rows (observed metrics in each progress)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sink_rows: dict[str, dict[int, int]] = {}  # sink -> batch id -> the rows its writer wrote
 
     def _start(self, df: Any, name: Any, *args: Any, **kwargs: Any) -> None:
         if isinstance(name, str) and name.startswith(("sink:", "table:")):
             df = df.observe(OUT_METRIC, F.count(F.lit(1)).alias("rows"))
         super()._start(df, name, *args, **kwargs)
 
+    def _sink_writer(self, stream: str, uri: str) -> DriverSink:
+        """The sink's writer, which notes the rows it wrote in each batch (`_written_by`)."""
+        writer = super()._sink_writer(stream, uri)
+        per_batch = self._sink_rows.setdefault(stream, {})
+
+        def emit(rows: Rows, batch_id: int) -> int:
+            n = writer.emit(rows, batch_id)
+            per_batch[batch_id] = per_batch.get(batch_id, 0) + n
+            for old in sorted(per_batch)[:-KEPT_BATCHES]:
+                del per_batch[old]
+            return n
+
+        return DriverSink(writer.width, writer.order, emit)
+
     def reports(self, query: Any) -> list[dict[str, Any]]:
         """The recent progress of `query` as dicts. The shared query of the stateless sinks
-        (deployer.spark.run.shared) writes from batch DataFrames, which report nothing: its writer
-        counted the rows it wrote, added here as if observed."""
+        (deployer.spark.run.shared) and the queries of pattern sinks (deployer.spark.run.pattern_query)
+        write from batch DataFrames, which report nothing: their writers counted the rows they
+        wrote, added here as if observed."""
         recent = [as_dict(p) for p in query.recentProgress]
-        if query.name.endswith(f":{SHARED_QUERY}"):
+        written = self._written_by(query.name)
+        if written is not None:
             for p in recent:
-                report = self.tally.shared_reports.get(int(p.get("batchId", -1)))
-                if report is not None:
-                    p["observedMetrics"] = {
-                        **(p.get("observedMetrics") or {}),
-                        OUT_METRIC: {"rows": report.out},
-                    }
+                out = written(int(p.get("batchId", -1)))
+                if out is not None:
+                    p["observedMetrics"] = {**(p.get("observedMetrics") or {}), OUT_METRIC: {"rows": out}}
         return recent
+
+    def _written_by(self, name: str) -> Any:
+        """For the query named `name` that writes from batch DataFrames: batch id -> the rows its
+        writers wrote (None: not known); None for the others."""
+        if name.endswith(f":{SHARED_QUERY}"):
+            return lambda batch: r.out if (r := self.tally.shared_reports.get(batch)) is not None else None
+        planned = next((q for q in self.plan if name == f"{self.name}:{q.name}"), None)
+        if planned is None or not planned.name.startswith(PREFIX):
+            return None
+        sinks = [self._sink_rows.get(s, {}) for s in planned.writes if s in self.sinks]
+        return lambda batch: sum(rows.get(batch, 0) for rows in sinks)

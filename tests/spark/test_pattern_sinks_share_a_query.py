@@ -28,6 +28,8 @@ from test_checkpoint_manifest import spark_query
 
 from deployer.engine import RunRequest
 from deployer.runner import run_script
+from deployer.service.reports import OUT_METRIC
+from deployer.service.spark_runs import ServiceDeployment
 from deployer.spark.run import compat, pattern_record
 from deployer.spark.run import deployment as spark_deployment
 from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused, arrival_log, pattern_queries
@@ -314,3 +316,42 @@ def test_a_pattern_sink_added_to_a_deployment_reads_its_streams_from_the_beginni
         _cep_run(graph, tmp_path, sources, sinks, checkpoint)
     with pytest.raises(CheckpointRefused, match=r"the pattern sink\(s\) quiet were written before"):
         run_deployment(spark, graph, tmp_path, sources, sinks, checkpoint=checkpoint)
+
+
+@pytest.mark.spark
+def test_the_service_counts_the_rows_each_batch_of_a_query_of_pattern_sinks_wrote(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`cep serve` shows a deployment's rows out from its queries' progress; the query of pattern
+    sinks writes from batch DataFrames, which report nothing, so its sinks' writers say what they
+    wrote: batch by batch, the rows in the sink files (`sink-batch-N.jsonl`)."""
+    graph = compile_text(STREAMS + RISES + QUIET)
+    sinks = ["rises", "quiet"]
+    events = {s: _events(seed) for seed, s in enumerate("ab", 61)}
+    # four files a stream, one a micro-batch: rows in several batches
+    sources = prepare(
+        tmp_path, {s: [rows[10 * i : 10 * i + 10] for i in range(4)] for s, rows in events.items()}
+    )
+    deployment = ServiceDeployment(
+        spark,
+        graph,
+        sources,
+        {s: f"file:{tmp_path / 'spark-out'}" for s in sinks},
+        str(tmp_path / "checkpoint"),
+        dead_letter=f"file:{tmp_path / 'spark-dead'}",
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    stats = deployment.run(out=io.StringIO())
+    per_batch: dict[int, int] = {}
+    for path in (tmp_path / "spark-out").iterdir():
+        batch = int(path.stem.partition("-batch-")[2])
+        per_batch[batch] = per_batch.get(batch, 0) + sum(1 for line in path.read_text().splitlines() if line)
+    (query,) = deployment.queries
+    reported = {
+        int(p["batchId"]): int(p["observedMetrics"][OUT_METRIC]["rows"])
+        for p in deployment.reports(query)
+        if OUT_METRIC in (p.get("observedMetrics") or {})
+    }
+    assert {b: n for b, n in reported.items() if n} == per_batch
+    assert len(per_batch) >= 2 and sum(per_batch.values()) == stats.rows_out >= 7
