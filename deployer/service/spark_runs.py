@@ -17,14 +17,15 @@ KEPT_BATCHES = 200  # per sink: Spark's progress keeps a query's last 100 batche
 
 
 class ServiceDeployment(SparkDeployment):
-    """A SparkDeployment whose outputs count their rows (observed metrics in each progress)."""
+    """A SparkDeployment whose outputs count their rows (observed metrics in each progress, or the
+    rows its sink writers wrote)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sink_rows: dict[str, dict[int, int]] = {}  # sink -> batch id -> the rows its writer wrote
 
     def _start(self, df: Any, name: Any, *args: Any, **kwargs: Any) -> None:
-        if isinstance(name, str) and name.startswith(("sink:", "table:")):
+        if isinstance(name, str) and name.startswith("table:"):
             df = df.observe(OUT_METRIC, F.count(F.lit(1)).alias("rows"))
         super()._start(df, name, *args, **kwargs)
 
@@ -43,10 +44,11 @@ class ServiceDeployment(SparkDeployment):
         return DriverSink(writer.width, writer.order, emit)
 
     def reports(self, query: Any) -> list[dict[str, Any]]:
-        """The recent progress of `query` as dicts. The shared query of the stateless sinks
-        (deployer.spark.run.shared) and the queries of pattern sinks (deployer.spark.run.pattern_query)
-        write from batch DataFrames, which report nothing: their writers counted the rows they
-        wrote, added here as if observed."""
+        """The recent progress of `query` as dicts. A table's query observes the rows it writes; the
+        sinks' queries write from batch DataFrames (the stateless sinks' shared query, deployer.
+        spark.run.shared; those of pattern sinks, deployer.spark.run.pattern_query), or split a
+        window's rows from their failures in each batch (deployer.spark.run.failures `along`), so
+        what their writers counted they wrote is added here as if observed."""
         recent = [as_dict(p) for p in query.recentProgress]
         written = self._written_by(query.name)
         if written is not None:
@@ -62,7 +64,7 @@ class ServiceDeployment(SparkDeployment):
         if name.endswith(f":{SHARED_QUERY}"):
             return lambda batch: r.out if (r := self.tally.shared_reports.get(batch)) is not None else None
         planned = next((q for q in self.plan if name == f"{self.name}:{q.name}"), None)
-        if planned is None or not planned.name.startswith(PREFIX):
+        if planned is None or not planned.name.startswith((PREFIX, "sink:")):
             return None
         sinks = [self._sink_rows.get(s, {}) for s in planned.writes if s in self.sinks]
         return lambda batch: sum(rows.get(batch, 0) for rows in sinks)

@@ -163,6 +163,42 @@ def test_the_service_reports_the_rows_each_batch_of_the_shared_query_wrote(
     assert stats.rows_out == sum(per_batch.values()) + hourly
 
 
+def test_the_service_counts_the_rows_a_sink_wrote_not_those_its_failure_point_dead_lettered(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A sink's query writes the rows of a window through its failure point (an hour's calls whose
+    shortest lasted 0 s fail `3600 / min(duration)`): `cep serve`'s rows out are the rows in the
+    sink files, not the window's rows, some of which are dead letters."""
+    graph = compile_text(
+        SCRIPT.split("INSERT", 1)[0]
+        + "INSERT INTO rate SELECT idcaller, 3600 / min(duration) AS r FROM cdr1 WINDOW TIME SIZE 1 HOUR "
+        + "GROUP BY idcaller;\n"
+    )
+    sources = prepare(tmp_path, _inputs())
+    deployment = ServiceDeployment(
+        spark,
+        graph,
+        sources,
+        {"rate": f"file:{tmp_path / 'spark-out'}"},
+        str(tmp_path / "checkpoint"),
+        dead_letter=f"file:{tmp_path / 'spark-dead'}",
+        until_idle=True,
+        max_files_per_trigger=1,
+    )
+    stats = deployment.run(out=io.StringIO())
+    written = sum(_lines_of(p) for p in (tmp_path / "spark-out").glob("rate-batch-*"))
+    failed = read_jsonl(tmp_path / "spark-dead", f"dead-letter-{graph.streams['rate'].node}-")
+    assert written >= 10 and len(failed) >= 1, failed
+    reported = [
+        int(p["observedMetrics"][OUT_METRIC]["rows"])
+        for q in deployment.queries
+        if q.name == "cep:sink:rate"
+        for p in deployment.reports(q)
+        if OUT_METRIC in (p.get("observedMetrics") or {})
+    ]
+    assert sum(reported) == written == stats.rows_out
+
+
 def _lines_of(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip())
 
