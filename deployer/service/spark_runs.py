@@ -3,9 +3,8 @@ for the counters the catalog shows (deployer.service.reports)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
-
-from pyspark.sql import functions as F
 
 from deployer.service.reports import OUT_METRIC, as_dict
 from deployer.spark.run.deployment import SparkDeployment
@@ -17,17 +16,23 @@ KEPT_BATCHES = 200  # per sink: Spark's progress keeps a query's last 100 batche
 
 
 class ServiceDeployment(SparkDeployment):
-    """A SparkDeployment whose outputs count their rows (observed metrics in each progress, or the
-    rows its sink writers wrote)."""
+    """A SparkDeployment whose outputs count the rows they write in each batch, which its progress
+    reports as observed (deployer.service.reports)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sink_rows: dict[str, dict[int, int]] = {}  # sink -> batch id -> the rows its writer wrote
+        self._table_rows: dict[str, dict[int, int]] = {}  # table's query -> batch id -> the rows stored
 
-    def _start(self, df: Any, name: Any, *args: Any, **kwargs: Any) -> None:
-        if isinstance(name, str) and name.startswith("table:"):
-            df = df.observe(OUT_METRIC, F.count(F.lit(1)).alias("rows"))
-        super()._start(df, name, *args, **kwargs)
+    def _applied(self, query: str) -> Callable[[int, int], None]:
+        """The base's count of the rows a table stored, and per batch (`_written_by`)."""
+        counted, per_batch = super()._applied(query), self._table_rows.setdefault(query, {})
+
+        def applied(n: int, batch_id: int) -> None:
+            counted(n, batch_id)
+            _note(per_batch, batch_id, n)
+
+        return applied
 
     def _sink_writer(self, stream: str, uri: str) -> DriverSink:
         """The sink's writer, which notes the rows it wrote in each batch (`_written_by`)."""
@@ -36,19 +41,17 @@ class ServiceDeployment(SparkDeployment):
 
         def emit(rows: Rows, batch_id: int) -> int:
             n = writer.emit(rows, batch_id)
-            per_batch[batch_id] = per_batch.get(batch_id, 0) + n
-            for old in sorted(per_batch)[:-KEPT_BATCHES]:
-                del per_batch[old]
+            _note(per_batch, batch_id, n)
             return n
 
         return DriverSink(writer.width, writer.order, emit)
 
     def reports(self, query: Any) -> list[dict[str, Any]]:
-        """The recent progress of `query` as dicts. A table's query observes the rows it writes; the
-        sinks' queries write from batch DataFrames (the stateless sinks' shared query, deployer.
-        spark.run.shared; those of pattern sinks, deployer.spark.run.pattern_query), or split a
-        window's rows from their failures in each batch (deployer.spark.run.failures `along`), so
-        what their writers counted they wrote is added here as if observed."""
+        """The recent progress of `query` as dicts, with the rows its writers wrote in each batch as
+        if observed: queries write from batch DataFrames (the stateless sinks' shared query,
+        deployer.spark.run.shared; those of pattern sinks, deployer.spark.run.pattern_query), or
+        split a window's rows from their failures in each batch (deployer.spark.run.failures
+        `along`), so that a count Spark observes would count rows no sink or table got."""
         recent = [as_dict(p) for p in query.recentProgress]
         written = self._written_by(query.name)
         if written is not None:
@@ -59,12 +62,21 @@ class ServiceDeployment(SparkDeployment):
         return recent
 
     def _written_by(self, name: str) -> Any:
-        """For the query named `name` that writes from batch DataFrames: batch id -> the rows its
-        writers wrote (None: not known); None for the others."""
+        """For the query named `name` that writes sinks or a table: batch id -> the rows its writers
+        wrote (None: not known); None for the others (dead letters)."""
         if name.endswith(f":{SHARED_QUERY}"):
             return lambda batch: r.out if (r := self.tally.shared_reports.get(batch)) is not None else None
         planned = next((q for q in self.plan if name == f"{self.name}:{q.name}"), None)
+        if planned is not None and planned.name.startswith("table:"):
+            return self._table_rows.get(planned.name, {}).get
         if planned is None or not planned.name.startswith((PREFIX, "sink:")):
             return None
         sinks = [self._sink_rows.get(s, {}) for s in planned.writes if s in self.sinks]
         return lambda batch: sum(rows.get(batch, 0) for rows in sinks)
+
+
+def _note(per_batch: dict[int, int], batch_id: int, n: int) -> None:
+    """Add `n` rows to a batch's count, keeping the last KEPT_BATCHES batches."""
+    per_batch[batch_id] = per_batch.get(batch_id, 0) + n
+    for old in sorted(per_batch)[:-KEPT_BATCHES]:
+        del per_batch[old]

@@ -10,6 +10,7 @@ shared sinks differ from the script's is refused.
 from __future__ import annotations
 
 import io
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.progress import SparkRunStats
 from deployer.spark.run.queries import SHARED_QUERY, shared_sinks
 from deployer.spark.run.shared import batch_plans
+from stores.bindings import resolve_bindings
 
 pytestmark = pytest.mark.spark
 
@@ -163,17 +165,19 @@ def test_the_service_reports_the_rows_each_batch_of_the_shared_query_wrote(
     assert stats.rows_out == sum(per_batch.values()) + hourly
 
 
-def test_the_service_counts_the_rows_a_sink_wrote_not_those_its_failure_point_dead_lettered(
+def test_the_service_counts_the_rows_a_sink_or_table_wrote_not_those_dead_lettered(
     spark: Any, tmp_path: Path
 ) -> None:
-    """A sink's query writes the rows of a window through its failure point (an hour's calls whose
-    shortest lasted 0 s fail `3600 / min(duration)`): `cep serve`'s rows out are the rows in the
-    sink files, not the window's rows, some of which are dead letters."""
-    graph = compile_text(
-        SCRIPT.split("INSERT", 1)[0]
-        + "INSERT INTO rate SELECT idcaller, 3600 / min(duration) AS r FROM cdr1 WINDOW TIME SIZE 1 HOUR "
-        + "GROUP BY idcaller;\n"
+    """A sink's query and a table's write the rows of a window through its failure point (an hour's
+    calls whose shortest lasted 0 s fail `3600 / min(duration)`): `cep serve`'s rows out are the rows
+    in the sink files and in the table, not the window's rows, some of which are dead letters."""
+    window = (
+        "SELECT idcaller, 3600 / min(duration) AS r FROM cdr1 WINDOW TIME SIZE 1 HOUR GROUP BY idcaller;\n"
     )
+    script = SCRIPT.split("INSERT", 1)[0] + "CREATE DATASTORE crm TYPE sqlite;\n"
+    script += "CREATE TABLE rates (idcaller integer, r integer) IN crm;\n"
+    script += f"INSERT INTO rate {window}INSERT INTO TABLE rates {window}"
+    graph = compile_text(script)
     sources = prepare(tmp_path, _inputs())
     deployment = ServiceDeployment(
         spark,
@@ -182,6 +186,7 @@ def test_the_service_counts_the_rows_a_sink_wrote_not_those_its_failure_point_de
         {"rate": f"file:{tmp_path / 'spark-out'}"},
         str(tmp_path / "checkpoint"),
         dead_letter=f"file:{tmp_path / 'spark-dead'}",
+        stores=resolve_bindings(graph.stores, {}, {}, tmp_path),
         until_idle=True,
         max_files_per_trigger=1,
     )
@@ -189,14 +194,18 @@ def test_the_service_counts_the_rows_a_sink_wrote_not_those_its_failure_point_de
     written = sum(_lines_of(p) for p in (tmp_path / "spark-out").glob("rate-batch-*"))
     failed = read_jsonl(tmp_path / "spark-dead", f"dead-letter-{graph.streams['rate'].node}-")
     assert written >= 10 and len(failed) >= 1, failed
-    reported = [
-        int(p["observedMetrics"][OUT_METRIC]["rows"])
+    with sqlite3.connect(tmp_path / "crm.sqlite3") as db:
+        (stored,) = db.execute("SELECT count(*) FROM rates").fetchone()
+    reported = {
+        q.name: sum(
+            int(p["observedMetrics"][OUT_METRIC]["rows"])
+            for p in deployment.reports(q)
+            if OUT_METRIC in (p.get("observedMetrics") or {})
+        )
         for q in deployment.queries
-        if q.name == "cep:sink:rate"
-        for p in deployment.reports(q)
-        if OUT_METRIC in (p.get("observedMetrics") or {})
-    ]
-    assert sum(reported) == written == stats.rows_out
+    }
+    assert reported["cep:sink:rate"] == written == stats.rows_out
+    assert reported["cep:table:rates"] == stored == written == stats.applied
 
 
 def _lines_of(path: Path) -> int:

@@ -66,15 +66,15 @@ def materialize_writer(
     sg: SparkGraph,
     node: g.Materialize,
     dead_letter: DeadLetterWriter | None = None,
-    applied: Callable[[int], None] | None = None,
+    applied: Callable[[int, int], None] | None = None,
     order: tuple[str, ...] = (),
 ) -> TableWriter:
     """foreachBatch: store the batch exactly once (ledger key = deployment, node, batch id).
 
     Rows the store refuses go to `dead_letter(df, batch_id)` as a DataFrame of `reason` and `event`
     (a struct of the row's values), like SparkGraph's dead letters; without one, to stderr.
-    `applied(n)` is told how many rows of each batch the store accepted (a replayed batch's too:
-    its input is counted again by the run that replays it). `order`: columns after the table's, to
+    `applied(n, batch id)` is told how many rows of each batch the store accepted (a replayed
+    batch's too: its input is counted again by the run that replays it). `order`: columns after the table's, to
     sort each batch by and drop (`table_shape`).
     """
     config = bound(sg)
@@ -100,7 +100,7 @@ def materialize_writer(
             fault(batch_id)
         failed = result.failed
         if applied is not None:
-            applied(data.num_rows - len(failed))
+            applied(data.num_rows - len(failed), batch_id)
         if failed:
             rows = arrow_rows(data.take(pa.array(failed, type=pa.int64())))
             event = T.StructType(

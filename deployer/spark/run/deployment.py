@@ -202,9 +202,7 @@ class SparkDeployment:
 
     def _start_table(self, query: Query) -> None:
         node = next(
-            n
-            for n in self.graph.nodes
-            if isinstance(n, g.Materialize) and f"table:{n.table.name}" == query.name
+            n for n in self.graph.nodes if isinstance(n, g.Materialize) and query.writes[0] == n.table.name
         )
         shape, order = table_shape(self.sg, node)
         refused = DeadLetterWriter(
@@ -213,7 +211,7 @@ class SparkDeployment:
             {"stage": "Materialize", "node": node.id, "line": node.line},
             counted=self._count("dead"),
         )
-        write = materialize_writer(self.sg, node, refused, applied=self._count("applied"), order=order)
+        write = materialize_writer(self.sg, node, refused, applied=self._applied(query.name), order=order)
         self._start(*self._along(query, node.inputs[0], TableOutput(shape, write)))
 
     def _along(
@@ -257,6 +255,10 @@ class SparkDeployment:
     def _dead(self, name: str) -> DeadLetterWriter:
         """The writer of the dead letters of failure point `name` (`failed:<node>`, or "stateless")."""
         return DeadLetterWriter(self.dead_dir, name.removeprefix("failed:"), counted=self._count("dead"))
+
+    def _applied(self, query: str) -> Callable[[int, int], None]:
+        """Told the rows a table's query stored in each batch (the service counts them per batch)."""
+        return lambda n, _batch: self._count("applied")(n)
 
     def _count(self, what: str) -> Callable[[int], None]:
         def add(n: int) -> None:
