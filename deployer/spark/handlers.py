@@ -86,16 +86,18 @@ HANDLERS: dict[type[g.Node], Handler] = {
 }
 
 
-def handlers_for(join_ties: bool, merge_order: bool) -> dict[type[g.Node], Handler]:
+def handlers_for(
+    join_ties: bool, merge_order: bool, release_order: bool = False
+) -> dict[type[g.Node], Handler]:
     """The handlers of a run on a checkpoint of the layout they say (deployer.spark.run.layout): an
     earlier one's joins drop an event at its stream's watermark as late, as their state was written
     (`join_ties` false); its Maps that drop a merge's event time leave its rows' ids as they were
-    (`merge_order` false)."""
+    (`merge_order` false), and so do those that drop a delayed stream's (`release_order` false)."""
     out = dict(HANDLERS)
     if not join_ties:
         out[g.Join] = _join_without_ties
     if merge_order:
-        out[g.Map] = stateless.map_in_time_order
+        out[g.Map] = stateless.map_in_release_order if release_order else stateless.map_in_time_order
     return out
 
 

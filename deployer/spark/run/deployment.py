@@ -32,7 +32,7 @@ from deployer.spark.run.checkpoint import pattern_queries, query_dir
 from deployer.spark.run.failures import along, dead_letters, failure_queries, stateless_on_driver
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
-from deployer.spark.run.layout import earlier_layout, join_ties, merge_order, refuse_comebacks
+from deployer.spark.run.layout import earlier_layout, refuse_comebacks, translation
 from deployer.spark.run.pattern_groups import PREFIX
 from deployer.spark.run.pattern_query import pattern_query
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
@@ -99,7 +99,7 @@ class SparkDeployment:
         self.inputs = inputs = read_inputs(
             spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool, self.sinks
         )
-        handlers = handlers_for(join_ties(self.checkpoint), merge_order(self.checkpoint))
+        handlers = handlers_for(*translation(self.checkpoint))
         self.sg = SparkGraph(graph, inputs.frames, handlers, stores, timed_sources=set(inputs.parsed))
         if name != "cep":  # an explicit deployment name scopes the ledger (see deployer.spark.datastores.sql)
             self.sg.deployment = name

@@ -1,7 +1,7 @@
 """Which layout of queries a checkpoint was written by: a run resumes an earlier layout's queries
 as they were (their progress is their own), rather than move their work into other queries.
 
-Nine changes of layout are kept so (docs/service.md, "Redeploying: when is the checkpoint kept?"): a failure point after a window, a
+Ten changes of layout are kept so (docs/service.md, "Redeploying: when is the checkpoint kept?"): a failure point after a window, a
 join or a data store call was a query of its own (`failed:<node>`), now written by the tasks of the
 query that computes it (deployer.spark.streams.spool); the dead-letters query wrote the rejected
 records and late events of every source and the failures of every stateless operator, then only of
@@ -13,8 +13,9 @@ WATERMARK delay whose order shows nowhere passed one too, now unheld, as are the
 whose order shows nowhere, which passed the merge's Sequencers (`unheld_streams`); and a join
 dropped an event at its stream's watermark as late, which its state now lets it take (`join_ties`);
 and a SELECT that dropped a merge's event time left its rows' ids (`SEQ`) as they were, which now
-carry the merge's order (`merge_order`); and every pattern sink was a query of its own, where those
-over the same streams now share one (`patterns_apart`).
+carry the merge's order (`merge_order`), and so did one that dropped a delayed stream's, whose ids
+now carry its release order (`release_order`); and every pattern sink was a query of its own, where
+those over the same streams now share one (`patterns_apart`).
 """
 
 from __future__ import annotations
@@ -183,10 +184,33 @@ def merge_order(checkpoint: Path) -> bool:
     left unfinished, replayed with other ids, would run its updates again. So a checkpoint that some
     query has run on (its offsets) and without this layout's mark keeps them as they were (docs/
     language.md, "Engines"); any other is marked and runs with."""
-    if (checkpoint / _MERGE_ORDER).exists():
+    return _marked_unless_run(checkpoint, _MERGE_ORDER)
+
+
+def _marked_unless_run(checkpoint: Path, mark: str) -> bool:
+    """Whether `checkpoint` has `mark`, which it gets now unless some query has run on it."""
+    if (checkpoint / mark).exists():
         return True
     if any(any(d.iterdir()) for d in checkpoint.glob("*/offsets") if d.is_dir()):
         return False
     checkpoint.mkdir(parents=True, exist_ok=True)
-    (checkpoint / _MERGE_ORDER).touch()
+    (checkpoint / mark).touch()
     return True
+
+
+# Written into a checkpoint whose Maps keep a delayed stream's release order in the `SEQ` of the
+# rows whose event time they drop.
+_RELEASE_ORDER = "selects-keep-a-streams-release-order"
+
+
+def release_order(checkpoint: Path) -> bool:
+    """`merge_order` for the Maps that drop the event time of a delayed stream's released rows
+    (deployer.spark.translate.stateless.map_in_release_order): a checkpoint some query has run on
+    without this mark keeps them as they were."""
+    return _marked_unless_run(checkpoint, _RELEASE_ORDER)
+
+
+def translation(checkpoint: Path) -> tuple[bool, bool, bool]:
+    """What the handlers of a run on `checkpoint` keep of the layout it was written by
+    (deployer.spark.handlers.handlers_for): `join_ties`, `merge_order`, `release_order`."""
+    return join_ties(checkpoint), merge_order(checkpoint), release_order(checkpoint)

@@ -1,15 +1,21 @@
-"""How the events a TUPLE or BATCH window holds cross between pandas and its state
-(deployer.spark.windows.window_state): as plain Python values of the buffer's types, exactly.
+"""How the events a TUPLE or BATCH window holds cross into its processor and between pandas and its
+state (deployer.spark.windows.window_state): as plain Python values of the buffer's types, exactly.
 
 PySpark hands a processor an integer column with a NULL as Python ints and NA (the session's
 preferIntExtensionDtype: deployer.spark.run.session), and the state gives its arrays back as Python
 values; pandas would make an integer column with a None floats, which round a bigint above 2**53.
+But PySpark makes such a bigint column from Arrow through pandas' `astype` from Arrow's type, which
+rounds some values all the same when the column has a NULL (PySpark 4.3, pandas 2.3:
+-9223372036854775807 became -9223372036854775808, found by the differential fuzzer, seed 3511): so
+bigint columns cross into the processor as text (`longs_as_text`), read back exactly (`exact_longs`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 if TYPE_CHECKING:
@@ -66,3 +72,25 @@ def state_columns(buf_schema: T.StructType, rest: pd.DataFrame) -> list[list[Any
             values = [fn(v) for v in values]
         out.append(values)
     return out
+
+
+def longs_as_text(df: DataFrame) -> tuple[DataFrame, tuple[str, ...]]:
+    """`df` with its bigint columns as decimal text, and their names (see the module docstring)."""
+    longs = tuple(f.name for f in df.schema.fields if isinstance(f.dataType, T.LongType))
+    if not longs:
+        return df, ()
+    return df.select(
+        *[F.col(c).cast("string").alias(c) if c in longs else F.col(c) for c in df.columns]
+    ), longs
+
+
+def exact_longs(frame: pd.DataFrame, longs: tuple[str, ...]) -> None:
+    """The columns `longs` of a processor's rows (`longs_as_text`) back to bigints, exactly, in place:
+    pandas' nullable integers made from Python ints (not from text or objects with `astype`, which
+    goes through floats when a value is missing)."""
+    import pandas as pd  # not at the top: each query start imports this module (architecture.md)
+
+    for c in longs:
+        frame[c] = pd.array(
+            [None if v is None or v is pd.NA else int(v) for v in frame[c].tolist()], dtype="Int64"
+        )

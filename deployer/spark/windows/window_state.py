@@ -46,7 +46,7 @@ from deployer.spark.translate.expr import ExprCompiler
 from deployer.spark.translate.graph import SEQ, SparkGraph, order_key
 from deployer.spark.windows.aggregate_rows import AGG_ERR, REFUSED, REFUSED_EVENT, finish_aggregate
 from deployer.spark.windows.batch_bounds import START_ERR, STOP_ERR, batch_bounds
-from deployer.spark.windows.held_events import held_events, state_columns
+from deployer.spark.windows.held_events import exact_longs, held_events, longs_as_text, state_columns
 from deployer.spark.windows.reduce import AggSpec, agg_spec, reduce_windows
 from deployer.spark.windows.state_layout import bucketed
 from deployer.spark.windows.tuple_buckets import bucketed_tuple_aggregate
@@ -87,8 +87,10 @@ class WindowProcessor(StatefulProcessor):
         input_columns: list[str],
         refuses: bool = False,
         limit: WindowLimit | None = None,
+        longs: tuple[str, ...] = (),
     ):
         self.kind = kind
+        self.longs = longs  # the bigint columns, which come as text (held_events.longs_as_text)
         # BATCH: its START or STOP can fail, so the rows carry why (`START_ERR`, `STOP_ERR`) and
         # the event as its dead letter would (`REFUSED_EVENT`), and the processor emits the events
         # whose condition failed in the state that evaluates it (`REFUSED`).
@@ -130,6 +132,7 @@ class WindowProcessor(StatefulProcessor):
         new = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         # PySpark may hand the rows over with positional column names (`_0`, ...): name them.
         new.columns = self.input_columns
+        exact_longs(new, self.longs)
         state = self.win.get()  # None for a new group
         new = new.sort_values("__seq", kind="stable")
         old = None
@@ -374,7 +377,9 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
             prepared, node.window.size, node.window.advance, b.aggs, buf_schema, out_schema, limit
         )
         return _finish(sg, node, result, b.micros)
-    prepared = df.select(group.alias("__group"), *b.keys, *b.values, *b.extra, order.alias(SEQ))
+    prepared, longs = longs_as_text(
+        df.select(group.alias("__group"), *b.keys, *b.values, *b.extra, order.alias(SEQ))
+    )
     processor = WindowProcessor(
         node.window.kind,
         node.window.size,
@@ -385,6 +390,7 @@ def tuple_or_batch_aggregate(sg: SparkGraph, node: g.Aggregate) -> DataFrame:
         prepared.columns,
         b.refuses,
         limit,
+        longs,
     )
     result = prepared.groupBy(F.col("__group")).transformWithStateInPandas(
         statefulProcessor=processor,
