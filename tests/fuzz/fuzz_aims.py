@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fuzz_coverage import HOLDING, IN_AGGREGATION, IN_PROCESSOR, MERGING, SHARING, Row
+from fuzz_coverage import GROUPED, HOLDING, IN_AGGREGATION, IN_PROCESSOR, MERGING, RELEASED, SHARING, Row
 from fuzz_statements import STATEMENTS, materialize_stream, materialize_window, union_of, union_of_sources
 from fuzz_triggers import aim_trigger
 from hypothesis import strategies as st
@@ -139,6 +139,33 @@ def aim_sharing(b: Builder, how: str) -> bool:
     return True
 
 
+def aim_released(b: Builder, how: str) -> bool:
+    """A SELECT that drops the event time of a source with a WATERMARK delay, then what takes its rows
+    in the order the stream released them (fuzz_coverage.RELEASED_ROWS): a TUPLE or BATCH window, or
+    a SELECT over them with an OUTPUT limit by count. False when the sources drawn have no such
+    stream."""
+    delayed = [name for name, s in b.streams.items() if s.source and s.delayed]
+    if not delayed:
+        return False
+    b.next_input, b.drop_time, b.force = delayed[0], True, "-"
+    try:
+        if not STATEMENTS["map"](b):
+            return False
+    finally:
+        b.next_input, b.drop_time, b.force = None, False, None
+    dropped = list(b.streams)[-1]
+    b.next_input = dropped
+    if how == "OUTPUT limit":
+        form = b.draw(st.sampled_from(["ALL", "FIRST", "LAST"]))
+        b.output = (f"OutputRate {form} EVERY n EVENTS", "stateless", b.draw(st.sampled_from(["-", GROUPED])))
+    else:
+        b.window_kind = b.draw(st.sampled_from(["tuple", "batch"]))
+    try:
+        return bool(STATEMENTS["map" if how == "OUTPUT limit" else "aggregate"](b))
+    finally:
+        b.next_input = b.output = b.window_kind = None
+
+
 def aim(b: Builder, target: Row) -> bool:
     """Make the statements that put `target` in the case; False when the sources drawn cannot (a
     TIME window over a stream without event time ...)."""
@@ -151,6 +178,8 @@ def aim(b: Builder, target: Row) -> bool:
         return aim_holding(b, up, merged=op == MERGING)
     if op == SHARING:
         return aim_sharing(b, up)
+    if op == RELEASED:
+        return aim_released(b, up)
     s = _upstream(b, up, op in TIMED_OPERATORS or (up == "union" and op not in ORDER_FREE_OPERATORS))
     if s is None:
         return False

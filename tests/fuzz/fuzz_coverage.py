@@ -40,6 +40,7 @@ from deployer.spark.run.queries import sequenced_merges
 from operators import expr as ir
 from operators import graph as g
 from operators import patterns as pt
+from operators.analysis import in_release_order
 from operators.datatypes import Schema
 from operators.output_node import OutputRate
 
@@ -114,6 +115,12 @@ MERGING_ROWS: tuple[Row, ...] = ((MERGING, "held", "-"), (MERGING, "unheld", "-"
 # spark.run.pattern_groups): a pattern's sink alone in its query, or beside others.
 SHARING = "Pattern sinks in one query"
 SHARING_ROWS: tuple[Row, ...] = ((SHARING, "alone", "-"), (SHARING, "beside others", "-"))
+# The rows of a stream with a WATERMARK delay after a SELECT that dropped their event time, by what
+# takes them in the order the stream released them (event time, then arrival), which their `SEQ`
+# alone does not say on Spark (deployer.spark.translate.stateless.map_in_release_order): a TUPLE or
+# BATCH window, an OUTPUT limit.
+RELEASED = "Delayed rows without their event time"
+RELEASED_ROWS: tuple[Row, ...] = ((RELEASED, "TUPLE or BATCH window", "-"), (RELEASED, "OUTPUT limit", "-"))
 NO_EXPRESSION = ("-", GROUPED)  # positions that evaluate nothing: only their cases count
 
 
@@ -133,6 +140,32 @@ def sharing_rows(graph: g.Graph, sinks: Sequence[str]) -> set[Row]:
     """The SHARING_ROWS of a case whose streams `sinks` are bound to sinks."""
     groups = pattern_groups(graph, [s for s in graph.streams if s in sinks])
     return {(SHARING, "alone" if len(members) == 1 else "beside others", "-") for _, members in groups}
+
+
+def released_rows(graph: g.Graph) -> set[Row]:
+    """The RELEASED_ROWS of a case: a TUPLE or BATCH window, or an OUTPUT limit not held by a window,
+    reading a delayed stream's released rows whose event time a SELECT dropped."""
+    out: set[Row] = set()
+    for node in graph.nodes:
+        if isinstance(node, g.Aggregate) and node.window.kind in ("tuple", "batch"):
+            reader = RELEASED_ROWS[0]
+        elif isinstance(node, OutputRate) and not isinstance(graph.node(node.inputs[0].node), g.Aggregate):
+            reader = RELEASED_ROWS[1]
+        else:
+            continue
+        if in_release_order(graph, node.inputs[0]) and _time_dropped(graph, node.inputs[0]):
+            out.add(reader)
+    return out
+
+
+def _time_dropped(graph: g.Graph, port: g.Port) -> bool:
+    """Whether a Map between `port` and the row-by-row operators' source dropped the event time."""
+    node = graph.node(port.node)
+    while isinstance(node, g.Map | g.Filter | g.MultiFilter | g.ReadSQL | g.UpdateSQL):
+        if isinstance(node, g.Map) and node.event_time is None:
+            return True
+        node = graph.node(node.inputs[0].node)
+    return False
 
 
 def operator(node: g.Node) -> str | None:
@@ -345,6 +378,7 @@ class Coverage:
         self.cases += 1
         self.sources_silent += silent
         had: set[Row] = trigger_rows(graph) | holding_rows(graph, sinks) | sharing_rows(graph, sinks)
+        had |= released_rows(graph)
         for node in graph.nodes:
             if isinstance(node, OutputRate):
                 had.add(output_row(graph, node))
@@ -377,7 +411,7 @@ class Coverage:
     def expected(self) -> list[Row]:
         rows = [(op, up, p) for op, ps in POSITIONS.items() for up in READS[op] for p in ps]
         rows += list(OUTPUT_ROWS) + list(TRIGGER_ROWS) + list(HOLDING_ROWS) + list(MERGING_ROWS)
-        return rows + list(SHARING_ROWS)
+        return rows + list(SHARING_ROWS) + list(RELEASED_ROWS)
 
     def gaps(self) -> tuple[Row, ...]:
         """The lines with a zero: never had, or (where an expression is evaluated) never failed."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from fuzz_aims import aim, needs_store
 from fuzz_case import Case, StoreTable
-from fuzz_coverage import MERGING, SHARING, Row
+from fuzz_coverage import MERGING, RELEASED, SHARING, Row
 from fuzz_exprs import Draw, Field, at, category, expr, failing
 from fuzz_inputs import records, split, spread
 from fuzz_queries import STORE_TABLES
@@ -114,6 +114,8 @@ class Builder:
         self.next_input: str | None = None
         # the next pattern reads `next_input` alone (fuzz_aims.aim_sharing)
         self.single_input = False
+        # the next Map drops its input's event time (fuzz_aims.aim_released)
+        self.drop_time = False
         # Aiming at an OutputRate line of the table (fuzz_output): the next statement's OUTPUT form.
         self.output: Row | None = None
         if store:
@@ -153,10 +155,13 @@ class Builder:
         graph = self.compile([f"INSERT INTO probe__ {select}"])
         return stream_of(graph, "probe__", None)
 
-    def source(self, name: str, fields: list[tuple[str, str]], timed: bool) -> None:
+    def source(self, name: str, fields: list[tuple[str, str]], timed: bool, delayed: bool = False) -> None:
+        """CREATE STREAMSCHEMA name: its fields, and with `timed` event time (with `delayed`, a
+        WATERMARK delay)."""
         cols = ", ".join(f"{n} {t}" for n, t in fields)
         if timed:
-            cols += f", ts timestamp TIMESTAMP BY ts{self.draw(st.sampled_from(WATERMARKS))}"
+            marks = [w for w in WATERMARKS if w and " 0 " not in w] if delayed else WATERMARKS
+            cols += f", ts timestamp TIMESTAMP BY ts{self.draw(st.sampled_from(marks))}"
         self.decls.append(f"CREATE STREAMSCHEMA {name} WITH k integer, {cols}")
         graph = compile_script(self.script(["INSERT INTO probe__ SELECT * FROM " + name])).graph
         self.streams[name] = stream_of(graph, name, [], source=True)  # its events keep their order
@@ -263,8 +268,9 @@ def cases(
     fields = draw(st.lists(st.sampled_from(SOURCE_FIELDS), min_size=1, max_size=4, unique=True))
     merging = target is not None and target[0] == MERGING  # two sources with event time, alike
     sharing = target is not None and target[0] == SHARING  # patterns over a source with event time
-    timed = merging or sharing or draw(st.integers(0, 4)) > 0
-    b.source("s1", fields, timed)
+    released = target is not None and target[0] == RELEASED  # a source with a WATERMARK delay
+    timed = merging or sharing or released or draw(st.integers(0, 4)) > 0
+    b.source("s1", fields, timed, delayed=released)
     if merging or draw(st.booleans()):
         same = merging or draw(st.booleans())
         other = (

@@ -7,6 +7,7 @@ silently in a soak. Generation only, no engine run."""
 from __future__ import annotations
 
 from fuzz_case import Case
+from fuzz_coverage import RELEASED_ROWS, Coverage
 from fuzz_draws import drawn_cases
 
 from cpl.compiler import compile_script
@@ -33,3 +34,18 @@ def test_the_generator_drops_the_event_time_of_delayed_streams_and_merges() -> N
     delayed, merged = _drops(drawn_cases(400, (), first_seed=62000))
     assert delayed >= 9, delayed  # 12 in these 400 cases (5 without map_select dropping it)
     assert merged >= 1, merged  # 2 (1 without it): a Map after a merge with event time is rarer
+
+
+def test_aimed_cases_draw_what_takes_a_delayed_streams_rows_in_order_after_such_a_select() -> None:
+    """Unaimed, few of those SELECTs are read by a TUPLE or BATCH window or an OUTPUT limit, which
+    take the rows in the order the stream released them (test_found_a_select_without_a_delayed_
+    streams_event_time.py); a case aimed at those lines of the coverage table makes one."""
+    cov = Coverage()
+    drawn = drawn_cases(30, (RELEASED_ROWS[0],), first_seed=63000) + drawn_cases(
+        30, (RELEASED_ROWS[1],), first_seed=64000
+    )
+    for c in drawn:
+        cov.add(c.script, [], silent=False, sinks=c.sinks)
+    assert cov.had[RELEASED_ROWS[0]] >= 15, cov.had
+    assert cov.had[RELEASED_ROWS[1]] >= 15, cov.had
+    assert not set(RELEASED_ROWS) & set(cov.gaps())
