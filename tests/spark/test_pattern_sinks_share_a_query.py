@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +79,12 @@ def test_the_sinks_of_patterns_over_the_same_streams_share_a_query() -> None:
     assert {w for w in plan["patterns:a+b"] if w.startswith("failures of ")} == failures
     # sinks the checkpoint's started queries wrote stay in them; the others over the same streams
     # share the generation after the last started one, which reads the streams from the beginning
-    started = {"patterns:a+b": {"quiet"}, "patterns:a+b#3": {"rises"}, "patterns:a": set()}
+    started = {"patterns:a+b": {"quiet"}, "patterns:a+b~3": {"rises"}, "patterns:a": set()}
     plan = _names(SCRIPT + LATER, [*SINKS, "later"], started=started)
     assert [w for w in plan["patterns:a+b"] if w in SINKS] == ["quiet"]
-    assert [w for w in plan["patterns:a+b#3"] if w in SINKS] == ["rises"]
-    assert [w for w in plan["patterns:a+b#4"] if w in (*SINKS, "later")] == ["later"]
-    assert [w for w in plan["patterns:a#2"] if w in SINKS] == ["repeats"]
+    assert [w for w in plan["patterns:a+b~3"] if w in SINKS] == ["rises"]
+    assert [w for w in plan["patterns:a+b~4"] if w in (*SINKS, "later")] == ["later"]
+    assert [w for w in plan["patterns:a~2"] if w in SINKS] == ["repeats"]
     # a checkpoint of the layout before keeps a query per sink
     assert set(_names(SCRIPT, SINKS, frozenset({APART}))) >= {
         "sink:rises",
@@ -130,7 +131,7 @@ def test_a_new_pattern_sink_shares_a_query_of_its_own_and_a_removed_one_cannot_c
     # the next query of those streams, which reads them from the beginning
     guard = _guard(d, SCRIPT + LATER, [*SINKS, "later"])
     assert guard._patterns["patterns:a+b"] == ["sink 'rises'", "sink 'quiet'"]
-    assert guard._patterns["patterns:a+b#2"] == ["sink 'later'"]
+    assert guard._patterns["patterns:a+b~2"] == ["sink 'later'"]
     # and the run plans it so, from what the checkpoint says the started queries wrote
     record = pattern_queries(d)
     assert record.queries == {"patterns:a+b": {"rises", "quiet"}, "patterns:a": {"repeats"}}
@@ -139,7 +140,7 @@ def test_a_new_pattern_sink_shares_a_query_of_its_own_and_a_removed_one_cannot_c
     assert pattern_queries(d).queries == record.queries
     (tmp_path / "record").rename(d / pattern_record.RECORD)
     plan = _names(SCRIPT + LATER, [*SINKS, "later"], started=record.queries)
-    assert [w for w in plan["patterns:a+b#2"] if w == "later"] == ["later"]
+    assert [w for w in plan["patterns:a+b~2"] if w == "later"] == ["later"]
     assert "later" not in plan["patterns:a+b"]
     # one removed: the others' query goes on (its keys are dropped as their timers fire) ...
     _ran(
@@ -298,7 +299,7 @@ def test_a_pattern_sink_added_to_a_deployment_reads_its_streams_from_the_beginni
     graph = compile_text(STREAMS + RISES + QUIET + LATER)
     sinks = ["rises", "quiet", "later"]
     _cep_run(graph, tmp_path, sources, sinks, checkpoint)
-    assert sorted(p.name for p in checkpoint.glob("patterns_*")) == ["patterns_a+b", "patterns_a+b#2"]
+    assert sorted(p.name for p in checkpoint.glob("patterns_*")) == ["patterns_a+b", "patterns_a+b~2"]
     spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", sinks)
     ref = run_reference(graph, tmp_path, sources, sinks)
     assert_same(ref, spk, "rises", min_rows=5)
@@ -306,10 +307,23 @@ def test_a_pattern_sink_added_to_a_deployment_reads_its_streams_from_the_beginni
     # the new sink's rows over every event, those of the first run's input too
     assert_same(ref, spk, "later", min_rows=5)
     assert pattern_record.read(checkpoint) == pattern_record.PatternRecord(
-        {"patterns:a+b": {"rises", "quiet"}, "patterns:a+b#2": {"later"}}, {"rises", "quiet", "later"}
+        {"patterns:a+b": {"rises", "quiet"}, "patterns:a+b~2": {"later"}}, {"rises", "quiet", "later"}
     )
-    # quiet removed: its query goes on without it, so it cannot come back
-    _cep_run(compile_text(STREAMS + RISES + LATER), tmp_path, sources, ["rises", "later"], checkpoint)
+    # quiet removed: both queries go on with new events, without it, so it cannot come back
+    for s, seed in (("a", 71), ("b", 72)):
+        rng = random.Random(seed)
+        later = [
+            {"k": rng.randint(1, 3), "v": rng.randint(0, 9), "ts": at(minutes=5, seconds=t)}
+            for t in range(12)
+        ]
+        write_files(tmp_path / "in" / s, [later])
+    without = compile_text(STREAMS + RISES + LATER)
+    _cep_run(without, tmp_path, sources, ["rises", "later"], checkpoint)
+    spk = collect("spark", tmp_path / "spark-out", tmp_path / "spark-dead", ["rises", "later"])
+    shutil.rmtree(tmp_path / "ref-out")  # the reference's run before, over the files before
+    ref = run_reference(without, tmp_path, sources, ["rises", "later"])
+    assert_same(ref, spk, "rises", min_rows=6)
+    assert_same(ref, spk, "later", min_rows=6)
     with pytest.raises(
         CheckpointRefused, match=r"output sink 'quiet' was written before by a query of pattern"
     ):

@@ -17,11 +17,12 @@ such a query too, named the same.
 A query that has started (its checkpoint has its progress) keeps its sinks, and takes no new one:
 it resumes where it stopped, and a sink that joined it would miss the events it read before. The
 pattern sinks the script's next version adds over the same streams share a query of their own,
-which reads the streams from the beginning, `patterns:<streams>#2` (then `#3`, ...: one more than
-any started before); a sink removed from the script is no longer run, and one that comes back is a
-new sink. So the groups depend on the checkpoint (`started`: the queries it started and the sinks
-each wrote, from its manifest, deployer.spark.run.checkpoint); without one, the sinks over the same
-streams share one query.
+which reads the streams from the beginning, `patterns:<streams>~2` (then `~3`, ...: one more than
+any started before); a sink removed from the script is no longer run, and cannot come back under
+its name once its query has gone on without it (deployer.spark.run.layout.refuse_comebacks). So the
+groups depend on the checkpoint (`started`: the queries it started and the sinks each wrote, which
+the deployment records in it, deployer.spark.run.pattern_record); without one, the sinks over the
+same streams share one query.
 
 A checkpoint written before this layout ran each pattern sink in a query of its own, with its
 progress and state: it is resumed so (`APART`, deployer.spark.run.layout).
@@ -35,7 +36,7 @@ from collections.abc import Collection, Iterable, Mapping
 from operators import graph as g
 
 PREFIX = "patterns:"
-GENERATION = "#"  # patterns:a+b#2: the second query of the pattern sinks over a and b
+GENERATION = "~"  # patterns:a+b~2: the second query of the pattern sinks over a and b
 # In plan_queries' `kept`: the checkpoint is of the layout in which every pattern sink was a query
 # of its own (deployer.spark.run.layout.patterns_apart)
 APART = "pattern sinks apart"
