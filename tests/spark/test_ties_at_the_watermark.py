@@ -157,14 +157,14 @@ def test_a_run_resumes_its_joins_in_the_layout_it_started(
     """Two files, then the other two on the same checkpoint: the event at the watermark comes in the
     second run. A checkpoint whose joins' state has no copy of the event time (an earlier layout's)
     resumes with its joins as they were, where Spark drops that event (docs/language.md, "Engines")."""
-    from deployer.spark.run import deployment
+    from deployer.spark.run import layout as run_layout
 
     graph = compile_text(STREAM + f"INSERT INTO j SELECT l.k AS k, r.k AS rk {PAIRS} WHERE l.k = r.k;\n")
     sources = prepare(tmp_path, {"s": FILES[:2]})
     ck = tmp_path / "ck"
     with monkeypatch.context() as patch:
         if layout == "earlier":
-            patch.setattr(deployment, "join_ties", lambda checkpoint: False)
+            patch.setattr(run_layout, "join_ties", lambda checkpoint: False)
         run_spark(spark, graph, tmp_path, sources, ["j"], checkpoint=ck, max_files=1)
     write_files(tmp_path / "in" / "s", FILES[2:])
     spk = run_spark(spark, graph, tmp_path, sources, ["j"], checkpoint=ck, max_files=1)
@@ -186,10 +186,10 @@ def test_the_join_state_goes_as_the_watermark_passes(
     """The band is on the copies, so Spark still finds it and evicts each side's state as the
     watermark passes (both layouts): of eight events a minute apart, one file each, the join keeps
     only the last few, not all sixteen rows of its two sides."""
-    from deployer.spark.run import deployment
+    from deployer.spark.run import layout as run_layout
 
     if not ties:
-        monkeypatch.setattr(deployment, "join_ties", lambda checkpoint: False)
+        monkeypatch.setattr(run_layout, "join_ties", lambda checkpoint: False)
     graph = compile_text(STREAM + f"INSERT INTO j SELECT l.k AS k, r.k AS rk {PAIRS} WHERE l.k = r.k;\n")
     files = [[{"k": k, "ts": at(60 * k)}] for k in range(1, 9)]
     sources = prepare(tmp_path, {"s": files})
