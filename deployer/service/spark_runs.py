@@ -9,7 +9,6 @@ from typing import Any
 from deployer.service.reports import OUT_METRIC, as_dict
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.pattern_groups import PREFIX
-from deployer.spark.run.queries import SHARED_QUERY
 from deployer.spark.streams.driver_rows import DriverSink, Rows
 
 KEPT_BATCHES = 200  # per sink: Spark's progress keeps a query's last 100 batches
@@ -64,8 +63,9 @@ class ServiceDeployment(SparkDeployment):
     def _written_by(self, name: str) -> Any:
         """For the query named `name` that writes sinks or a table: batch id -> the rows its writers
         wrote (None: not known); None for the others (dead letters)."""
-        if name.endswith(f":{SHARED_QUERY}"):
-            return lambda batch: r.out if (r := self.tally.shared_reports.get(batch)) is not None else None
+        if name in self.tally.shared_reports:  # a stateless sinks' shared query
+            reports = self.tally.shared_reports[name]
+            return lambda batch: r.out if (r := reports.get(batch)) is not None else None
         planned = next((q for q in self.plan if name == f"{self.name}:{q.name}"), None)
         if planned is not None and planned.name.startswith("table:"):
             return self._table_rows.get(planned.name, {}).get

@@ -7,6 +7,7 @@ import dataclasses
 from service_helpers import CALLS
 
 from cpl.compiler import compile_script
+from deployer.spark.run import compat
 from deployer.spark.run.compat import incompatibilities
 from operators import graph as g
 
@@ -95,26 +96,54 @@ def test_a_tuple_window_whose_state_changes_layout_is_not() -> None:
     assert why(tuple_window, old=tuple_window) == []
 
 
-def test_a_sink_moving_into_or_out_of_the_shared_query_is_not() -> None:
-    """Two or more stateless sinks share one query (deployer.spark.run.shared): a sink that had a query
-    of its own, or a new one joining a shared query mid-input, or one left on its own, would be
-    written again from the beginning or miss events."""
+def test_a_new_stateless_sink_is_compatible_and_one_leaving_the_shared_query_is_not() -> None:
+    """Two or more stateless sinks share one query (deployer.spark.run.stateless_groups): a sink the
+    next version adds keeps a query of its own when it is the only one, and those it adds together
+    share one of their own generation, so a deployment takes new rules; a started shared query
+    keeps its sinks, even one alone; one that leaves it for a query of its own would be written
+    again from the beginning."""
     second = CALLS + "INSERT INTO free SELECT id, caller FROM calls WHERE duration < 10;\n"
     with_free = {**BINDINGS, "sinks": {**BINDINGS["sinks"], "free": "file:free"}}
-    assert why(second, new_b=with_free) == [
-        "output sink 'priced' was written by a query of its own, and would now share one query with "
-        "the other stateless sinks"
-    ]
-    third = second + "INSERT INTO odd SELECT id FROM calls WHERE id % 2 = 1;\n"
+    assert why(second, new_b=with_free) == []  # beside one that had a query of its own: its own too
+    more = "INSERT INTO odd SELECT id FROM calls WHERE id % 2 = 1;\n"
     with_odd = {**with_free, "sinks": {**with_free["sinks"], "odd": "file:odd"}}
-    assert why(third, second, with_free, with_odd) == [
-        "output sink 'odd' would join the query of the stateless sinks sink 'free', sink 'priced', which "
-        "resumes where it stopped, so it would miss the events read before"
-    ]
-    assert why(second, third, with_odd, with_free) == []  # one fewer: the others resume
-    assert why(CALLS, second, with_free, BINDINGS) == [
-        "output sink 'priced' was written by the query shared with other stateless sinks, and would now "
-        "have a query of its own, which would write it again from the beginning"
+    assert why(second + more, second, with_free, with_odd) == []
+    more += "INSERT INTO even SELECT id FROM calls WHERE id % 2 = 0;\n"
+    with_even = {**with_odd, "sinks": {**with_odd["sinks"], "even": "file:even"}}
+    assert why(second + more, second, with_free, with_even) == []
+    # as the run on the old script's checkpoint plans them: the started query keeps its sinks,
+    # the two new ones share the next
+    was = compat.stateless_shares(compile_script(second).graph, with_free["sinks"])
+    assert was == {"sinks:stateless": ["sink 'priced'", "sink 'free'"]}
+    now = compat.stateless_shares(
+        compile_script(second + more).graph, with_even["sinks"], compat.sinks_of(was)
+    )
+    assert now == {
+        "sinks:stateless": ["sink 'priced'", "sink 'free'"],
+        "sinks:stateless~2": ["sink 'odd'", "sink 'even'"],
+    }
+    assert why(CALLS, second, with_free, BINDINGS) == []  # one fewer: the other stays in its query
+    # one that now needs state would leave the shared query for one of its own
+    windowed = second.replace(
+        "SELECT id, caller FROM calls WHERE duration < 10",
+        "SELECT caller, count(*) AS n FROM calls WINDOW per_minute GROUP BY caller",
+    )
+    assert (
+        "output sink 'free' was written by the query sinks:stateless shared with other stateless sinks, "
+        "and would now have a query of its own, which would write it again from the beginning"
+    ) in why(windowed, second, with_free, with_free)
+    # the checks behind the plan: a sink that had a query of its own, or joined a started one
+    assert compat.regrouped(
+        {"sinks:stateless": ["sink 'free'"]},
+        {"sinks:stateless": ["sink 'free'", "sink 'odd'", "sink 'priced'"]},
+        {"sink 'priced'"},
+        set(),
+        kind="stateless sinks",
+    ) == [
+        "output sink 'odd' would join the query sinks:stateless of the stateless sinks sink 'free', which "
+        "resumes where it stopped, so it would miss the events read before",
+        "output sink 'priced' was written by a query of its own, and would now share the query "
+        "sinks:stateless with other stateless sinks",
     ]
 
 

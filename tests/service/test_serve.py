@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,10 @@ def written(directory: Path) -> list[dict[str, Any]]:
     return out
 
 
+def has_rows(directory: Path, n: int) -> Callable[[], bool]:
+    return lambda: len(written(directory)) >= n
+
+
 def serve(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     # --poll 30: anything quicker than that came through LISTEN/NOTIFY.
     args = [sys.executable, "-m", "deployer.cli", "serve", "--master", "local[2]", "--poll", "30"]
@@ -80,6 +85,32 @@ def row(catalog: str, name: str) -> Any:
         cat.close()
 
 
+def deploy_good(tmp_path: Path, inp: Path, out: Path, rules: list[str], version: int = 1) -> list[str]:
+    """`cep deploy` of GOOD, with a stateless sink of the calls' ids for each of `rules` (RULES)."""
+    added = "".join(f"INSERT INTO {sink} SELECT id FROM calls WHERE {RULES[sink][0]};\n" for sink in rules)
+    script = write_script(tmp_path, GOOD + added, f"good-{version}.cpl")
+    args = [
+        "deploy",
+        script,
+        "--name",
+        "good",
+        "--source",
+        f"calls=file:{inp}",
+        "--sink",
+        f"priced=file:{out}",
+    ]
+    return args + [f"--sink={sink}=file:{tmp_path / sink}" for sink in rules]
+
+
+# Rules added to GOOD's deployment as it runs: sink -> its condition in CPL, and in Python.
+RULES: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
+    "free": ("duration < 10", lambda r: r["duration"] < 10),
+    "long": ("duration >= 20", lambda r: r["duration"] >= 20),
+    "odd": ("id % 2 = 1", lambda r: r["id"] % 2 == 1),
+    "even": ("id % 2 = 0", lambda r: r["id"] % 2 == 0),
+}
+
+
 def test_serve_runs_reports_resumes_and_stops(pg_db: str, tmp_path: Path, data_dir: Path) -> None:
     env = {
         **os.environ,
@@ -93,17 +124,8 @@ def test_serve_runs_reports_resumes_and_stops(pg_db: str, tmp_path: Path, data_d
     inp, out = tmp_path / "in", tmp_path / "out"
     rows = write_calls(inp, 0, 200)
     ok("db", "upgrade", catalog=pg_db)
-    ok(
-        "deploy",
-        write_script(tmp_path, GOOD, "good.cpl"),
-        "--name",
-        "good",
-        "--source",
-        f"calls=file:{inp}",
-        "--sink",
-        f"priced=file:{out}",
-        catalog=pg_db,
-    )
+    rules: list[str] = []
+    ok(*deploy_good(tmp_path, inp, out, rules), catalog=pg_db)
     ok(
         "deploy",
         write_script(tmp_path, BAD, "bad.cpl"),
@@ -156,6 +178,27 @@ def test_serve_runs_reports_resumes_and_stops(pg_db: str, tmp_path: Path, data_d
         wait_for("good stopped", lambda: row(pg_db, "good").actual_state == "stopped", timeout=15)
         ok("start", "good", catalog=pg_db)
         wait_for("good running again", lambda: row(pg_db, "good").actual_state == "running", timeout=30)
+
+        # Rules added to the running deployment: two new stateless sinks beside `priced`, which keeps
+        # its query, share one that reads the input from the beginning; two more next to those, once
+        # that query has gone on, share a query of the next generation. Every sink gets every row
+        # once (deployer.spark.run.stateless_groups).
+        for version, added in enumerate([["free", "long"], ["odd", "even"]], start=2):
+            rules += added
+            redeployed = ok(*deploy_good(tmp_path, inp, out, rules, version), catalog=pg_db)
+            assert redeployed.strip() == "redeployed good; it resumes from its checkpoint"
+            for sink in rules:
+                wanted = [r["id"] for r in rows if RULES[sink][1](r)]
+                wait_for(f"{sink}'s rows", has_rows(tmp_path / sink, len(wanted)))
+                assert sorted(r["id"] for r in written(tmp_path / sink)) == wanted, sink
+            assert Counter(json.dumps(r, sort_keys=True) for r in written(out)) == Counter(
+                json.dumps(r, sort_keys=True) for r in want
+            ), "priced's rows written again after a redeploy"
+        record = json.loads(next(data_dir.rglob("shared-queries.json")).read_text())
+        assert record["queries"] == {
+            "sinks:stateless": ["free", "long"],
+            "sinks:stateless~2": ["even", "odd"],
+        }
 
         procs[1].send_signal(signal.SIGTERM)
         assert procs[1].wait(60) == 0

@@ -8,6 +8,7 @@ reference executor."""
 from __future__ import annotations
 
 import io
+import json
 import random
 import shutil
 from pathlib import Path
@@ -31,9 +32,15 @@ from deployer.engine import RunRequest
 from deployer.runner import run_script
 from deployer.service.reports import OUT_METRIC
 from deployer.service.spark_runs import ServiceDeployment
-from deployer.spark.run import compat, pattern_record
+from deployer.spark.run import compat, shared_record
 from deployer.spark.run import deployment as spark_deployment
-from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused, arrival_log, pattern_queries
+from deployer.spark.run.checkpoint import (
+    MANIFEST,
+    CheckpointGuard,
+    CheckpointRefused,
+    arrival_log,
+    shared_queries,
+)
 from deployer.spark.run.layout import refuse_comebacks
 from deployer.spark.run.pattern_groups import APART, MARK, split_chain
 from deployer.spark.run.queries import plan_queries
@@ -94,12 +101,17 @@ def test_the_sinks_of_patterns_over_the_same_streams_share_a_query() -> None:
     }
 
 
+def compat_keys(queries: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Queries -> their sinks as output keys, as a manifest before the record kept them."""
+    return {q: [f"sink '{s}'" for s in sorted(sinks)] for q, sinks in queries.items()}
+
+
 def _ran(d: Path, guard: CheckpointGuard, queries: list[str]) -> None:
     """The queries of a run started, as the deployment and the guard record them."""
     for query in queries:
-        if query in guard._patterns:
-            pattern_record.write(
-                d, query, [k.removeprefix("sink '").removesuffix("'") for k in guard._patterns[query]]
+        if query in guard._shares:
+            shared_record.write(
+                d, query, [k.removeprefix("sink '").removesuffix("'") for k in guard._shares[query]]
             )
         guard.started(query)
 
@@ -130,15 +142,18 @@ def test_a_new_pattern_sink_shares_a_query_of_its_own_and_a_removed_one_cannot_c
     # a new pattern over a and b would miss the events the started query read before: it shares
     # the next query of those streams, which reads them from the beginning
     guard = _guard(d, SCRIPT + LATER, [*SINKS, "later"])
-    assert guard._patterns["patterns:a+b"] == ["sink 'rises'", "sink 'quiet'"]
-    assert guard._patterns["patterns:a+b~2"] == ["sink 'later'"]
+    assert guard._shares["patterns:a+b"] == ["sink 'rises'", "sink 'quiet'"]
+    assert guard._shares["patterns:a+b~2"] == ["sink 'later'"]
     # and the run plans it so, from what the checkpoint says the started queries wrote
-    record = pattern_queries(d)
+    record = shared_queries(d)
     assert record.queries == {"patterns:a+b": {"rises", "quiet"}, "patterns:a": {"repeats"}}
-    # a checkpoint of `cep run` from before the record: its manifest says the same
-    (d / pattern_record.RECORD).rename(tmp_path / "record")
-    assert pattern_queries(d).queries == record.queries
-    (tmp_path / "record").rename(d / pattern_record.RECORD)
+    # a checkpoint of `cep run` from before the record: its manifest said the same
+    manifest = json.loads((d / MANIFEST).read_text())
+    (d / MANIFEST).write_text(json.dumps(manifest | {"patterns": compat_keys(record.queries)}))
+    (d / shared_record.RECORD).rename(tmp_path / "record")
+    assert shared_queries(d).queries == record.queries
+    (tmp_path / "record").rename(d / shared_record.RECORD)
+    (d / MANIFEST).write_text(json.dumps(manifest))
     plan = _names(SCRIPT + LATER, [*SINKS, "later"], started=record.queries)
     assert [w for w in plan["patterns:a+b~2"] if w == "later"] == ["later"]
     assert "later" not in plan["patterns:a+b"]
@@ -148,19 +163,19 @@ def test_a_new_pattern_sink_shares_a_query_of_its_own_and_a_removed_one_cannot_c
         _guard(d, STREAMS + RISES + REPEATS + BIG + ON_BIG, ["rises", "repeats", "onbig"]),
         ["patterns:a+b"],
     )
-    assert pattern_queries(d).queries["patterns:a+b"] == {"rises"}
+    assert shared_queries(d).queries["patterns:a+b"] == {"rises"}
     # ... and cannot come back: its query went on without it, and a new one would write its rows again
     with pytest.raises(
         CheckpointRefused, match=r"output sink 'quiet' was written before by a query of pattern"
     ):
         _guard(d, SCRIPT, SINKS)
-    with pytest.raises(CheckpointRefused, match=r"the pattern sink\(s\) quiet were written before"):
+    with pytest.raises(CheckpointRefused, match=r"the sink\(s\) quiet were written before"):
         refuse_comebacks(
-            pattern_queries(d),
-            plan_queries(compile_text(SCRIPT), SINKS, SOURCES, {}, (), pattern_queries(d).queries),
+            shared_queries(d),
+            plan_queries(compile_text(SCRIPT), SINKS, SOURCES, {}, (), shared_queries(d).queries),
         )
     # the check behind the plan: a sink that joined a started query would be refused
-    assert compat.repatterned(
+    assert compat.regrouped(
         {"patterns:a+b": ["sink 'rises'"]}, {"patterns:a+b": ["sink 'rises'", "sink 'later'"]}, set(), set()
     ) == [
         "output sink 'later' would join the query patterns:a+b of the pattern sinks sink 'rises', which "
@@ -306,7 +321,7 @@ def test_a_pattern_sink_added_to_a_deployment_reads_its_streams_from_the_beginni
     assert_same(ref, spk, "quiet", min_rows=2)
     # the new sink's rows over every event, those of the first run's input too
     assert_same(ref, spk, "later", min_rows=5)
-    assert pattern_record.read(checkpoint) == pattern_record.PatternRecord(
+    assert shared_record.read(checkpoint) == shared_record.SharedRecord(
         {"patterns:a+b": {"rises", "quiet"}, "patterns:a+b~2": {"later"}}, {"rises", "quiet", "later"}
     )
     # quiet removed: both queries go on with new events, without it, so it cannot come back
@@ -328,7 +343,7 @@ def test_a_pattern_sink_added_to_a_deployment_reads_its_streams_from_the_beginni
         CheckpointRefused, match=r"output sink 'quiet' was written before by a query of pattern"
     ):
         _cep_run(graph, tmp_path, sources, sinks, checkpoint)
-    with pytest.raises(CheckpointRefused, match=r"the pattern sink\(s\) quiet were written before"):
+    with pytest.raises(CheckpointRefused, match=r"the sink\(s\) quiet were written before"):
         run_deployment(spark, graph, tmp_path, sources, sinks, checkpoint=checkpoint)
 
 

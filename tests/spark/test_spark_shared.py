@@ -10,6 +10,7 @@ shared sinks differ from the script's is refused.
 from __future__ import annotations
 
 import io
+import shutil
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -36,11 +37,13 @@ from spark_helpers import (
 from deployer.local.driver import run_local
 from deployer.service.reports import OUT_METRIC
 from deployer.service.spark_runs import ServiceDeployment
-from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused
+from deployer.spark.run import shared_record
+from deployer.spark.run.checkpoint import CheckpointGuard, CheckpointRefused, shared_queries
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.progress import SparkRunStats
-from deployer.spark.run.queries import SHARED_QUERY, shared_sinks
+from deployer.spark.run.queries import plan_queries
 from deployer.spark.run.shared import batch_plans
+from deployer.spark.run.stateless_groups import SHARED_QUERY, stateless_groups
 from stores.bindings import resolve_bindings
 
 pytestmark = pytest.mark.spark
@@ -72,10 +75,15 @@ def _inputs() -> dict[str, list[list[dict[str, Any]]]]:
 
 
 def _run(
-    spark: Any, graph: Any, tmp: Path, sources: dict[str, str], kind: type[SparkDeployment] = SparkDeployment
+    spark: Any,
+    graph: Any,
+    tmp: Path,
+    sources: dict[str, str],
+    kind: type[SparkDeployment] = SparkDeployment,
+    wanted: list[str] = SINKS,
 ) -> tuple[SparkDeployment, SparkRunStats]:
     """As `cep run --checkpoint` does it: the manifest checked, then the queries recorded in it."""
-    sinks = {s: f"file:{tmp / 'spark-out'}" for s in SINKS}
+    sinks = {s: f"file:{tmp / 'spark-out'}" for s in wanted}
     guard = CheckpointGuard.open(tmp / "checkpoint", graph, sources, sinks)
     deployment = kind(
         spark,
@@ -100,7 +108,7 @@ def _lines(directory: Path) -> int:
 
 def test_stateless_sinks_share_one_query_that_reads_each_input_once(spark: Any, tmp_path: Path) -> None:
     graph = compile_text(SCRIPT)
-    assert shared_sinks(graph, SINKS) == SHARED
+    assert stateless_groups(graph, SINKS) == [(SHARED_QUERY, tuple(SHARED))]
     assert [n.op for n in graph.nodes].count("MultiFilter") == 1
     sources = prepare(tmp_path, _inputs())
     deployment, stats = _run(spark, graph, tmp_path, sources)
@@ -212,7 +220,13 @@ def _lines_of(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip())
 
 
-def test_a_restart_resumes_the_shared_query_and_refuses_other_shared_sinks(
+NEW = """
+INSERT INTO late_comer SELECT idcaller, duration FROM cdr2 WHERE duration > 5;
+INSERT INTO early_bird SELECT idcaller, timestamp FROM cdr1 WHERE duration > 100;
+"""
+
+
+def test_a_restart_resumes_the_shared_query_and_new_shared_sinks_read_from_the_beginning(
     spark: Any, tmp_path: Path
 ) -> None:
     graph = compile_text(SCRIPT)
@@ -227,29 +241,55 @@ def test_a_restart_resumes_the_shared_query_and_refuses_other_shared_sinks(
     # it resumed: it read the new files only (and each source's end-of-input row)
     read = sum(p["numInputRows"] for p in shared.recentProgress)
     assert read == sum(len(f[2]) for f in files.values()) + len(files)
+    checkpoint = tmp_path / "checkpoint"
+    assert shared_queries(checkpoint).queries == {SHARED_QUERY: set(SHARED)}  # recorded as it started
 
-    ref = run_reference(graph, tmp_path, sources, SINKS)
-    for s in SHARED:
+    # One shared sink fewer: the others resume in the shared query; and so does one left alone
+    # (a query of its own would start from the beginning of the input and write everything again).
+    CheckpointGuard.open(checkpoint, graph, sources, {s: "file:x" for s in SINKS if s != "priced"}).release()
+    CheckpointGuard.open(checkpoint, graph, sources, {"free": "file:x", "hourly": "file:x"}).release()
+    alone = plan_queries(graph, ["free"], sources, {}, (), {SHARED_QUERY: {"free"}})
+    assert alone[0].name == SHARED_QUERY and alone[0].writes[0] == "free"
+
+    # Two new stateless sinks: joining the started query they would miss what it read, so they
+    # share a query of the next generation, which reads the inputs from the beginning, while the
+    # started one resumes (and reads nothing new): every row of every sink once.
+    more = compile_text(SCRIPT + NEW)
+    added = [*SINKS, "late_comer", "early_bird"]
+    deployment, _ = _run(spark, more, tmp_path, sources, wanted=added)
+    plan = {q.name: q.writes for q in deployment.plan}
+    assert [w for w in plan[SHARED_QUERY] if w in added] == SHARED
+    assert [w for w in plan[f"{SHARED_QUERY}~2"] if w in added] == ["late_comer", "early_bird"]
+    shutil.rmtree(tmp_path / "ref-out", ignore_errors=True)
+    ref = run_reference(more, tmp_path, sources, added)
+    for s in [*SHARED, "late_comer", "early_bird"]:
         rows = read_jsonl(tmp_path / "spark-out", f"{s}-")
         assert sorted(map(str, rows)) == sorted(map(str, ref[s])), s  # nothing lost, nothing twice
         assert len(rows) >= 5
+    # the rejected record is the started query's to write: written once, not again by the new one
+    dead = [
+        line
+        for p in (tmp_path / "spark-dead").rglob("*")
+        if p.is_file()
+        for line in p.read_text().splitlines()
+    ]
+    assert sum("{not json" in line for line in dead) == 1
+    assert shared_queries(checkpoint).queries[f"{SHARED_QUERY}~2"] == {"late_comer", "early_bird"}
 
-    # One shared sink fewer: the others resume in the shared query.
-    CheckpointGuard.open(
-        tmp_path / "checkpoint", graph, sources, {s: "file:x" for s in SINKS if s != "priced"}
-    ).release()
-    # One left: `free` would get a query of its own, which would start from the beginning of the
-    # input and write everything again.
-    with pytest.raises(CheckpointRefused, match="output sink 'free' was written by the query shared"):
-        CheckpointGuard.open(tmp_path / "checkpoint", graph, sources, {"free": "file:x", "hourly": "file:x"})
-    # And a new stateless sink would join the shared query mid-input.
-    more = compile_text(SCRIPT + "INSERT INTO late_comer SELECT idcaller FROM cdr2 WHERE duration > 5;")
-    with pytest.raises(CheckpointRefused, match="late_comer' would join the query of the stateless sinks"):
+    # A sink removed from the shared query, while it goes on, cannot come back: a new query would
+    # write its rows again from the beginning.
+    shared_record.write(checkpoint, SHARED_QUERY, [s for s in SHARED if s != "priced"])
+    with pytest.raises(CheckpointRefused, match=r"output sink 'priced' was written before by a shared query"):
         CheckpointGuard.open(
-            tmp_path / "checkpoint", more, sources, {**{s: "file:x" for s in SINKS}, "late_comer": "file:x"}
-        )
+            checkpoint, more, sources, {s: "file:x" for s in added}
+        )  # `cep run` says so first
+    with pytest.raises(
+        CheckpointRefused, match=r"the sink\(s\) priced were written before by a shared query"
+    ):
+        SparkDeployment(spark, more, sources, {s: "file:x" for s in added}, str(checkpoint))
     # The same script resumes.
-    CheckpointGuard.open(tmp_path / "checkpoint", graph, sources, {s: "file:x" for s in SINKS})
+    shared_record.write(checkpoint, SHARED_QUERY, SHARED)
+    CheckpointGuard.open(checkpoint, more, sources, {s: "file:x" for s in added}).release()
 
 
 def test_batch_graphs_compile_their_columns_once(spark: Any) -> None:
@@ -320,7 +360,7 @@ def test_a_batch_whose_events_every_where_drops_runs_no_job_of_its_own(spark: An
     events every WHERE drops runs its sinks' job and no count of its own. Its sinks' rows come to
     the driver in one job. Rows and the filtered count are the reference's."""
     graph = compile_text(DROPPING)
-    assert shared_sinks(graph, ["big", "neg"]) == ["big", "neg"]
+    assert stateless_groups(graph, ["big", "neg"]) == [(SHARED_QUERY, ("big", "neg"))]
     files = [
         [
             {

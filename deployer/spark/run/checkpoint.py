@@ -17,10 +17,10 @@ whose URIs are stored redacted. A restart is refused, before Spark starts, when:
 - DIR is not empty and has no manifest (not a checkpoint of `cep run`, or its manifest was lost);
 - an output the new run shares with the checkpoint reads other inputs or keeps other state
   (deployer.spark.run.compat's rule; a new output is fine: it starts from its own empty sub-directory);
-- a sink would move into or out of the query the stateless sinks share (deployer.spark.run.shared),
-  or into, out of or between the queries pattern sinks share (deployer.spark.run.pattern_groups),
-  whose sinks the manifest records when they start, or a pattern sink removed from such a query
-  would come back in another (deployer.spark.run.pattern_record);
+- a sink would move into, out of or between the queries the stateless sinks share
+  (deployer.spark.run.stateless_groups) or those pattern sinks share (deployer.spark.run.
+  pattern_groups), whose sinks the checkpoint records when they start, or a sink removed from such
+  a query would come back in another (deployer.spark.run.shared_record);
 - a started query's sub-directory is gone, or its `metadata` or the latest file of one of its logs
   (`offsets/N`, `commits/N`, `sources/K/N`) does not parse;
 - another run is using DIR: a run holds an exclusive lock on `DIR/.cep-checkpoint.lock` from its
@@ -39,11 +39,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from deployer.spark.run import compat, held, pattern_record
-from deployer.spark.run.pattern_groups import MARK
-from deployer.spark.run.pattern_record import PatternRecord
-from deployer.spark.run.queries import SHARED_QUERY
+from deployer.spark.run import compat, held, shared_record
+from deployer.spark.run.pattern_groups import MARK, PREFIX
 from deployer.spark.run.query_logs import query_problems
+from deployer.spark.run.shared_record import SharedRecord
+from deployer.spark.run.stateless_groups import SHARED_QUERY, is_shared
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -123,14 +123,12 @@ class CheckpointGuard:
         directory: Path,
         manifest: dict[str, Any],
         outputs: dict[str, Any],
-        shared: list[str] | None = None,
-        patterns: dict[str, list[str]] | None = None,
+        shares: dict[str, list[str]] | None = None,
     ) -> None:
         self.directory = directory
         self.manifest = manifest
         self._outputs = outputs  # this run's signatures, recorded as their queries start
-        self._shared = shared or []  # the outputs the shared query writes (deployer.spark.run.shared)
-        self._patterns = patterns or {}  # the outputs of each query pattern sinks share
+        self._shares = shares or {}  # the outputs of each shared query (of stateless or pattern sinks)
         # The held LOCK (`open`, `release`); a guard dropped unreleased lets it go when collected.
         self._lock: BinaryIO | None = None
 
@@ -141,7 +139,6 @@ class CheckpointGuard:
         """The guard of a run with --checkpoint `directory`; raises CheckpointRefused when the run
         must not resume from it. A new (absent or empty) directory gets its manifest now."""
         outputs = signatures(graph, sources, sinks)
-        shared = compat.shared(graph, sinks)
         apart = held.has_state(directory) and not (directory / MARK).exists()  # layout.patterns_apart
         merges = compat.merges(graph, sources)
         unheld = held.unheld(graph, sources, sinks)
@@ -156,16 +153,18 @@ class CheckpointGuard:
         try:
             if not path.exists():
                 _refuse_foreign(directory, path)
-                manifest = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
+                manifest: dict[str, Any] = {"format": FORMAT, "created": _now(), "outputs": {}, "started": []}
             else:
                 manifest = _read(path)
-            # the queries pattern sinks share as this run plans them (`pattern_queries`)
-            record = pattern_queries(directory)
+            # the shared queries as this run plans them (`shared_queries`)
+            record = shared_queries(directory)
+            own = compat.apart(k for q in manifest["started"] if (k := _output_key(q)) is not None)
+            shared = compat.stateless_shares(graph, sinks, record.queries | own)
             patterns = {} if apart else compat.pattern_shares(graph, sinks, record.queries)
             if path.exists():
-                _check(directory, manifest, outputs, (shared, patterns, record.sinks), merges, unheld)
+                _check(directory, manifest, outputs, (shared, patterns, record), merges, unheld)
             manifest.update(format=FORMAT, sources=shown_sources, merges=merges, updated=_now())
-            guard = cls(directory, manifest, outputs, shared, patterns)
+            guard = cls(directory, manifest, outputs, shared | patterns)
             guard._write()
             # Named only by a run that goes on: a refused one leaves the directory as it found it.
             lock.truncate(0)
@@ -188,13 +187,8 @@ class CheckpointGuard:
         key = _output_key(query)
         keys = [key] if key is not None else []
         changed = False
-        if query == SHARED_QUERY:
-            keys = self._shared
-            changed = self.manifest.get("shared") != keys
-            self.manifest["shared"] = keys
-        elif query in self._patterns:
-            keys, shares = self._patterns[query], self.manifest.setdefault("patterns", {})
-            changed, shares[query] = shares.get(query) != keys, keys
+        if query in self._shares:  # its sinks are in the checkpoint's record (shared_record)
+            keys = self._shares[query]
         for key in keys:
             if key in self._outputs:
                 signature = json.loads(json.dumps(self._outputs[key]))
@@ -279,44 +273,72 @@ def _read(path: Path) -> dict[str, Any]:
     return dict(manifest)
 
 
-def _writers(manifest: dict[str, Any], outputs: Mapping[str, Any], shared: tuple[Any, Any, Any]) -> list[str]:
-    """compat.regrouped and .repatterned for a checkpoint: which queries had started, and which sinks
-    the shared ones wrote, are in the manifest (`shared`: the new run's, stateless and pattern ones,
-    and the sinks the pattern queries have written, `pattern_queries`)."""
+def _writers(
+    manifest: dict[str, Any], outputs: Mapping[str, Any], shared: tuple[Any, Any, SharedRecord]
+) -> list[str]:
+    """compat.regrouped for a checkpoint: which queries had started are in the manifest, which sinks
+    the shared ones wrote in its record (`shared`: the new run's shared queries, of stateless sinks
+    and of pattern sinks, and the checkpoint's record, `shared_queries`)."""
     own = {key for q in manifest["started"] if (key := _output_key(q)) is not None}
-    before = list(manifest.get("shared") or []) if SHARED_QUERY in manifest["started"] else []
-    patterns = _pattern_queries(manifest)
+    record = shared[2]
     keys = set(outputs)
-    written = set(manifest["outputs"]) | {f"sink '{s}'" for s in shared[2]}
-    return compat.regrouped(before, shared[0], own, keys) + compat.repatterned(
-        patterns, shared[1], own, keys, written
+    written = set(manifest["outputs"]) | {f"sink '{s}'" for s in record.sinks}
+    stateless, patterns = (
+        {q: [f"sink '{s}'" for s in sorted(sinks)] for q, sinks in record.queries.items() if which(q)}
+        for which in (is_shared, lambda q: q.startswith(PREFIX))
+    )
+    # a sink its shared query went on without, back in a query of its own (one that would leave a
+    # shared query for its own, or join or come back to one, regrouped says so)
+    grouped = {
+        key for groups in (*shared[:2], stateless, patterns) for members in groups.values() for key in members
+    }
+    back = [
+        f"output {key} was written before by a shared query that has gone on without it since: a "
+        "query of its own would write its rows again from the beginning (write it to a sink of another name)"
+        for key in sorted(keys - grouped - own)
+        if key.startswith("sink '") and key.removeprefix("sink '").removesuffix("'") in record.sinks
+    ]
+    return (
+        compat.regrouped(stateless, shared[0], own, keys, written, "stateless sinks")
+        + compat.regrouped(patterns, shared[1], own, keys, written)
+        + back
     )
 
 
-def _pattern_queries(manifest: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The queries pattern sinks share that a checkpoint's runs started -> the outputs each wrote
-    (at its last start)."""
-    return {q: keys for q, keys in (manifest.get("patterns") or {}).items() if q in manifest["started"]}
+def _manifest_shares(manifest: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The shared queries a checkpoint's runs started -> the outputs each wrote (at its last
+    start), as a manifest written before the record (shared_record) kept them."""
+    shares = dict(manifest.get("patterns") or {})
+    if manifest.get("shared"):
+        shares[SHARED_QUERY] = manifest["shared"]
+    return {q: keys for q, keys in shares.items() if q in manifest["started"]}
 
 
-def pattern_queries(directory: Path) -> PatternRecord:
-    """The queries of pattern sinks the checkpoint DIR has started, and the sinks they have written
-    (deployer.spark.run.pattern_record; for a checkpoint of the time before that record, the
-    manifest's; none for a new one): a run's queries of pattern sinks keep their sinks and take no
-    new one (deployer.spark.run.pattern_groups)."""
-    record = pattern_record.read(directory)
+def shared_queries(directory: Path) -> SharedRecord:
+    """The shared queries (of stateless and of pattern sinks) the checkpoint DIR has started, and
+    the sinks they have written (deployer.spark.run.shared_record; for a checkpoint of the time
+    before that record, the manifest's; none for a new one): a run's shared queries keep their
+    sinks and take no new one (deployer.spark.run.stateless_groups, .pattern_groups)."""
+    record = shared_record.read(directory) or SharedRecord()
     path = directory / MANIFEST
-    if record is not None or not path.is_file():
-        return record or PatternRecord()
-    queries = compat.sinks_of(_pattern_queries(_read(path)))
-    return PatternRecord(queries, {s for sinks in queries.values() for s in sinks})
+    # the record's first version kept the pattern sinks' queries only: the manifest has the others
+    kept = compat.sinks_of(_manifest_shares(_read(path))) if path.is_file() else {}
+    missing = {q: sinks for q, sinks in kept.items() if q not in record.queries}
+    return SharedRecord(record.queries | missing, record.sinks.union(*missing.values()))
+
+
+def apart_sinks(directory: Path, sinks: Iterable[str]) -> dict[str, set[str]]:
+    """The `sink:<name>` queries among `sinks`' that the checkpoint DIR has started (their
+    sub-directories are there), as deployer.spark.run.stateless_groups takes them: a sink that had a
+    query of its own keeps it."""
+    return {f"sink:{s}": {s.lower()} for s in sinks if (directory / query_dir(f"sink:{s}")).is_dir()}
 
 
 def _check(
     directory: Path,
     manifest: dict[str, Any],
     outputs: Mapping[str, Any],
-    shared: tuple[list[str], Any, Any],
+    shared: tuple[Any, Any, SharedRecord],
     merges: list[list[str]],
     unheld: list[str],
 ) -> None:

@@ -24,12 +24,13 @@ run.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.run import held
 from deployer.spark.run.pattern_groups import pattern_groups
-from deployer.spark.run.queries import bound_uri, sequenced_merges, shared_sinks
+from deployer.spark.run.queries import bound_uri, sequenced_merges
+from deployer.spark.run.stateless_groups import stateless_groups
 from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
 from operators.analysis import ancestors
@@ -166,7 +167,6 @@ def incompatibilities(
     """Why `new` cannot resume from `old`'s checkpoint; empty when it can."""
     before = outputs(old, old_bindings.get("sources", {}), old_bindings.get("sinks", {}))
     after = outputs(new, new_bindings.get("sources", {}), new_bindings.get("sinks", {}))
-    was, now = shared(old, old_bindings.get("sinks", {})), shared(new, new_bindings.get("sinks", {}))
     merged = remerged(
         merges(old, old_bindings.get("sources", {})), merges(new, new_bindings.get("sources", {}))
     )
@@ -174,15 +174,18 @@ def incompatibilities(
         held.unheld(graph, b.get("sources", {}), b.get("sinks", {}))
         for graph, b in [(old, old_bindings), (new, new_bindings)]
     ]
-    # the new script's pattern sinks planned as its run on the old one's checkpoint plans them: the
-    # old queries keep their sinks, new sinks share queries of their own (deployer.spark.run.pattern_groups)
-    shares = [pattern_shares(old, old_bindings.get("sinks", {}))]
-    shares.append(pattern_shares(new, new_bindings.get("sinks", {}), sinks_of(shares[0])))
-    alone = set(before) - set(was) - {key for keys in shares[0].values() for key in keys}
+    # the new script's shared queries planned as its run on the old one's checkpoint plans them: the
+    # old queries keep their sinks, new sinks share queries of their own generation
+    # (deployer.spark.run.stateless_groups, .pattern_groups)
+    old_sinks, new_sinks = old_bindings.get("sinks", {}), new_bindings.get("sinks", {})
+    was, shares = stateless_shares(old, old_sinks), [pattern_shares(old, old_sinks)]
+    alone = set(before) - {key for groups in (was, shares[0]) for keys in groups.values() for key in keys}
+    now = stateless_shares(new, new_sinks, sinks_of(was) | apart(alone))
+    shares.append(pattern_shares(new, new_sinks, sinks_of(shares[0])))
     return (
         compare(before, after)
-        + regrouped(was, now, set(before) - set(was), set(after))
-        + repatterned(shares[0], shares[1], alone, set(after))
+        + regrouped(was, now, alone, set(after), kind="stateless sinks")
+        + regrouped(shares[0], shares[1], alone, set(after))
         + merged
         + held.reheld(*unheld)
     )
@@ -210,12 +213,21 @@ def remerged(before: list[list[str]], after: list[list[str]]) -> list[str]:
     ]
 
 
-def shared(graph: g.Graph, sinks: Mapping[str, str]) -> list[str]:
-    """The output keys of the sinks the stateless sinks' shared query writes (deployer.spark.run.shared)."""
+def stateless_shares(
+    graph: g.Graph, sinks: Mapping[str, str], started: Mapping[str, Collection[str]] | None = None
+) -> dict[str, list[str]]:
+    """The queries stateless sinks share (deployer.spark.run.stateless_groups) -> their output keys;
+    `started`: the queries that have started -> their sinks (lower-case): the shared ones keep
+    theirs, a `sink:<name>` one its sink."""
     asked = {s.lower() for s in sinks}
-    return [
-        f"sink '{s.lower()}'" for s in shared_sinks(graph, [s for s in graph.streams if s.lower() in asked])
-    ]
+    groups = stateless_groups(graph, [s for s in graph.streams if s.lower() in asked], started)
+    return {name: [f"sink '{s.lower()}'" for s in members] for name, members in groups}
+
+
+def apart(keys: Iterable[str]) -> dict[str, set[str]]:
+    """The `sink:<name>` queries of the sinks among output keys, as `stateless_groups` takes them."""
+    names = [k.removeprefix("sink '").removesuffix("'") for k in keys if k.startswith("sink '")]
+    return {f"sink:{name}": {name} for name in names}
 
 
 def pattern_shares(
@@ -236,22 +248,24 @@ def sinks_of(queries: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
     }
 
 
-def repatterned(
+def regrouped(
     before: Mapping[str, list[str]],
     after: Mapping[str, list[str]],
     own: set[str],
     keys: set[str],
     written: Collection[str] = (),
+    kind: str = "pattern sinks",
 ) -> list[str]:
-    """Why pattern sinks would move into, out of or between the queries they share (`pattern_shares`
-    of the old and the new run; `own`: the outputs that had queries of their own; `keys`: the
-    outputs of the new run). One removed from the script is no longer run (its pattern's keys with
-    a deadline are dropped as their timers fire: deployer.spark.patterns.processor); one that joined a
-    started query would miss the events it read before (the plan gives a new sink a query of its
-    own generation: deployer.spark.run.pattern_groups; this says so if it ever did not); one that
-    leaves it for a query of its own would be written again from the beginning, and so would one
-    that comes back to the script after runs without it (`written`: the outputs a checkpoint's runs
-    have written, which its manifest knows; a script does not)."""
+    """Why sinks would move into, out of or between the queries they share (`pattern_shares` or
+    `stateless_shares` of the old and the new run, `kind` saying which; `own`: the outputs that had
+    queries of their own; `keys`: the outputs of the new run). One removed from the script is no
+    longer run (a pattern's keys with a deadline are dropped as their timers fire:
+    deployer.spark.patterns.processor); one that joined a started query would miss the events it
+    read before (the plan gives a new sink a query of its own generation: deployer.spark.run.
+    pattern_groups, .stateless_groups; this says so if it ever did not); one that leaves it for a
+    query of its own would be written again from the beginning, and so would one that comes back
+    to the script after runs without it (`written`: the outputs a checkpoint's runs have written,
+    which its manifest and record know; a script does not)."""
     problems = []
     was = {key: name for name, keys in before.items() for key in keys}
     for name, members in after.items():
@@ -259,7 +273,7 @@ def repatterned(
             if key in own:
                 problems.append(
                     f"output {key} was written by a query of its own, and would now share the query "
-                    f"{name} with the other pattern sinks over the same streams"
+                    f"{name} with other {kind}"
                 )
             elif key in was and was[key] != name:
                 problems.append(
@@ -267,50 +281,23 @@ def repatterned(
                 )
             elif key not in was and name in before:
                 problems.append(
-                    f"output {key} would join the query {name} of the pattern sinks "
+                    f"output {key} would join the query {name} of the {kind} "
                     f"{', '.join(before[name])}, which resumes where it stopped, so it would miss the "
                     "events read before"
                 )
             elif key not in was and key in written:
                 problems.append(
-                    f"output {key} was written before by a query of pattern sinks that has gone on "
+                    f"output {key} was written before by a query of {kind} that has gone on "
                     f"without it since: the query {name} would write its rows again from the beginning "
                     "(write them to a sink of another name)"
                 )
     grouped = {key for keys in after.values() for key in keys}
     problems += [
-        f"output {key} was written by the query {name} shared with other pattern sinks, and would now "
+        f"output {key} was written by the query {name} shared with other {kind}, and would now "
         "have a query of its own, which would write it again from the beginning"
         for key, name in was.items()
         if key not in grouped and key in keys
     ]
-    return problems
-
-
-def regrouped(before: list[str], after: list[str], own: set[str], keys: set[str]) -> list[str]:
-    """Why sinks would move into or out of the query the stateless sinks share (deployer.spark.run.shared).
-
-    `before`/`after`: the sinks it writes in the old and the new run; `own`: the outputs that had
-    queries of their own; `keys`: the outputs of the new run. A query of its own would start from the
-    beginning of the inputs and write everything again; a sink joining a shared query that resumes
-    where it stopped would miss the events before."""
-    problems = []
-    for key in sorted(keys):
-        if key in after and key in own:
-            problems.append(
-                f"output {key} was written by a query of its own, and would now share one query with "
-                "the other stateless sinks"
-            )
-        elif key in after and before and key not in before:
-            problems.append(
-                f"output {key} would join the query of the stateless sinks {', '.join(sorted(before))}, "
-                "which resumes where it stopped, so it would miss the events read before"
-            )
-        elif key in before and key not in after:
-            problems.append(
-                f"output {key} was written by the query shared with other stateless sinks, and would now "
-                "have a query of its own, which would write it again from the beginning"
-            )
     return problems
 
 

@@ -27,8 +27,8 @@ from deployer import settings
 from deployer.engine import check_bindings
 from deployer.spark.datastores.materialize import TableOutput, materialize_writer, table_shape
 from deployer.spark.handlers import handlers_for
-from deployer.spark.run import pattern_record, progress
-from deployer.spark.run.checkpoint import pattern_queries, query_dir
+from deployer.spark.run import progress, shared_record
+from deployer.spark.run.checkpoint import apart_sinks, query_dir, shared_queries
 from deployer.spark.run.failures import along, dead_letters, failure_queries, stateless_on_driver
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
@@ -39,7 +39,6 @@ from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
     BY_TASKS,
     DEAD_LETTERS,
-    SHARED_QUERY,
     Query,
     plan_queries,
     shared_inputs,
@@ -51,6 +50,7 @@ from deployer.spark.run.reporter import Reporter, progress_text
 from deployer.spark.run.session import prepare_session, set_log_level, shuffle_partitions
 from deployer.spark.run.shared import driver_splits, plans_of, shared_writer, stem
 from deployer.spark.run.starting import query_settings, started_with
+from deployer.spark.run.stateless_groups import is_shared
 from deployer.spark.streams.dead_letters import DeadLetterWriter, dead_letter_dir
 from deployer.spark.streams.driver_rows import DriverSink
 from deployer.spark.streams.sinks import Writer, sink_writer
@@ -92,8 +92,9 @@ class SparkDeployment:
         self.sinks = {stream_named(graph, s): uri for s, uri in sinks.items()}
         self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
         kept = earlier_layout(self.checkpoint)
-        record = pattern_queries(self.checkpoint)  # the started queries of pattern sinks keep theirs
-        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept, record.queries)
+        record = shared_queries(self.checkpoint)  # the started shared queries keep their sinks
+        started = record.queries | apart_sinks(self.checkpoint, self.sinks)
+        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept, started)
         refuse_comebacks(record, self.plan)
         self.spool = Spool(self.checkpoint / "spool", {q.name: q.spooled for q in self.plan if q.spooled})
         self.inputs = inputs = read_inputs(
@@ -115,9 +116,8 @@ class SparkDeployment:
         self._restarts: Counter[str] = Counter()  # query name -> restarts after a transient failure
         # rows the writers wrote (they run in this process); "applied": rows stored into tables
         self.written = {"out": 0, "dead": 0, "applied": 0}
-        self.tally = progress.Tally(f"{name}:{SHARED_QUERY}")
-        # told each query's name once it has started (deployer.spark.run.checkpoint)
-        self.on_started = on_started
+        self.tally = progress.Tally(name)
+        self.on_started = on_started  # told each query's name once it has started (checkpoint.py)
         self._stopping = threading.Event()  # set by stop_between_batches: no writer begins a batch
         self._gates: list[Gate] = []  # the queries' foreachBatch functions, released by stop
         self._written: set[str] = set()  # failure points a sink's or table's query writes (`_along`)
@@ -165,7 +165,7 @@ class SparkDeployment:
         """Translate the graph and start the queries of `self.plan`, in its order."""
         by_name = {q.name: q for q in self.plan}
         for query in self.plan:
-            if query.name == SHARED_QUERY:
+            if is_shared(query.name):
                 self._start_shared(query)
             elif query.name.startswith("sink:"):
                 stream = query.writes[0]
@@ -176,7 +176,7 @@ class SparkDeployment:
             elif query.name.startswith(PREFIX):
                 writers = {s: self._sink_writer(s, self.sinks[s]) for s in query.writes if s in self.sinks}
                 frame, write, written = pattern_query(self.sg, query, writers, self._dead)
-                pattern_record.write(self.checkpoint, query.name, writers)  # before Spark's first offsets
+                shared_record.write(self.checkpoint, query.name, writers)  # before Spark's first offsets
                 self._written |= written
                 self._start(frame, query.name, write)
         for node in self.graph.nodes:
@@ -189,14 +189,15 @@ class SparkDeployment:
         self._start_dead_letters(by_name)
 
     def _start_shared(self, query: Query) -> None:
-        """The query of the sinks that need no state: it reads each input once (deployer.spark.run.shared)."""
+        """A query of sinks that need no state: it reads each input once (deployer.spark.run.shared)."""
         together = [w for w in query.writes if w in self.sinks]
         inputs = shared_inputs(self.graph, together)
         writers = {stream: self._sink_writer(stream, self.sinks[stream]) for stream in together}
         plan = plans_of(self.sg, spool=self.spool)
         split = driver_splits(self.graph, query.name, query.writes, query.on_driver, self._dead)
-        write = shared_writer(self.graph, inputs, writers, plan, self.tally.shared_report, split)
-        self._start(stem(self.sg.sources, inputs), SHARED_QUERY, write)
+        write = shared_writer(self.graph, inputs, writers, plan, self.tally.reporter(query.name), split)
+        shared_record.write(self.checkpoint, query.name, writers)  # before Spark's first offsets
+        self._start(stem(self.sg.sources, inputs), query.name, write)
         for stream in together:
             self.sg.port(self.graph.streams[stream])  # translated all the same, for its dead letters
 

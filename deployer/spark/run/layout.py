@@ -26,8 +26,9 @@ from pathlib import Path
 from deployer.spark.run import held
 from deployer.spark.run.checkpoint import CheckpointRefused, query_dir
 from deployer.spark.run.pattern_groups import APART, MARK, PREFIX
-from deployer.spark.run.pattern_record import PatternRecord
 from deployer.spark.run.queries import DEAD_LETTERS, SINGLE_READERS, Query
+from deployer.spark.run.shared_record import SharedRecord
+from deployer.spark.run.stateless_groups import is_shared
 
 
 def own_failure_queries(checkpoint: Path) -> set[str]:
@@ -68,23 +69,26 @@ def earlier_layout(checkpoint: Path) -> set[str]:
     return kept
 
 
-def refuse_comebacks(record: PatternRecord, plan: Sequence[Query]) -> None:
-    """Refuse a pattern sink that a query of the checkpoint's pattern sinks wrote, then went on
-    without, and that the run's plan gives a new query (deployer.spark.run.pattern_record): it
-    would write the sink's rows again from the beginning. (The checkpoint guard of `cep run` says
-    so first; a service deployment has none.)"""
+def refuse_comebacks(record: SharedRecord, plan: Sequence[Query]) -> None:
+    """Refuse a sink that a shared query of the checkpoint (of pattern or of stateless sinks) wrote,
+    then went on without, and that the run's plan gives a new query, shared or its own
+    (deployer.spark.run.shared_record): it would write the sink's rows again from the beginning.
+    (The checkpoint guard of `cep run` says so first where the sink would share a query; a service
+    deployment has no guard.)"""
     back = sorted(
         s
         for q in plan
-        if q.name.startswith(PREFIX) and q.name not in record.queries
+        if q.name.startswith((PREFIX, "sink:")) or is_shared(q.name)
+        if q.name not in record.queries
         for s in q.writes
         if s.lower() in record.sinks
     )
     if back:
         raise CheckpointRefused(
-            f"the pattern sink(s) {', '.join(back)} were written before by a query of pattern sinks "
-            "that has gone on without them since: a new query would write their rows again from the "
-            "beginning. Write them to sinks of other names, or start over on a new checkpoint"
+            f"the sink(s) {', '.join(back)} were written before by a shared query (of pattern or of "
+            "stateless sinks) that has gone on without them since: a new query would write their rows "
+            "again from the beginning. Write them to sinks of other names, or start over on a new "
+            "checkpoint"
         )
 
 

@@ -21,7 +21,7 @@ which reads the streams from the beginning, `patterns:<streams>~2` (then `~3`, .
 any started before); a sink removed from the script is no longer run, and cannot come back under
 its name once its query has gone on without it (deployer.spark.run.layout.refuse_comebacks). So the
 groups depend on the checkpoint (`started`: the queries it started and the sinks each wrote, which
-the deployment records in it, deployer.spark.run.pattern_record); without one, the sinks over the
+the deployment records in it, deployer.spark.run.shared_record); without one, the sinks over the
 same streams share one query.
 
 A checkpoint written before this layout ran each pattern sink in a query of its own, with its
@@ -96,14 +96,16 @@ def pattern_groups(
             base = PREFIX + "+".join(reads(graph, node))
             home = homes.get(sink.lower())
             if home is None or (home != base and not home.startswith(base + GENERATION)):
-                home = _next(base, started or {})  # a query that moved to other streams: compat refuses it
+                home = next_generation(
+                    base, started or {}
+                )  # a query that moved to other streams: compat refuses it
             groups.setdefault(home, []).append(sink)
     return [(name, tuple(members)) for name, members in groups.items()]
 
 
-def _next(base: str, started: Mapping[str, Collection[str]]) -> str:
-    """The query of the pattern sinks over the streams of `base` that no started query holds: `base`
-    while no query of those streams has started, else the generation after the last started."""
+def next_generation(base: str, started: Mapping[str, Collection[str]]) -> str:
+    """The shared query named after `base` that no started query holds: `base` while no query of
+    that name has started, else the generation after the last started (`base~2`, `base~3`, ...)."""
     taken = [name for name in started if name == base or name.startswith(base + GENERATION)]
     if not taken:
         return base

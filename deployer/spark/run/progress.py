@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -85,28 +86,35 @@ def root_cause(text: str) -> str:
 class Tally:
     """The counts of every micro-batch of every query, taken from their progress as the run goes."""
 
-    def __init__(self, shared_query: str) -> None:
+    def __init__(self, deployment: str) -> None:
         # query name -> batch id -> its counts
         self.counts: dict[str, dict[int, BatchCounts]] = {}
-        self.shared_query = shared_query
-        # batch id -> what the shared query's writer counted in it (deployer.spark.run.shared): its
-        # Filters work on batch DataFrames, which report no progress of their own
-        self.shared_reports: dict[int, Report] = {}
+        self.deployment = deployment
+        # query name -> batch id -> what a stateless sinks' shared query's writer counted in it
+        # (deployer.spark.run.shared): its Filters work on batch DataFrames, which report no progress
+        self.shared_reports: dict[str, dict[int, Report]] = {}
 
-    def shared_report(self, batch_id: int, report: Report) -> None:
-        self.shared_reports[batch_id] = report
-        for old in sorted(self.shared_reports)[:-200]:  # progress keeps the last 100 batches
-            del self.shared_reports[old]
+    def reporter(self, query: str) -> Callable[[int, Report], None]:
+        """Where the writer of the shared query `query` (its name in the plan) tells its reports."""
+        reports = self.shared_reports.setdefault(f"{self.deployment}:{query}", {})
+
+        def report(batch_id: int, found: Report) -> None:
+            reports[batch_id] = found
+            for old in sorted(reports)[:-200]:  # progress keeps the last 100 batches
+                del reports[old]
+
+        return report
 
     def absorb(self, queries: list[Any]) -> None:
         """Take the counts of the batches each query has reported since the last call."""
         for q in queries:
             seen = self.counts.setdefault(q.name, {})
+            reports = self.shared_reports.get(q.name, {})
             for p in q.recentProgress:
                 batch = int(p["batchId"])
                 if batch not in seen and (counts := batch_counts(p)) is not None:
-                    if q.name == self.shared_query and batch in self.shared_reports:
-                        counts = replace(counts, filtered=self.shared_reports[batch].filtered)
+                    if batch in reports:
+                        counts = replace(counts, filtered=reports[batch].filtered)
                     seen[batch] = counts
 
     def totals(self, stats: SparkRunStats, count_filtered: bool) -> SparkRunStats:

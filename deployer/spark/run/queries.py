@@ -5,7 +5,9 @@ what it writes (the names are the checkpoint's sub-directories, so they must not
 runs of a deployment):
 
 - `sinks:stateless`: two or more requested sinks whose streams need no state and no data store
-  share one query, which reads each input once per micro-batch (deployer.spark.run.shared);
+  share one query, which reads each input once per micro-batch (deployer.spark.run.shared); those
+  a next version of the script adds beside a started one share `sinks:stateless~2`, and so on
+  (deployer.spark.run.stateless_groups);
 - `patterns:<stream>+<stream>...`: the requested sinks of patterns over the same source streams
   share one query, named after the streams (deployer.spark.run.pattern_groups);
 - `sink:<stream>`: every other requested sink;
@@ -46,13 +48,13 @@ from deployer.spark.output.placement import in_window, in_window_aggregation, in
 from deployer.spark.run.driver_split import on_driver
 from deployer.spark.run.failure_points import failure_points
 from deployer.spark.run.pattern_groups import PREFIX, grouped, pattern_groups, split_chain
+from deployer.spark.run.stateless_groups import is_shared, stateless_groups
 from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
-from operators.analysis import ancestors, merged_sources, stateless_upstream
+from operators.analysis import ancestors, merged_sources
 from operators.output_node import OutputRate
 from stores.bindings import StoreBindings
 
-SHARED_QUERY = "sinks:stateless"
 DEAD_LETTERS = "dead-letters"
 # In `plan_queries`' `kept`: the checkpoint's dead-letters query wrote the rejected records and
 # failures of the sources and operators that two queries compute (deployer.spark.run.layout)
@@ -107,18 +109,6 @@ def store_kinds(stores: StoreBindings | None) -> dict[str, str]:
     return {} if stores is None else {name: url.kind for name, url in stores.urls.items()}
 
 
-def shared_sinks(graph: g.Graph, sinks: Iterable[str]) -> list[str]:
-    """The streams among `sinks` (the graph's own names) that `SHARED_QUERY` writes, in script
-    order: those computed without state or data store; none unless there are two or more."""
-    wanted = set(sinks)
-    found = [
-        stream
-        for stream, port in graph.streams.items()
-        if stream in wanted and stateless_upstream(graph, graph.node(port.node))
-    ]
-    return found if len(found) >= 2 else []
-
-
 def shared_inputs(graph: g.Graph, streams: Iterable[str]) -> list[str]:
     """The source streams the shared sinks read, in script order."""
     wanted = {n.id for s in streams for n in ancestors(graph, graph.streams[s].node)}
@@ -144,7 +134,10 @@ def sequenced_merges(graph: g.Graph, sources: Mapping[str, str]) -> list[tuple[s
 
 
 def written_with(
-    graph: g.Graph, sinks: Iterable[str], groups: Mapping[str, str] | None = None
+    graph: g.Graph,
+    sinks: Iterable[str],
+    groups: Mapping[str, str] | None = None,
+    together: Collection[str] = (),
 ) -> dict[str, str]:
     """Node id -> the query that writes the failures of the node's results along with the rows it
     writes: the first sink (not in the shared query) or table, in plan order, whose rows come from
@@ -152,9 +145,9 @@ def written_with(
     results (the failure point (False, False) of `failure_points`) and those Maps' own. The steps
     after that split are stateless, so each micro-batch of the rows before it splits in two
     (deployer.spark.translate.graph.Split) and the Maps run over the batch. `groups`: the sinks
-    of the queries pattern sinks share (pattern_groups.grouped), written by those queries."""
+    of the queries pattern sinks share (pattern_groups.grouped), written by those queries;
+    `together`: the sinks of the stateless sinks' shared queries (`stateless_groups`)."""
     sinks = list(sinks)
-    together = set(shared_sinks(graph, sinks))
     shares = groups or {}
     writers = [(shares.get(s, f"sink:{s}"), graph.streams[s]) for s in sinks if s not in together]
     writers += [(f"table:{n.table.name}", n.inputs[0]) for n in graph.nodes if isinstance(n, g.Materialize)]
@@ -190,14 +183,15 @@ def plan_queries(
     store name -> bound kind (postgresql, sqlite, redis); `kept`: the `failed:<node>` queries that
     keep a query of their own all the same (a checkpoint of an earlier layout has them: resumed
     as they were), the dead-letters query of an earlier layout (`DEAD_LETTERS`, `SINGLE_READERS`:
-    `_by_readers`), and `pattern_groups.APART`; `started`: the queries pattern sinks share that the
-    checkpoint has started, and their sinks (`pattern_groups.pattern_groups`)."""
+    `_by_readers`), and `pattern_groups.APART`; `started`: the shared queries the checkpoint has
+    started, and their sinks, and its `sink:<name>` queries (`stateless_groups`,
+    `pattern_groups.pattern_groups`)."""
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
-    together = shared_sinks(graph, sinks)
     out: list[Query] = []
-    if together:
-        out.append(_query(graph, SHARED_QUERY, tuple(together), [graph.streams[s].node for s in together]))
+    for name, members in stateless_groups(graph, sinks, started):
+        out.append(_query(graph, name, members, [graph.streams[s].node for s in members]))
+    together = {s for q in out for s in q.writes}
     groups = pattern_groups(graph, sinks, kept, started)
     shares = grouped(groups)
     for s in (s for s in sinks if s not in together):
@@ -215,7 +209,7 @@ def plan_queries(
     roots = [graph.streams[s].node for s in sinks]
     roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize | g.UpdateSQL)]
     needed = {a.id for r in roots for a in ancestors(graph, r)}
-    along = written_with(graph, sinks, shares)
+    along = written_with(graph, sinks, shares, together)
     own: list[tuple[str, Query]] = []  # (node id, the query of a failure point of its own)
     stateless_points: list[str] = []  # the nodes with a failure point of a stateless operator
     for node in (n for n in graph.nodes if n.id in needed):
@@ -327,7 +321,7 @@ def _by_readers(
 def _once(query: str) -> bool:
     """Whether `query` computes each of its sources once, whatever reads them after: the shared
     query's stem, the pattern sinks' shared input (deployer.spark.patterns.shared)."""
-    return query == SHARED_QUERY or query.startswith(PREFIX)
+    return is_shared(query) or query.startswith(PREFIX)
 
 
 def _paths(graph: g.Graph, start: str, ends: tuple[str, ...]) -> int:
