@@ -9,7 +9,6 @@ from typing import Any
 from deployer.service.reports import OUT_METRIC, as_dict
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.pattern_groups import PREFIX
-from deployer.spark.streams.driver_rows import DriverSink, Rows
 
 KEPT_BATCHES = 200  # per sink: Spark's progress keeps a query's last 100 batches
 
@@ -22,28 +21,19 @@ class ServiceDeployment(SparkDeployment):
         super().__init__(*args, **kwargs)
         self._sink_rows: dict[str, dict[int, int]] = {}  # sink -> batch id -> the rows its writer wrote
         self._table_rows: dict[str, dict[int, int]] = {}  # table's query -> batch id -> the rows stored
+        self._counts: dict[str, Any] = {}  # query name -> its `_written_by`, found once
 
-    def _applied(self, query: str) -> Callable[[int, int], None]:
-        """The base's count of the rows a table stored, and per batch (`_written_by`)."""
-        counted, per_batch = super()._applied(query), self._table_rows.setdefault(query, {})
+    def _counted(self, what: str, output: str) -> Callable[[int, int], None]:
+        """The base's count of the rows a sink's writer wrote or a table stored, and per batch
+        (`_written_by`)."""
+        counted = super()._counted(what, output)
+        per_batch = (self._sink_rows if what == "out" else self._table_rows).setdefault(output, {})
 
-        def applied(n: int, batch_id: int) -> None:
+        def count(n: int, batch_id: int) -> None:
             counted(n, batch_id)
             _note(per_batch, batch_id, n)
 
-        return applied
-
-    def _sink_writer(self, stream: str, uri: str) -> DriverSink:
-        """The sink's writer, which notes the rows it wrote in each batch (`_written_by`)."""
-        writer = super()._sink_writer(stream, uri)
-        per_batch = self._sink_rows.setdefault(stream, {})
-
-        def emit(rows: Rows, batch_id: int) -> int:
-            n = writer.emit(rows, batch_id)
-            _note(per_batch, batch_id, n)
-            return n
-
-        return DriverSink(writer.width, writer.order, emit)
+        return count
 
     def reports(self, query: Any) -> list[dict[str, Any]]:
         """The recent progress of `query` as dicts, with the rows its writers wrote in each batch as
@@ -52,7 +42,9 @@ class ServiceDeployment(SparkDeployment):
         split a window's rows from their failures in each batch (deployer.spark.run.failures
         `along`), so that a count Spark observes would count rows no sink or table got."""
         recent = [as_dict(p) for p in query.recentProgress]
-        written = self._written_by(query.name)
+        if query.name not in self._counts:
+            self._counts[query.name] = self._written_by(query.name)
+        written = self._counts[query.name]
         if written is not None:
             for p in recent:
                 out = written(int(p.get("batchId", -1)))

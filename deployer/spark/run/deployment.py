@@ -159,7 +159,7 @@ class SparkDeployment:
 
     def _sink_writer(self, stream: str, uri: str) -> DriverSink:
         consoles = sum(1 for u in self.sinks.values() if u == "console")
-        return sink_writer(self.graph, stream, uri, consoles > 1, self._count("out"))
+        return sink_writer(self.graph, stream, uri, consoles > 1, self._counted("out", stream))
 
     def start(self) -> None:
         """Translate the graph and start the queries of `self.plan`, in its order."""
@@ -212,7 +212,8 @@ class SparkDeployment:
             {"stage": "Materialize", "node": node.id, "line": node.line},
             counted=self._count("dead"),
         )
-        write = materialize_writer(self.sg, node, refused, applied=self._applied(query.name), order=order)
+        applied = self._counted("applied", query.name)
+        write = materialize_writer(self.sg, node, refused, applied=applied, order=order)
         self._start(*self._along(query, node.inputs[0], TableOutput(shape, write)))
 
     def _along(
@@ -257,9 +258,9 @@ class SparkDeployment:
         """The writer of the dead letters of failure point `name` (`failed:<node>`, or "stateless")."""
         return DeadLetterWriter(self.dead_dir, name.removeprefix("failed:"), counted=self._count("dead"))
 
-    def _applied(self, query: str) -> Callable[[int, int], None]:
-        """Told the rows a table's query stored in each batch (the service counts them per batch)."""
-        return lambda n, _batch: self._count("applied")(n)
+    def _counted(self, what: str, output: str) -> Callable[[int, int], None]:
+        """Told each batch's rows a sink wrote ("out") or a table stored ("applied"), with its id."""
+        return lambda n, _batch: self._count(what)(n)
 
     def _count(self, what: str) -> Callable[[int], None]:
         def add(n: int) -> None:
@@ -278,8 +279,7 @@ class SparkDeployment:
         if stop is None or not stop.is_set():
             self.start()
         reporter = Reporter(out, len(self.plan) if self.until_idle else None, progress_every)
-        ui = self.spark.sparkContext.uiWebUrl
-        if ui:
+        if ui := self.spark.sparkContext.uiWebUrl:
             reporter.say(f"spark UI: {ui}")
         try:
             stopped = self._drive(reporter, progress_every, stop)

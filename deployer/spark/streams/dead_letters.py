@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -24,9 +24,6 @@ from deployer.connectors.files import file_dir
 from deployer.connectors.records import json_value
 from deployer.spark.translate.columns import encoded_event
 from stores.arrow import column_values, micros_value
-
-if TYPE_CHECKING:  # not at run time: a source's reader imports this module (task_spool), and no sink
-    from deployer.spark.streams.sinks import Counter
 
 # The key order of the local engine's dead letters (deployer.local.driver), so both write the same JSON.
 DEAD_KEYS = ("stage", "reason", "stream", "node", "line", "source", "record")
@@ -94,7 +91,7 @@ class DeadLetterWriter:
         directory: Path | None,
         name: str,
         fixed: dict[str, Any] | None = None,
-        counted: Counter | None = None,
+        counted: Callable[[int], None] | None = None,
     ) -> None:
         """The writer of failure point `name`'s dead letters, into `directory` (None: the console)."""
         self.directory, self.name, self.fixed, self.counted = directory, name, fixed or {}, counted

@@ -67,12 +67,12 @@ class DriverSink:
         """Write a batch `collected` and brought to the driver."""
         return self.emit(ordered_rows(table, self.order), batch_id)
 
-    def counting(self, counted: Callable[[int], None]) -> DriverSink:
-        """This sink, telling `counted` the rows of each batch it writes."""
+    def counting(self, counted: Callable[[int, int], None]) -> DriverSink:
+        """This sink, telling `counted` the rows of each batch it writes, and the batch's id."""
 
         def emit(rows: Rows, batch_id: int) -> int:
             n = self.emit(rows, batch_id)
-            counted(n)
+            counted(n, batch_id)
             return n
 
         return DriverSink(self.width, self.order, emit)

@@ -26,7 +26,7 @@ from deployer.spark.translate.batch_order import batch_order
 from operators import graph as g
 from stores.urls import redact_text
 
-Counter = Callable[[int], None]
+Counter = Callable[[int, int], None]  # told the rows a writer wrote in a batch, and the batch's id
 Writer = Callable[[DataFrame, int], object]  # a foreachBatch function: Spark ignores what it returns
 
 
