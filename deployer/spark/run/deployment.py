@@ -27,12 +27,13 @@ from deployer import settings
 from deployer.engine import check_bindings
 from deployer.spark.datastores.materialize import TableOutput, materialize_writer, table_shape
 from deployer.spark.handlers import handlers_for
-from deployer.spark.run import progress, shared_record
-from deployer.spark.run.checkpoint import apart_sinks, query_dir, shared_queries
+from deployer.spark.run import dead_letter_owners, progress, shared_record
+from deployer.spark.run.checkpoint import query_dir
+from deployer.spark.run.dead_letter_owners import owners_of
 from deployer.spark.run.failures import along, dead_letters, failure_queries, stateless_on_driver
 from deployer.spark.run.gate import Gate
 from deployer.spark.run.inputs import read_inputs, source_uri, stream_named
-from deployer.spark.run.layout import earlier_layout, refuse_comebacks, translation
+from deployer.spark.run.layout import earlier_layout, planned, translation
 from deployer.spark.run.pattern_groups import PREFIX
 from deployer.spark.run.pattern_query import pattern_query
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
@@ -40,7 +41,6 @@ from deployer.spark.run.queries import (
     BY_TASKS,
     DEAD_LETTERS,
     Query,
-    plan_queries,
     shared_inputs,
     store_kinds,
 )
@@ -92,10 +92,7 @@ class SparkDeployment:
         self.sinks = {stream_named(graph, s): uri for s, uri in sinks.items()}
         self.dead_dir = dead_letter_dir(dead_letter, self.sinks.values())
         kept = earlier_layout(self.checkpoint)
-        record = shared_queries(self.checkpoint)  # the started shared queries keep their sinks
-        started = record.queries | apart_sinks(self.checkpoint, self.sinks)
-        self.plan = plan_queries(graph, self.sinks, self.sources, store_kinds(stores), kept, started)
-        refuse_comebacks(record, self.plan)
+        self.plan = planned(self.checkpoint, graph, self.sinks, self.sources, store_kinds(stores), kept)
         self.spool = Spool(self.checkpoint / "spool", {q.name: q.spooled for q in self.plan if q.spooled})
         self.inputs = inputs = read_inputs(
             spark, graph, self.sources, self.checkpoint, max_files_per_trigger, self.spool, self.sinks
@@ -163,6 +160,7 @@ class SparkDeployment:
 
     def start(self) -> None:
         """Translate the graph and start the queries of `self.plan`, in its order."""
+        dead_letter_owners.write(self.checkpoint, owners_of(self.plan))  # before any of them starts
         by_name = {q.name: q for q in self.plan}
         for query in self.plan:
             if is_shared(query.name):

@@ -20,15 +20,16 @@ those over the same streams now share one (`patterns_apart`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from deployer.spark.run import held
-from deployer.spark.run.checkpoint import CheckpointRefused, query_dir
+from deployer.spark.run import dead_letter_owners, held
+from deployer.spark.run.checkpoint import CheckpointRefused, apart_sinks, query_dir, shared_queries
 from deployer.spark.run.pattern_groups import APART, MARK, PREFIX
-from deployer.spark.run.queries import DEAD_LETTERS, SINGLE_READERS, Query
+from deployer.spark.run.queries import DEAD_LETTERS, SINGLE_READERS, Query, plan_queries
 from deployer.spark.run.shared_record import SharedRecord
 from deployer.spark.run.stateless_groups import is_shared
+from operators import graph as g
 
 
 def own_failure_queries(checkpoint: Path) -> set[str]:
@@ -67,6 +68,25 @@ def earlier_layout(checkpoint: Path) -> set[str]:
     (checkpoint / _BY_READERS).touch()
     (checkpoint / _BY_ONE_READER).touch()
     return kept
+
+
+def planned(
+    checkpoint: Path,
+    graph: g.Graph,
+    sinks: Collection[str],
+    sources: Mapping[str, str],
+    kinds: Mapping[str, str],
+    kept: Collection[str],
+) -> list[Query]:
+    """The queries a run on `checkpoint` starts (queries.plan_queries, `kept`: `earlier_layout`): its
+    shared queries keep their sinks (shared_record, and the `sink:<name>` queries it started keep
+    theirs), its failure points their writers (dead_letter_owners); a sink one of its shared
+    queries went on without is refused (`refuse_comebacks`)."""
+    record = shared_queries(checkpoint)
+    started = record.queries | apart_sinks(checkpoint, sinks)
+    plan = plan_queries(graph, sinks, sources, kinds, kept, started, dead_letter_owners.read(checkpoint))
+    refuse_comebacks(record, plan)
+    return plan
 
 
 def refuse_comebacks(record: SharedRecord, plan: Sequence[Query]) -> None:

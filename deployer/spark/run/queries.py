@@ -42,17 +42,15 @@ an UpdateSQL one for the statements the database refuses.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from deployer.spark.output.placement import in_window, in_window_aggregation, in_window_processor
 from deployer.spark.run.driver_split import on_driver
 from deployer.spark.run.failure_points import failure_points
 from deployer.spark.run.pattern_groups import PREFIX, grouped, pattern_groups, split_chain
+from deployer.spark.run.query import Query
 from deployer.spark.run.stateless_groups import is_shared, stateless_groups
-from deployer.spark.windows.state_layout import bucketed
 from operators import graph as g
 from operators.analysis import ancestors, merged_sources
-from operators.output_node import OutputRate
 from stores.bindings import StoreBindings
 
 DEAD_LETTERS = "dead-letters"
@@ -60,48 +58,8 @@ DEAD_LETTERS = "dead-letters"
 # failures of the sources and operators that two queries compute (deployer.spark.run.layout)
 SINGLE_READERS = "dead-letters of what two queries compute"
 BY_TASKS = " (by its tasks)"  # ends what a query writes of a failure point its tasks write
+_DEAD_LETTERS_WRITE = ("rejected records and failures of stateless operators",)
 _ON_DRIVER = " (split on the driver)"  # of one it splits on the driver (driver_split)
-
-
-@dataclass(frozen=True)
-class Query:
-    """One streaming query: its name, what it writes, the source streams it reads, and the stateful
-    operators and data store calls it runs (node ids, in plan order)."""
-
-    name: str
-    writes: tuple[str, ...]
-    reads: tuple[str, ...]
-    stateful: tuple[str, ...] = ()
-    store_calls: tuple[str, ...] = ()
-    # the nodes whose rows it writes (what it computes is all their ancestors), and the failure
-    # points whose dead letters its tasks write (`failed_query` without its prefix: `n6`, `n6-2`)
-    ends: tuple[str, ...] = field(default=(), compare=False)
-    spooled: tuple[str, ...] = ()
-    # those of `spooled` whose rows it splits on the driver instead (deployer.spark.run.driver_split)
-    on_driver: tuple[str, ...] = ()
-
-    def describe(self, graph: g.Graph) -> str:
-        parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
-        if self.stateful and self.name.startswith(PREFIX):  # its patterns run in one operator
-            parts.append(f"state Patterns {', '.join(self.stateful)} in one operator")
-        elif self.stateful:
-            parts.append("state " + ", ".join(_stateful_label(graph, graph.node(n)) for n in self.stateful))
-        if self.store_calls:
-            parts.append("stores " + ", ".join(f"{graph.node(n).op} {n}" for n in self.store_calls))
-        return f"{self.name}: " + "; ".join(parts)
-
-
-def _stateful_label(graph: g.Graph, node: g.Node) -> str:
-    if isinstance(node, g.Aggregate):
-        layout = " per bucket" if bucketed(node) else ""
-        return f"Aggregate {node.id} ({node.window.kind.upper()}{layout})"
-    if isinstance(node, OutputRate) and in_window(graph, node):
-        return f"OutputRate {node.id} (Spark's window aggregation)"
-    if isinstance(node, OutputRate) and (
-        in_window_processor(graph, node) or in_window_aggregation(graph, node)
-    ):
-        return f"OutputRate {node.id} (in Aggregate {node.inputs[0].node}'s state)"
-    return f"{node.op} {node.id}"
 
 
 def store_kinds(stores: StoreBindings | None) -> dict[str, str]:
@@ -138,6 +96,7 @@ def written_with(
     sinks: Iterable[str],
     groups: Mapping[str, str] | None = None,
     together: Collection[str] = (),
+    owners: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Node id -> the query that writes the failures of the node's results along with the rows it
     writes: the first sink (not in the shared query) or table, in plan order, whose rows come from
@@ -146,18 +105,27 @@ def written_with(
     after that split are stateless, so each micro-batch of the rows before it splits in two
     (deployer.spark.translate.graph.Split) and the Maps run over the batch. `groups`: the sinks
     of the queries pattern sinks share (pattern_groups.grouped), written by those queries;
-    `together`: the sinks of the stateless sinks' shared queries (`stateless_groups`)."""
+    `together`: the sinks of the stateless sinks' shared queries (`stateless_groups`); `owners`:
+    who wrote them before (`chosen`)."""
     sinks = list(sinks)
     shares = groups or {}
     writers = [(shares.get(s, f"sink:{s}"), graph.streams[s]) for s in sinks if s not in together]
     writers += [(f"table:{n.table.name}", n.inputs[0]) for n in graph.nodes if isinstance(n, g.Materialize)]
-    out: dict[str, str] = {}
+    able: dict[str, list[str]] = {}
     for name, port in writers:
         found = split_chain(graph, port)
         if found is not None:
             for node in [found[0], *found[1]]:
-                out.setdefault(node.id, name)
-    return out
+                able.setdefault(node.id, []).append(name)
+    return {node: chosen(names, (owners or {}).get(f"along {node}")) for node, names in able.items()}
+
+
+def chosen(able: list[str], owner: str | None) -> str:
+    """Which of the queries `able` to write a failure point's dead letters (in plan order): the one
+    that wrote them before (`owner`, deployer.spark.run.dead_letter_owners) while it can, else the
+    first. A query added later may come first in plan order, but it reads its inputs from the
+    beginning: taking the failure point over, it would write its dead letters again."""
+    return owner if owner in able else able[0]
 
 
 def failed_query(node_id: str, k: int) -> str:
@@ -177,6 +145,7 @@ def plan_queries(
     store_kinds: Mapping[str, str] | None = None,
     kept: Collection[str] = (),
     started: Mapping[str, Collection[str]] | None = None,
+    owners: Mapping[str, str] | None = None,
 ) -> list[Query]:
     """The streaming queries a run of `graph` starts, in the order it starts them. `sinks`: the
     requested sink streams (the graph's own names); `sources`: stream -> URI; `store_kinds`: data
@@ -185,7 +154,9 @@ def plan_queries(
     as they were), the dead-letters query of an earlier layout (`DEAD_LETTERS`, `SINGLE_READERS`:
     `_by_readers`), and `pattern_groups.APART`; `started`: the shared queries the checkpoint has
     started, and their sinks, and its `sink:<name>` queries (`stateless_groups`,
-    `pattern_groups.pattern_groups`)."""
+    `pattern_groups.pattern_groups`); `owners`: the queries that wrote each failure point's dead
+    letters in the checkpoint's runs, which keep them (`chosen`)."""
+    owners = owners or {}
     kinds = {k.lower(): v for k, v in (store_kinds or {}).items()}
     sinks = list(sinks)
     out: list[Query] = []
@@ -209,7 +180,7 @@ def plan_queries(
     roots = [graph.streams[s].node for s in sinks]
     roots += [n.id for n in graph.nodes if isinstance(n, g.Materialize | g.UpdateSQL)]
     needed = {a.id for r in roots for a in ancestors(graph, r)}
-    along = written_with(graph, sinks, shares, together)
+    along = written_with(graph, sinks, shares, together, owners)
     own: list[tuple[str, Query]] = []  # (node id, the query of a failure point of its own)
     stateless_points: list[str] = []  # the nodes with a failure point of a stateless operator
     for node in (n for n in graph.nodes if n.id in needed):
@@ -226,40 +197,52 @@ def plan_queries(
                 continue
             upto = [p.node for p in node.inputs] if on_input else [node.id]
             own.append((node.id, _query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto)))
-    out += _spooled(graph, out, own, kept)
-    shared_reads = _by_readers(graph, out, sources, stateless_points, kept)
+    out += _spooled(graph, out, own, kept, owners)
+    shared_reads, left = _by_readers(graph, out, sources, stateless_points, kept, owners)
     if shared_reads:
         reads = tuple(s.stream for s in graph.sources() if s.stream in shared_reads)
-        out.append(Query(DEAD_LETTERS, ("rejected records and failures of stateless operators",), reads))
+        out.append(Query(DEAD_LETTERS, _DEAD_LETTERS_WRITE, reads, owns=tuple(left)))
     return out
 
 
 def _spooled(
-    graph: g.Graph, out: list[Query], own: list[tuple[str, Query]], kept: Collection[str]
+    graph: g.Graph,
+    out: list[Query],
+    own: list[tuple[str, Query]],
+    kept: Collection[str],
+    owners: Mapping[str, str],
 ) -> list[Query]:
     """The failure points with a query of their own (`own`) made written by the tasks of the first
     query of `out` that computes their node (deployer.spark.streams.spool): it gains the failure
     point in `spooled`, and the queries still needed are returned. The other queries that compute
     the node pass the same stage, and their tasks write nothing (spool.Spool); a query whose plan
     computes it on two paths writes each dead letter once (task_spool.file_name). One that no query of
-    `out` computes (an UpdateSQL whose rows nobody reads), or that is in `kept`, keeps its query."""
+    `out` computes (an UpdateSQL whose rows nobody reads), or that is in `kept`, keeps its query;
+    `owners`: the query that wrote it before does while it can (`chosen`)."""
     spooled = set()
     inside = [_upstream(graph, w.ends) for w in out]  # what each query computes
     for node, q in own:
-        first = next((i for i, nodes in enumerate(inside) if node in nodes), None)
-        if q.name in kept or first is None:
+        able = [w.name for w, nodes in zip(out, inside, strict=True) if node in nodes]
+        if q.name in kept or not able:
             continue
         spooled.add(q.name)
-        w, label = out[first], q.name.removeprefix("failed:")
+        label = q.name.removeprefix("failed:")
+        i = next(i for i, w in enumerate(out) if w.name == chosen(able, owners.get(label)))
         written = f"failures of {label}{BY_TASKS}"
-        out[first] = replace(w, writes=(*w.writes, written), spooled=(*w.spooled, label))
+        out[i] = replace(out[i], writes=(*out[i].writes, written), spooled=(*out[i].spooled, label))
     return [q for _, q in own if q.name not in spooled]
 
 
 def _by_readers(
-    graph: g.Graph, out: list[Query], sources: Mapping[str, str], stateless: list[str], kept: Collection[str]
-) -> set[str]:
-    """The source streams the dead-letters query reads; the others' rejected records and late
+    graph: g.Graph,
+    out: list[Query],
+    sources: Mapping[str, str],
+    stateless: list[str],
+    kept: Collection[str],
+    owners: Mapping[str, str],
+) -> tuple[set[str], list[str]]:
+    """The source streams the dead-letters query reads, and the failure points it writes (`input-
+    <stream>`, `stateless-<node>`); the others' rejected records and late
     events, and the stateless failure points, are written by one query of `out` that computes them
     (`out` gains them in `spooled`: `input-<stream>`, `late-<stream>`, `stateless-<node>`): the
     first in plan order that computes them on one path (`_paths`), by its tasks or, where the rows
@@ -270,20 +253,17 @@ def _by_readers(
     micro-batch; its tasks then spool the same rows under the same file name (task_spool.file_name).
     `kept`: the checkpoint has the dead-letters query of an earlier layout (deployer.spark.run.
     layout): `DEAD_LETTERS`, which wrote them all, still does; `SINGLE_READERS`, which wrote those
-    of the sources and operators two queries compute, still does."""
+    of the sources and operators two queries compute, still does. `owners`: the query that wrote a
+    failure point's before keeps it while it can, the dead-letters query too (`chosen`)."""
     rejecting = [s for s in graph.sources() if has_rejects(bound_uri(sources, s.stream))]
     reads = {s.stream for s in rejecting}
     if DEAD_LETTERS in kept:
         for node in stateless:
             reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
-        return reads
+        return reads, [f"input-{s.stream}" for s in rejecting] + [f"stateless-{n}" for n in stateless]
+    left: list[str] = []
     alone = SINGLE_READERS in kept
-    group = {s: m for m in sequenced_merges(graph, sources) for s in m}
-    readers: dict[str, set[str]] = {}
-    for q in out:
-        for s in q.reads:
-            for t in group.get(s, (s,)):
-                readers.setdefault(t, set()).add(q.name)
+    readers = _readers(graph, out, sources)
     ends = {q.name: q.ends for q in out}
     streams = {q.name: q.reads for q in out}
     labels: dict[str, list[str]] = {}
@@ -295,27 +275,49 @@ def _by_readers(
         fit = [
             q for q in who if (src.stream in streams[q] if _once(q) else _paths(graph, src.id, ends[q]) == 1)
         ]
-        if fit and not (alone and len(who) > 1):
+        key = f"input-{src.stream}"
+        if fit and not (alone and len(who) > 1) and owners.get(key) != DEAD_LETTERS:
             late = [f"late-{src.stream}"] if src.event_time is not None else []
-            labels.setdefault(fit[0], []).extend([f"input-{src.stream}", *late])
+            labels.setdefault(chosen(fit, owners.get(key)), []).extend([key, *late])
             reads.discard(src.stream)
+        else:
+            left.append(key)
     inside = {q.name: _upstream(graph, q.ends) for q in out}  # what each query computes
     for node in stateless:
         computing = [q.name for q in out if node in inside[q.name]]
         # The shared query's sinks may compute it twice in a micro-batch: the same failed rows make
         # the same spool file (task_spool.file_name). In the layout between, it dropped them.
         fit = [q for q in computing if (not alone if _once(q) else _paths(graph, node, ends[q]) == 1)]
-        if fit and not (alone and len(computing) > 1):
-            labels.setdefault(fit[0], []).append(f"stateless-{node}")
+        key = f"stateless-{node}"
+        if fit and not (alone and len(computing) > 1) and owners.get(key) != DEAD_LETTERS:
+            labels.setdefault(chosen(fit, owners.get(key)), []).append(key)
         else:
             reads |= {a.stream for a in ancestors(graph, node) if isinstance(a, g.Source)}
+            left.append(key)
+    _given(graph, out, labels)
+    return reads, left
+
+
+def _readers(graph: g.Graph, out: list[Query], sources: Mapping[str, str]) -> dict[str, set[str]]:
+    """Source stream -> the queries of `out` that read it: a stream that passes the Sequencer with
+    others (`sequenced_merges`) is read by every query that reads one of them."""
+    group = {s: m for m in sequenced_merges(graph, sources) for s in m}
+    readers: dict[str, set[str]] = {}
+    for q in out:
+        for s in q.reads:
+            for t in group.get(s, (s,)):
+                readers.setdefault(t, set()).add(q.name)
+    return readers
+
+
+def _given(graph: g.Graph, out: list[Query], labels: Mapping[str, list[str]]) -> None:
+    """The queries of `out` given the failure points `labels` says (query -> labels) to write."""
     for i, q in enumerate(out):
         if q.name in labels:
             mine = (*q.spooled, *labels[q.name])
             driver = on_driver(graph, q.name, q.writes, mine)
             written = tuple(_written(x, x in driver) for x in labels[q.name])
             out[i] = replace(q, writes=(*q.writes, *written), spooled=mine, on_driver=driver)
-    return reads
 
 
 def _once(query: str) -> bool:
