@@ -93,8 +93,8 @@ def refuse_comebacks(record: SharedRecord, plan: Sequence[Query]) -> None:
     """Refuse a sink that a shared query of the checkpoint (of pattern or of stateless sinks) wrote,
     then went on without, and that the run's plan gives a new query, shared or its own
     (deployer.spark.run.shared_record): it would write the sink's rows again from the beginning.
-    (The checkpoint guard of `cep run` says so first where the sink would share a query; a service
-    deployment has no guard.)"""
+    (The checkpoint guard of `cep run` says so first, before Spark starts; a service deployment has
+    no guard.)"""
     back = sorted(
         s
         for q in plan
