@@ -28,7 +28,7 @@ from deployer.service.catalog import (
     without_password_file,
 )
 from deployer.service.models import Deployment
-from deployer.spark.run.compat import incompatibilities
+from deployer.spark.run.compat import incompatibilities, outputs
 from operators import graph as g
 from stores.urls import parse_store_url
 
@@ -149,8 +149,8 @@ def deploy(catalog: Catalog, spec: DeploySpec, graph: g.Graph, reset_state: bool
             assert row is not None
         if row.script_hash == digest and row.bindings == bindings and not reset_state:
             return _unchanged(catalog, s, row)
-        _check_compatible(spec, row, graph, bindings, reset_state)
-        return _replace(catalog, s, row, spec, digest, bindings, reset_state)
+        fresh = _check_compatible(spec, row, graph, bindings, reset_state)
+        return _replace(catalog, s, row, spec, digest, bindings, reset_state, fresh)
 
 
 def _create(
@@ -193,14 +193,18 @@ def _unchanged(catalog: Catalog, s: Session, row: Deployment) -> Outcome:
 
 def _check_compatible(
     spec: DeploySpec, row: Deployment, graph: g.Graph, bindings: dict[str, Any], reset_state: bool
-) -> None:
+) -> list[str]:
     """Refuse a new script that cannot resume from the deployment's checkpoint (deployer.spark.run.compat),
-    unless its state is reset."""
+    unless its state is reset; the outputs it adds (which read their inputs from the beginning)."""
     old_graph = _compile_deployed(row.script, row.bindings.get("stores") or {})
+    fresh: list[str] = []
     if old_graph is None:
         problems = ["the deployed script no longer compiles, so its state cannot be checked"]
     else:
         problems = incompatibilities(old_graph, row.bindings, graph, bindings)
+        sources = [b.get("sources", {}) for b in (row.bindings, bindings)]
+        before = outputs(old_graph, sources[0], row.bindings.get("sinks", {}))
+        fresh = [key for key in outputs(graph, sources[1], bindings.get("sinks", {})) if key not in before]
     if problems and not reset_state:
         raise Incompatible(
             f"cannot redeploy {spec.name} over its checkpoint ({row.checkpoint}): the new script "
@@ -209,6 +213,7 @@ def _check_compatible(
             + "\nRedeploy with --reset-state to start from an empty state: the inputs are then read "
             "again from their beginning and the old checkpoint is deleted."
         )
+    return fresh
 
 
 def _replace(
@@ -219,8 +224,10 @@ def _replace(
     digest: str,
     bindings: dict[str, Any],
     reset_state: bool,
+    fresh: list[str],
 ) -> Outcome:
-    """The deployment's new script and bindings, resuming from its checkpoint or from a new one."""
+    """The deployment's new script and bindings, resuming from its checkpoint or from a new one;
+    `fresh`: the outputs the script adds."""
     old_digest = row.script_hash
     row.script = spec.script
     row.script_hash = digest
@@ -233,9 +240,10 @@ def _replace(
     if not reset_state:
         detail = f"script sha256 {old_digest[:12]} -> {digest[:12]}, checkpoint kept"
         catalog.record(s, spec.name, "redeployed", detail)
-        return Outcome(
-            "redeployed", f"redeployed {spec.name}; it resumes from its checkpoint", row.checkpoint
-        )
+        said = f"redeployed {spec.name}; it resumes from its checkpoint"
+        if fresh:
+            said += f", and its new outputs read their inputs from the beginning: {', '.join(fresh)}"
+        return Outcome("redeployed", said, row.checkpoint)
     old_checkpoint = row.checkpoint
     row.checkpoint = new_checkpoint(spec.name)
     row.events_in = row.events_out = 0

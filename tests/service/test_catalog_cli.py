@@ -150,6 +150,18 @@ def test_redeploy_keeps_or_refuses_the_checkpoint(catalog_url: str, tmp_path: Pa
     out = ok(*deploy_args(stateless, "billing", tmp_path), catalog=catalog_url)
     assert out.strip() == "redeployed billing; it resumes from its checkpoint"
     assert status_json("billing", catalog_url)["checkpoint"] == first
+    # a new output starts from the beginning of its inputs: the user is told which
+    more = write_script(
+        tmp_path, CALLS + "INSERT INTO free SELECT id FROM calls WHERE duration < 10;\n", "v2b.cpl"
+    )
+    out = ok(
+        *deploy_args(more, "billing", tmp_path, ["--sink", f"free=file:{tmp_path / 'free'}"]),
+        catalog=catalog_url,
+    )
+    assert out.strip() == (
+        "redeployed billing; it resumes from its checkpoint, and its new outputs read their inputs "
+        "from the beginning: sink 'free'"
+    )
 
     hourly = write_script(
         tmp_path, CALLS.replace("1 MINUTE ADVANCE 1 MINUTE", "1 HOUR ADVANCE 1 HOUR"), "v3.cpl"
@@ -163,13 +175,14 @@ def test_redeploy_keeps_or_refuses_the_checkpoint(catalog_url: str, tmp_path: Pa
     )
     assert "--reset-state" in refused.output
     doc = status_json("billing", catalog_url)
-    assert (doc["revision"], doc["checkpoint"]) == (2, first)  # nothing changed
+    assert (doc["revision"], doc["checkpoint"]) == (3, first)  # nothing changed
 
     out = ok(*deploy_args(hourly, "billing", tmp_path, ["--reset-state"]), catalog=catalog_url)
     assert out.startswith("redeployed billing with an empty state")
     doc = status_json("billing", catalog_url)
-    assert doc["revision"] == 3 and doc["checkpoint"] != first
-    assert [h["event"] for h in doc["history"]] == ["deployed", "redeployed", "state-reset", "redeployed"]
+    assert doc["revision"] == 4 and doc["checkpoint"] != first
+    events = ["deployed", "redeployed", "redeployed", "state-reset", "redeployed"]
+    assert [h["event"] for h in doc["history"]] == events
 
 
 def test_concurrent_deploys_of_one_name_are_serialized(catalog_url: str) -> None:

@@ -186,7 +186,10 @@ def test_serve_runs_reports_resumes_and_stops(pg_db: str, tmp_path: Path, data_d
         for version, added in enumerate([["free", "long"], ["odd", "even"]], start=2):
             rules += added
             redeployed = ok(*deploy_good(tmp_path, inp, out, rules, version), catalog=pg_db)
-            assert redeployed.strip() == "redeployed good; it resumes from its checkpoint"
+            assert redeployed.strip() == (
+                "redeployed good; it resumes from its checkpoint, and its new outputs read their inputs "
+                f"from the beginning: sink '{added[0]}', sink '{added[1]}'"
+            )
             for sink in rules:
                 wanted = [r["id"] for r in rows if RULES[sink][1](r)]
                 wait_for(f"{sink}'s rows", has_rows(tmp_path / sink, len(wanted)))
