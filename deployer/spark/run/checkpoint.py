@@ -44,6 +44,7 @@ from deployer.spark.run.pattern_groups import MARK, PREFIX
 from deployer.spark.run.query_logs import query_problems
 from deployer.spark.run.shared_record import SharedRecord
 from deployer.spark.run.stateless_groups import SHARED_QUERY, is_shared
+from deployer.spark.run.whole_json import write_whole
 from operators import graph as g
 from stores.urls import redact_text
 
@@ -157,7 +158,7 @@ class CheckpointGuard:
             else:
                 manifest = _read(path)
             # the shared queries as this run plans them (`shared_queries`)
-            record = shared_queries(directory)
+            record = shared_queries(directory, manifest)
             own = compat.apart(k for q in manifest["started"] if (k := _output_key(q)) is not None)
             shared = compat.stateless_shares(graph, sinks, record.queries | own)
             patterns = {} if apart else compat.pattern_shares(graph, sinks, record.queries)
@@ -202,15 +203,7 @@ class CheckpointGuard:
 
     def _write(self) -> None:
         """Write the manifest whole or not at all (a crash mid-write must not leave half of it)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / MANIFEST
-        tmp = path.with_name(_TMP)
-        with tmp.open("w", encoding="utf-8") as f:
-            json.dump(self.manifest, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_whole(self.directory / MANIFEST, self.manifest)
 
 
 def _refuse_foreign(directory: Path, manifest: Path) -> None:
@@ -314,15 +307,18 @@ def _manifest_shares(manifest: Mapping[str, Any]) -> dict[str, list[str]]:
     return {q: keys for q, keys in shares.items() if q in manifest["started"]}
 
 
-def shared_queries(directory: Path) -> SharedRecord:
+def shared_queries(directory: Path, manifest: Mapping[str, Any] | None = None) -> SharedRecord:
     """The shared queries (of stateless and of pattern sinks) the checkpoint DIR has started, and
     the sinks they have written (deployer.spark.run.shared_record; for a checkpoint of the time
     before that record, the manifest's; none for a new one): a run's shared queries keep their
-    sinks and take no new one (deployer.spark.run.stateless_groups, .pattern_groups)."""
+    sinks and take no new one (deployer.spark.run.stateless_groups, .pattern_groups). `manifest`:
+    DIR's, when the caller has read it already."""
     record = shared_record.read(directory) or SharedRecord()
     path = directory / MANIFEST
+    if manifest is None and path.is_file():
+        manifest = _read(path)
     # the record's first version kept the pattern sinks' queries only: the manifest has the others
-    kept = compat.sinks_of(_manifest_shares(_read(path))) if path.is_file() else {}
+    kept = compat.sinks_of(_manifest_shares(manifest)) if manifest is not None else {}
     missing = {q: sinks for q, sinks in kept.items() if q not in record.queries}
     return SharedRecord(record.queries | missing, record.sinks.union(*missing.values()))
 

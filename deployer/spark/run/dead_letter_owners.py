@@ -21,12 +21,12 @@ plan it makes, as that time made it.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from deployer.spark.run.queries import Query
+from deployer.spark.run.whole_json import write_whole
 
 RECORD = "dead-letter-writers.json"
 _ALONG = re.compile(r"failures of (\S+)")  # what a query writes of the failures along its rows
@@ -63,11 +63,4 @@ def write(checkpoint: Path, owners: Mapping[str, str]) -> None:
     now = before | dict(owners)
     if now == before and (checkpoint / RECORD).is_file():
         return
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint / f".{RECORD}.tmp"
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump({"owners": now}, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, checkpoint / RECORD)
+    write_whole(checkpoint / RECORD, {"owners": now})

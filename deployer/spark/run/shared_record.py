@@ -19,10 +19,11 @@ pattern sink over the same streams in one) and records them so.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from deployer.spark.run.whole_json import write_whole
 
 RECORD = "shared-queries.json"
 FIRST_RECORD = "pattern-queries.json"  # the pattern sinks' only, 2026-12-06
@@ -54,12 +55,5 @@ def write(checkpoint: Path, query: str, sinks: Iterable[str]) -> None:
         return
     queries = {name: sorted(s) for name, s in before.queries.items()} | {query: members}
     data = {"queries": queries, "sinks": sorted(before.sinks | set(members))}
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint / f".{RECORD}.tmp"
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, checkpoint / RECORD)
+    write_whole(checkpoint / RECORD, data)
     (checkpoint / FIRST_RECORD).unlink(missing_ok=True)  # its facts are in the new one now
