@@ -9,6 +9,7 @@ from typing import Any
 from deployer.service.reports import OUT_METRIC, as_dict
 from deployer.spark.run.deployment import SparkDeployment
 from deployer.spark.run.pattern_groups import PREFIX
+from deployer.spark.run.query import spark_name
 
 KEPT_BATCHES = 200  # per sink: Spark's progress keeps a query's last 100 batches
 
@@ -58,7 +59,7 @@ class ServiceDeployment(SparkDeployment):
         if name in self.tally.shared_reports:  # a stateless sinks' shared query
             reports = self.tally.shared_reports[name]
             return lambda batch: r.out if (r := reports.get(batch)) is not None else None
-        planned = next((q for q in self.plan if name == f"{self.name}:{q.name}"), None)
+        planned = next((q for q in self.plan if name == spark_name(self.name, q.name)), None)
         if planned is not None and planned.name.startswith("table:"):
             return self._table_rows.get(planned.name, {}).get
         if planned is None or not planned.name.startswith((PREFIX, "sink:")):

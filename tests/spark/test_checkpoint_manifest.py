@@ -416,3 +416,34 @@ def test_a_stream_left_unheld_must_not_come_to_need_its_sequencer(tmp_path: Path
         graph(WINDOWED),
         {"sources": SOURCES, "sinks": SINKS},
     )
+
+
+STATELESS = """
+CREATE STREAMSCHEMA calls WITH id integer, caller integer, duration integer, ts timestamp;
+INSERT INTO free SELECT id, caller FROM calls WHERE duration < 10;
+"""
+
+
+def test_a_sink_with_a_query_of_its_own_keeps_it_beside_new_stateless_sinks(tmp_path: Path) -> None:
+    """The guard plans a run's shared queries as the deployment does (layout.planned): a stateless
+    sink whose query of its own has started (its sub-directory is there) keeps it, so a new
+    stateless sink beside it is taken, alone in a query of its own, and two more share one; the
+    guard would otherwise see the first one leave its query for a shared one, which would write
+    its rows again from the beginning, and refuse the run."""
+    d = tmp_path / "ck"
+    sinks = {"free": "file:/data/free"}
+    guard = open_(d, STATELESS, sinks=sinks)
+    spark_query(d / "sink_free")
+    guard.started("sink:free")
+    arrival_log(d, "calls").parent.mkdir()
+    arrival_log(d, "calls").write_text("calls-0000.jsonl\n")
+    odd = STATELESS + "INSERT INTO odd SELECT id FROM calls WHERE id % 2 = 1;\n"
+    guard = open_(d, odd, sinks={**sinks, "odd": "file:/data/odd"})
+    assert guard._shares == {}  # each its own query
+    spark_query(d / "sink_odd")
+    guard.started("sink:odd")
+    more = odd + "INSERT INTO even SELECT id FROM calls WHERE id % 2 = 0;\n"
+    more += "INSERT INTO long SELECT id FROM calls WHERE duration >= 600;\n"
+    both = {**sinks, "odd": "file:/data/odd", "even": "file:/data/even", "long": "file:/data/long"}
+    guard = open_(d, more, sinks=both)
+    assert guard._shares == {"sinks:stateless": ["sink 'even'", "sink 'long'"]}

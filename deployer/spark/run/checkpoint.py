@@ -159,7 +159,7 @@ class CheckpointGuard:
                 manifest = _read(path)
             # the shared queries as this run plans them (`shared_queries`)
             record = shared_queries(directory, manifest)
-            own = compat.apart(k for q in manifest["started"] if (k := _output_key(q)) is not None)
+            own = apart_sinks(directory, sinks)  # as the deployment plans it (layout.planned)
             shared = compat.stateless_shares(graph, sinks, record.queries | own)
             patterns = {} if apart else compat.pattern_shares(graph, sinks, record.queries)
             if path.exists():

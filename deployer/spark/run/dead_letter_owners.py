@@ -21,7 +21,6 @@ plan it makes, as that time made it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from deployer.spark.run.queries import Query
 from deployer.spark.run.whole_json import write_whole
 
 RECORD = "dead-letter-writers.json"
-_ALONG = re.compile(r"failures of (\S+)")  # what a query writes of the failures along its rows
 
 
 def read(checkpoint: Path) -> dict[str, str]:
@@ -51,9 +49,8 @@ def owners_of(plan: Iterable[Query]) -> dict[str, str]:
             out[label] = q.name
         for label in q.owns:  # the dead-letters query's
             out[label] = q.name
-        for what in q.writes:
-            if (along := _ALONG.fullmatch(what)) is not None:
-                out[f"along {along.group(1)}"] = q.name
+        for node in q.along:
+            out[f"along {node}"] = q.name
     return out
 
 

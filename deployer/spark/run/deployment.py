@@ -38,12 +38,12 @@ from deployer.spark.run.pattern_groups import PREFIX
 from deployer.spark.run.pattern_query import pattern_query
 from deployer.spark.run.progress import QueryFailed, SparkRunStats
 from deployer.spark.run.queries import (
-    BY_TASKS,
     DEAD_LETTERS,
     Query,
     shared_inputs,
     store_kinds,
 )
+from deployer.spark.run.query import spark_name
 from deployer.spark.run.query_logs import drop_interrupted_log_writes
 from deployer.spark.run.reclaim import give_back
 from deployer.spark.run.reporter import Reporter, progress_text
@@ -131,8 +131,8 @@ class SparkDeployment:
             not self.until_idle or sum(1 for q in self.queries if q.isActive) < self.max_concurrent
         ):
             df, name, writer = self._pending.pop(0)
-            self._launched[f"{self.name}:{name}"] = (df, name, writer)
-            w = df.writeStream.queryName(f"{self.name}:{name}").foreachBatch(self._gated(writer))
+            self._launched[spark_name(self.name, name)] = (df, name, writer)
+            w = df.writeStream.queryName(spark_name(self.name, name)).foreachBatch(self._gated(writer))
             w = w.option("checkpointLocation", str(self.checkpoint / query_dir(name)))
             w = w.trigger(availableNow=True) if self.until_idle else w.trigger(processingTime="0 seconds")
             drop_interrupted_log_writes(self.checkpoint / query_dir(name))
@@ -219,11 +219,7 @@ class SparkDeployment:
     ) -> tuple[DataFrame, str, Writer]:
         """What `query` runs and how it writes: the rows of `port` (a table's shape selected), or, where
         it writes failures too, those before their split (failures.py `along`, `stateless_on_driver`)."""
-        assigned = {
-            w.removeprefix("failures of ")
-            for w in query.writes
-            if w.startswith("failures of ") and not w.endswith(BY_TASKS)
-        }
+        assigned = set(query.along)
         if assigned:
             frame, write, written = along(self.sg, port, assigned, self._dead, output)
             self._written |= written

@@ -17,7 +17,7 @@ from deployer.spark.patterns.shared import part, shared_patterns
 from deployer.spark.patterns.translate import failures, matches
 from deployer.spark.run.failures import along
 from deployer.spark.run.pattern_groups import split_chain
-from deployer.spark.run.queries import BY_TASKS, Query
+from deployer.spark.run.queries import Query
 from deployer.spark.streams.dead_letters import DeadLetterWriter
 from deployer.spark.streams.sinks import Writer
 from deployer.spark.translate.columns import error_column
@@ -51,11 +51,7 @@ def pattern_query(
         timed_sources=sg.timed_sources,
     )
     over.spool, over.deployment = sg.spool, sg.deployment
-    assigned = {
-        w.removeprefix("failures of ")
-        for w in query.writes
-        if w.startswith("failures of ") and not w.endswith(BY_TASKS)
-    }
+    assigned = set(query.along)
     steps: list[tuple[Callable[[DataFrame], DataFrame], Writer]] = []
     written: set[str] = set()
     for k, (sink, node) in enumerate(zip(sinks, patterns, strict=True)):

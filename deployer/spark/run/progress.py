@@ -18,6 +18,7 @@ from typing import Any
 
 from deployer.engine import one_line
 from deployer.spark.metrics import BatchCounts, batch_counts
+from deployer.spark.run.query import spark_name
 from deployer.spark.run.shared import Report
 
 
@@ -96,7 +97,7 @@ class Tally:
 
     def reporter(self, query: str) -> Callable[[int, Report], None]:
         """Where the writer of the shared query `query` (its name in the plan) tells its reports."""
-        reports = self.shared_reports.setdefault(f"{self.deployment}:{query}", {})
+        reports = self.shared_reports.setdefault(spark_name(self.deployment, query), {})
 
         def report(batch_id: int, found: Report) -> None:
             reports[batch_id] = found

@@ -193,7 +193,7 @@ def plan_queries(
             k += 1
             if not on_input and node.id in along:
                 i = next(i for i, q in enumerate(out) if q.name == along[node.id])
-                out[i] = replace(out[i], writes=(*out[i].writes, f"failures of {node.id}"))
+                out[i] = _along(out[i], node.id)
                 continue
             upto = [p.node for p in node.inputs] if on_input else [node.id]
             own.append((node.id, _query(graph, failed_query(node.id, k), (f"failures of {node.id}",), upto)))
@@ -203,6 +203,11 @@ def plan_queries(
         reads = tuple(s.stream for s in graph.sources() if s.stream in shared_reads)
         out.append(Query(DEAD_LETTERS, _DEAD_LETTERS_WRITE, reads, owns=tuple(left)))
     return out
+
+
+def _along(query: Query, node: str) -> Query:
+    """`query`, writing the failures of `node`'s results along with its rows too."""
+    return replace(query, writes=(*query.writes, f"failures of {node}"), along=(*query.along, node))
 
 
 def _spooled(

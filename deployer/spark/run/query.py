@@ -30,6 +30,9 @@ class Query:
     on_driver: tuple[str, ...] = ()
     # the dead-letters query's: the failure points it writes (`input-<stream>`, `stateless-<node>`)
     owns: tuple[str, ...] = field(default=(), compare=False)
+    # the nodes whose failures it writes along their rows, split from them on the driver
+    # (deployer.spark.run.failures `along`; "failures of <node>" among `writes`)
+    along: tuple[str, ...] = field(default=(), compare=False)
 
     def describe(self, graph: g.Graph) -> str:
         parts = [f"writes {', '.join(self.writes)}", f"reads {', '.join(self.reads) or 'nothing'}"]
@@ -40,6 +43,11 @@ class Query:
         if self.store_calls:
             parts.append("stores " + ", ".join(f"{graph.node(n).op} {n}" for n in self.store_calls))
         return f"{self.name}: " + "; ".join(parts)
+
+
+def spark_name(deployment: str, query: str) -> str:
+    """The name Spark knows a query of a deployment by (its progress, its UI): `deployment:query`."""
+    return f"{deployment}:{query}"
 
 
 def _stateful_label(graph: g.Graph, node: g.Node) -> str:
