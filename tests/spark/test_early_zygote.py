@@ -118,6 +118,27 @@ def test_the_early_zygote_ends_when_its_directory_goes(tmp_path: Path) -> None:
         driver.wait(30)
 
 
+def test_the_early_zygote_ends_with_a_driver_killed_while_it_imports(tmp_path: Path) -> None:
+    """A driver killed (SIGKILL, an out-of-memory kill) in the second or two the zygote spends
+    importing, before it serves: the zygote ends too, its directory left in place (what a killed
+    driver leaves). It found its driver as its parent once its imports were done, then init's,
+    and lived on."""
+    uds = tmp_path / "uds"
+    uds.mkdir()
+    driver, _ = _driver(tmp_path, uds)
+    try:
+        (zygote,) = child_processes(driver.pid)
+        assert not (uds / cep_zygote.SOCKET_NAME).exists()  # still importing
+    finally:
+        driver.kill()
+        driver.wait(30)
+    gone = _wait_for(lambda: not Path(f"/proc/{zygote}").exists() or _zombie(zygote), 60)
+    if not gone:
+        os.kill(zygote, 9)
+    assert gone, "the zygote outlived its killed driver"
+    assert uds.is_dir()
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -116,9 +116,10 @@ def preload(names: Iterable[str] | None = None) -> None:
             continue
 
 
-def serve(path: str) -> None:
-    """Fork a child per request on `path` until the process this one was forked from ends."""
-    parent = os.getppid()
+def serve(path: str, parent: int | None = None) -> None:
+    """Fork a child per request on `path` until `parent` ends (default: the process this one was
+    forked from)."""
+    parent = os.getppid() if parent is None else parent
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -302,19 +303,21 @@ def spawn(directory: str | None, log: Any) -> None:
     env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
     with open(log, "ab") as out:  # its output, and its children's errors before they take over theirs
         subprocess.Popen(
-            [python, "-m", "cep_zygote", directory],
+            [python, "-m", "cep_zygote", directory, str(os.getpid())],
             env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
 
 
-def early(directory: str) -> None:
-    """The zygote of a local session's socket `directory`, started by the driver before its JVM
-    (`spawn`), so that it is up before the first process it stands
+def early(directory: str, driver: int) -> None:
+    """The zygote of a local session's socket `directory`, started by the driver (pid `driver`)
+    before its JVM (`spawn`), so that it is up before the first process it stands
     in for: it imports what the daemons' workers and the fresh processes import while the JVM
     starts, then forks them all, the daemons themselves included. It ends with the driver, or when
-    the directory goes (the session's end)."""
+    the directory goes (the session's end). The driver is named, not found as the parent once the
+    imports are done: a driver killed meanwhile (a second or two) left a zygote whose parent was
+    already init, which nothing ended (160 MB each)."""
     path = os.path.join(directory, SOCKET_NAME)
-    if not _locked(path):
+    if os.getppid() != driver or not _locked(path):
         return
     import cep_daemon
 
@@ -322,8 +325,8 @@ def early(directory: str) -> None:
     preload()
     gc.freeze()  # as the daemon does: the children's collections skip what they inherit
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the driver's to handle
-    serve(path)
+    serve(path, driver)
 
 
 if __name__ == "__main__":
-    early(sys.argv[1])
+    early(sys.argv[1], int(sys.argv[2]))
