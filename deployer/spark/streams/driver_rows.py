@@ -37,6 +37,11 @@ def collected(df: DataFrame, width: int, order: Sequence[str], *extra: str) -> D
     return df.select(*cols, *extra)
 
 
+def collected_names(columns: Sequence[str], width: int, order: Sequence[str], *extra: str) -> list[str]:
+    """The column names of `collected(df, width, order, *extra)`, `columns` those of `df`."""
+    return [*columns[:width], *_keys(order), *extra]
+
+
 def ordered_rows(table: pa.Table, order: Sequence[str]) -> Rows:
     """The rows of a `collected` table, sorted by its order columns as the reference executor emits
     them (event time, then arrival; NULLs first), without them."""
