@@ -74,15 +74,8 @@ SESSION_CONF = {
     # (ReorderAssociativeOperator): `(v * 2147483647) * 1000000000` became `v * <the two constants'
     # product>`, which overflows where the language's left-to-right evaluation does not (v = 0 gives
     # 0), so every event was dead-lettered (found by the differential fuzzer, seed 38107).
-    # Nor may it evaluate constant expressions while it plans (ConstantFolding): a deployment's
-    # queries share its translated plan, and so its expressions, which each query's stream thread
-    # optimizes at every micro-batch; some keep state of their own for evaluating (`to_json`'s JSON
-    # generator, made once per expression), which two queries folding the same constant at once
-    # corrupted: a TUPLE window grouped by a constant, read by two sinks, failed its run at random
-    # (`JsonGenerationException`, or Spark's INTERNAL_ERROR in the optimization phase; found by the
-    # differential fuzzer, seed 4249: two queries of Spark alone over one such column failed 7 runs
-    # of 12, none of 8 with the rule left out). Constants are then computed per row, as any other
-    # expression in the generated code.
+    # Nor fold constants (ConstantFolding): a deployment's queries share its plan's expressions, and
+    # two threads folding one `to_json` at once broke the run (docs/fuzzing.md, seed 4249).
     "spark.sql.optimizer.excludedRules": (
         "org.apache.spark.sql.catalyst.optimizer.PruneFilters,"
         "org.apache.spark.sql.catalyst.optimizer.ReorderAssociativeOperator,"
